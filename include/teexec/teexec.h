@@ -1,0 +1,304 @@
+/*
+ * teexec.h - the public C API of libteexec.
+ *
+ * This is the only header a user includes. Conventions (see docs/api.md):
+ *
+ *  - Opaque handles with create/destroy pairs; every destroy accepts NULL.
+ *  - Every fallible call returns a teexec_status pointer: NULL means success.
+ *    A non-NULL status is owned by the caller and released with
+ *    teexec_status_destroy(). It carries a code, a message and, where one
+ *    applies, the name of the file and of the graph node involved.
+ *  - Out-parameters come last and are set to NULL (or 0) on failure.
+ *  - The library never exits, aborts or prints; diagnostics go to the log
+ *    callback installed with teexec_set_log_callback().
+ *  - A teexec_model is immutable after load: any number of threads may read
+ *    it at once. A teexec_session is used by one thread at a time.
+ *
+ * Each declaration states who owns what and what is thread-safe.
+ */
+#ifndef TEEXEC_TEEXEC_H
+#define TEEXEC_TEEXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define TEEXEC_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define TEEXEC_API __attribute__((visibility("default")))
+#else
+#define TEEXEC_API
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Version                                                             */
+/* ------------------------------------------------------------------ */
+
+#define TEEXEC_VERSION_MAJOR 0
+#define TEEXEC_VERSION_MINOR 1
+#define TEEXEC_VERSION_PATCH 0
+
+/* The library's version as (major << 16) | (minor << 8) | patch.
+ * Thread-safe. May differ from the TEEXEC_VERSION_* of the header a program
+ * was compiled with when the shared library is newer. */
+TEEXEC_API unsigned teexec_version(void);
+
+/* The version as a static string, e.g. "0.1.0". Never NULL; do not free. */
+TEEXEC_API const char *teexec_version_string(void);
+
+/* ------------------------------------------------------------------ */
+/* Status                                                              */
+/* ------------------------------------------------------------------ */
+
+typedef enum teexec_code {
+    TEEXEC_OK = 0,
+    TEEXEC_ERR_INVALID_ARGUMENT = 1, /* the caller passed a bad argument     */
+    TEEXEC_ERR_BAD_MODEL = 2,        /* the model or an input file is wrong */
+    TEEXEC_ERR_LIMIT = 3,            /* a load budget was exceeded          */
+    TEEXEC_ERR_IO = 4,               /* a file could not be read or written */
+    TEEXEC_ERR_UNSUPPORTED = 5,      /* valid, but teexec cannot run it     */
+    TEEXEC_ERR_DEVICE = 6,           /* a CUDA/cuBLASLt/cuDNN failure       */
+    TEEXEC_ERR_NO_MEMORY = 7,        /* an allocation failed                */
+    TEEXEC_ERR_INTERNAL = 8          /* a bug in teexec: please report it   */
+} teexec_code;
+
+typedef struct teexec_status teexec_status;
+
+/* Accessors. Each accepts NULL (meaning success): code TEEXEC_OK, message "",
+ * node/file NULL. Returned strings are owned by the status and live until it
+ * is destroyed. */
+TEEXEC_API teexec_code teexec_status_code(const teexec_status *status);
+TEEXEC_API const char *teexec_status_message(const teexec_status *status);
+/* Name of the graph node the error concerns, or NULL. */
+TEEXEC_API const char *teexec_status_node(const teexec_status *status);
+/* Path of the file the error concerns, or NULL. */
+TEEXEC_API const char *teexec_status_file(const teexec_status *status);
+/* Releases a status. Accepts NULL. */
+TEEXEC_API void teexec_status_destroy(teexec_status *status);
+/* A short constant name for a code, e.g. "bad model". Never NULL. */
+TEEXEC_API const char *teexec_code_name(teexec_code code);
+
+/* ------------------------------------------------------------------ */
+/* Logging                                                             */
+/* ------------------------------------------------------------------ */
+
+typedef enum teexec_log_level {
+    TEEXEC_LOG_ERROR = 0,
+    TEEXEC_LOG_WARNING = 1,
+    TEEXEC_LOG_INFO = 2,
+    TEEXEC_LOG_DEBUG = 3
+} teexec_log_level;
+
+typedef void (*teexec_log_fn)(void *user_data, teexec_log_level level,
+                              const char *message);
+
+/* Installs a process-wide log callback (NULL: discard all messages, the
+ * default) and the most verbose level delivered. The callback may be called
+ * from any thread that uses the library and must be thread-safe itself.
+ * Setting the callback is not synchronized with concurrent library calls:
+ * set it before using the library from several threads. */
+TEEXEC_API void teexec_set_log_callback(teexec_log_fn fn, void *user_data,
+                                        teexec_log_level max_level);
+
+/* ------------------------------------------------------------------ */
+/* Data types (numbered as ONNX's TensorProto.DataType)                */
+/* ------------------------------------------------------------------ */
+
+typedef enum teexec_dtype {
+    TEEXEC_DTYPE_UNDEFINED = 0,
+    TEEXEC_DTYPE_FLOAT = 1,
+    TEEXEC_DTYPE_UINT8 = 2,
+    TEEXEC_DTYPE_INT8 = 3,
+    TEEXEC_DTYPE_UINT16 = 4,
+    TEEXEC_DTYPE_INT16 = 5,
+    TEEXEC_DTYPE_INT32 = 6,
+    TEEXEC_DTYPE_INT64 = 7,
+    TEEXEC_DTYPE_STRING = 8,
+    TEEXEC_DTYPE_BOOL = 9,
+    TEEXEC_DTYPE_FLOAT16 = 10,
+    TEEXEC_DTYPE_DOUBLE = 11,
+    TEEXEC_DTYPE_UINT32 = 12,
+    TEEXEC_DTYPE_UINT64 = 13,
+    TEEXEC_DTYPE_COMPLEX64 = 14,
+    TEEXEC_DTYPE_COMPLEX128 = 15,
+    TEEXEC_DTYPE_BFLOAT16 = 16,
+    TEEXEC_DTYPE_FLOAT8E4M3FN = 17,
+    TEEXEC_DTYPE_FLOAT8E4M3FNUZ = 18,
+    TEEXEC_DTYPE_FLOAT8E5M2 = 19,
+    TEEXEC_DTYPE_FLOAT8E5M2FNUZ = 20,
+    TEEXEC_DTYPE_UINT4 = 21,
+    TEEXEC_DTYPE_INT4 = 22,
+    TEEXEC_DTYPE_FLOAT4E2M1 = 23,
+    TEEXEC_DTYPE_FLOAT8E8M0 = 24,
+    TEEXEC_DTYPE_UINT2 = 25,
+    TEEXEC_DTYPE_INT2 = 26,
+    TEEXEC_DTYPE_COUNT = 27
+} teexec_dtype;
+
+/* Lower-case ONNX name of a dtype ("float", "bfloat16", "float8e4m3fn", ...);
+ * "undefined" for values out of range. Never NULL, static. */
+TEEXEC_API const char *teexec_dtype_name(teexec_dtype dtype);
+
+/* Storage bits per element (1..64; 4 for FP4/INT4, 2 for INT2); 0 for
+ * STRING, UNDEFINED and values out of range. */
+TEEXEC_API unsigned teexec_dtype_bits(teexec_dtype dtype);
+
+/* ------------------------------------------------------------------ */
+/* Models                                                              */
+/* ------------------------------------------------------------------ */
+
+typedef struct teexec_model teexec_model;
+
+/* Budgets applied while loading. Zero in any field means "the default"
+ * (given in brackets). A model over a budget is refused with
+ * TEEXEC_ERR_LIMIT and a message naming the budget. */
+typedef struct teexec_load_options {
+    uint64_t max_file_bytes;        /* model file size        [2 GiB - 1]   */
+    uint64_t max_external_bytes;    /* all external data      [1 TiB]       */
+    uint64_t max_tensor_count;      /* tensors in the model   [1,000,000]   */
+    uint64_t max_tensor_elements;   /* elements in one tensor [2^40]        */
+    uint32_t max_rank;              /* dims of one tensor     [32, at most 32] */
+    uint32_t max_attributes;        /* attributes on one node [4096]        */
+    uint32_t max_nesting_depth;     /* nested graphs/messages [32]          */
+    uint32_t max_nodes;             /* nodes in all graphs    [10,000,000]  */
+} teexec_load_options;
+
+/* Loads an ONNX model file. External data is read relative to the file's
+ * folder and never outside it. `options` may be NULL (all defaults).
+ * On success *out_model owns the model; release with teexec_model_destroy().
+ * Thread-safe (each call creates an independent model). */
+TEEXEC_API teexec_status *teexec_model_load_file(
+    const char *path, const teexec_load_options *options,
+    teexec_model **out_model);
+
+/* Loads a model from a serialized ModelProto in memory. The bytes are copied
+ * as needed; the caller may free `data` after return. External data is
+ * resolved against `base_dir`; pass NULL to refuse any external data.
+ * Thread-safe. */
+TEEXEC_API teexec_status *teexec_model_load_memory(
+    const void *data, size_t size, const char *base_dir,
+    const teexec_load_options *options, teexec_model **out_model);
+
+/* Releases a model. Accepts NULL. Every session created from the model must
+ * have been destroyed first. */
+TEEXEC_API void teexec_model_destroy(teexec_model *model);
+
+/* --- introspection: all getters are thread-safe on a loaded model; the
+ * strings and arrays they return are owned by the model and live until
+ * teexec_model_destroy(). --- */
+
+/* Producer name/version and model domain as written in the file ("" when
+ * absent). */
+TEEXEC_API const char *teexec_model_producer_name(const teexec_model *model);
+TEEXEC_API const char *teexec_model_producer_version(const teexec_model *model);
+TEEXEC_API int64_t teexec_model_ir_version(const teexec_model *model);
+/* The path the model was loaded from, or NULL for a model loaded from memory. */
+TEEXEC_API const char *teexec_model_path(const teexec_model *model);
+
+/* One imported operator set. */
+typedef struct teexec_opset {
+    const char *domain; /* "" is the default ONNX domain ("ai.onnx") */
+    int64_t version;
+} teexec_opset;
+
+TEEXEC_API size_t teexec_model_opset_count(const teexec_model *model);
+/* Returns NULL when index is out of range. */
+TEEXEC_API const teexec_opset *teexec_model_opset(const teexec_model *model,
+                                                  size_t index);
+
+/* A graph input or output. rank is -1 when the shape is unknown. For each
+ * dim d: dims[d] >= 0 is a fixed extent; dims[d] == -1 is symbolic
+ * (dim_params[d] names it) or unknown (dim_params[d] == NULL).
+ * elem_kind says whether the value is a tensor, a sequence, an optional,
+ * a map or a sparse tensor; dtype is the (innermost) element type. */
+typedef enum teexec_value_kind {
+    TEEXEC_VALUE_TENSOR = 0,
+    TEEXEC_VALUE_SEQUENCE = 1,
+    TEEXEC_VALUE_OPTIONAL = 2,
+    TEEXEC_VALUE_MAP = 3,
+    TEEXEC_VALUE_SPARSE_TENSOR = 4,
+    TEEXEC_VALUE_OTHER = 5
+} teexec_value_kind;
+
+typedef struct teexec_value_info {
+    const char *name;
+    teexec_value_kind kind;
+    teexec_dtype dtype;
+    int32_t rank;
+    const int64_t *dims;
+    const char *const *dim_params;
+} teexec_value_info;
+
+/* Graph inputs, excluding those that are also initializers (they are
+ * parameters with defaults, listed by teexec_model_param_stats). */
+TEEXEC_API size_t teexec_model_input_count(const teexec_model *model);
+TEEXEC_API const teexec_value_info *teexec_model_input(const teexec_model *model,
+                                                       size_t index);
+TEEXEC_API size_t teexec_model_output_count(const teexec_model *model);
+TEEXEC_API const teexec_value_info *teexec_model_output(const teexec_model *model,
+                                                        size_t index);
+
+/* Op histogram of the main graph (nested graphs and function bodies
+ * included), one entry per (domain, op_type), sorted by domain then op. */
+typedef struct teexec_op_count {
+    const char *domain;
+    const char *op_type;
+    uint64_t count;
+} teexec_op_count;
+
+TEEXEC_API size_t teexec_model_op_count(const teexec_model *model);
+TEEXEC_API const teexec_op_count *teexec_model_op(const teexec_model *model,
+                                                  size_t index);
+
+/* Initializer statistics: total count and, per dtype, tensors, elements and
+ * bytes (bytes as stored, sub-byte types packed). */
+typedef struct teexec_param_stats {
+    uint64_t count;
+    uint64_t elements;
+    uint64_t bytes;
+    uint64_t count_by_dtype[TEEXEC_DTYPE_COUNT];
+    uint64_t elements_by_dtype[TEEXEC_DTYPE_COUNT];
+    uint64_t bytes_by_dtype[TEEXEC_DTYPE_COUNT];
+} teexec_param_stats;
+
+TEEXEC_API void teexec_model_param_stats(const teexec_model *model,
+                                         teexec_param_stats *out_stats);
+
+/* External data files the model references (relative paths as written,
+ * each listed once) with the bytes the model reads from each. */
+typedef struct teexec_external_file {
+    const char *location;
+    uint64_t bytes;
+    uint64_t tensors;
+} teexec_external_file;
+
+TEEXEC_API size_t teexec_model_external_file_count(const teexec_model *model);
+TEEXEC_API const teexec_external_file *teexec_model_external_file(
+    const teexec_model *model, size_t index);
+
+/* Model-local functions (FunctionProto), kept as they were written. */
+typedef struct teexec_function_info {
+    const char *domain;
+    const char *name;
+    const char *overload; /* "" when absent */
+    uint64_t node_count;
+    uint64_t input_count;
+    uint64_t output_count;
+} teexec_function_info;
+
+TEEXEC_API size_t teexec_model_function_count(const teexec_model *model);
+TEEXEC_API const teexec_function_info *teexec_model_function(
+    const teexec_model *model, size_t index);
+
+/* Number of nodes in the main graph (not counting nested graphs). */
+TEEXEC_API uint64_t teexec_model_node_count(const teexec_model *model);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TEEXEC_TEEXEC_H */

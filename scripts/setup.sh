@@ -1,0 +1,47 @@
+#!/bin/sh
+# setup.sh - shared by scripts/run and scripts/test: make sure the Debian
+# packages teexec needs are installed, then configure and build a build dir.
+#
+#   . scripts/setup.sh; teexec_setup BUILD_DIR [meson options...]
+#
+# As root, missing packages are installed with apt-get. Otherwise the exact
+# apt-get line is printed and the script exits 2.
+
+TEEXEC_PACKAGES="meson ninja-build pkg-config gcc protobuf-c-compiler libprotobuf-c-dev \
+libonnx-dev libonnx-testdata libcmocka-dev zlib1g-dev libopenblas-dev clang"
+
+teexec_missing_packages() {
+    missing=""
+    for p in $TEEXEC_PACKAGES; do
+        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+            missing="$missing $p"
+        fi
+    done
+    echo "$missing"
+}
+
+teexec_install_packages() {
+    missing=$(teexec_missing_packages)
+    [ -z "$missing" ] && return 0
+    if [ "$(id -u)" != 0 ]; then
+        echo "teexec: missing Debian packages; install them with:" >&2
+        echo "  sudo apt-get install -y$missing" >&2
+        exit 2
+    fi
+    echo "teexec: installing$missing" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2 || { echo "teexec: apt-get update failed" >&2; exit 2; }
+    # shellcheck disable=SC2086
+    apt-get install -y -qq --no-install-recommends $missing >&2 ||
+        { echo "teexec: apt-get install failed" >&2; exit 2; }
+}
+
+# teexec_setup BUILD_DIR [meson args]: configure once, then (re)build.
+teexec_setup() {
+    dir=$1; shift
+    teexec_install_packages
+    if [ ! -f "$dir/build.ninja" ]; then
+        meson setup "$dir" "$@" >&2 || { echo "teexec: meson setup failed" >&2; exit 2; }
+    fi
+    ninja -C "$dir" >&2 || { echo "teexec: build failed" >&2; exit 2; }
+}
