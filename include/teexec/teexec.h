@@ -297,6 +297,179 @@ TEEXEC_API const teexec_function_info *teexec_model_function(
 /* Number of nodes in the main graph (not counting nested graphs). */
 TEEXEC_API uint64_t teexec_model_node_count(const teexec_model *model);
 
+/* ================================================================== */
+/* Tensors and sessions (inference)                                    */
+/* ================================================================== */
+
+/* ------------------------------------------------------------------ */
+/* Tensors                                                             */
+/* ------------------------------------------------------------------ */
+
+/* A host tensor: dtype, shape (row-major, C order) and a buffer of
+ * elements stored as ONNX raw_data stores them (little-endian; FLOAT16 and
+ * BFLOAT16 as 16-bit patterns, BOOL one byte 0/1, 4-bit types packed two per
+ * byte). STRING tensors are not supported by this API.
+ *
+ * A tensor either owns its buffer (created by copying or allocating) or
+ * borrows the caller's (teexec_tensor_create_borrowed: the caller keeps the
+ * memory alive and unchanged while the tensor is in use and frees it after
+ * teexec_tensor_destroy).
+ *
+ * Thread-safety: a tensor may be read from several threads at once; writing
+ * its data while another thread reads it (or a session runs with it) is a
+ * data race. */
+typedef struct teexec_tensor teexec_tensor;
+
+/* A new tensor owning a zero-filled buffer. dims may be NULL when rank is 0
+ * (a scalar). On success *out_tensor is owned by the caller. */
+TEEXEC_API teexec_status *teexec_tensor_create(teexec_dtype dtype, int32_t rank,
+                                               const int64_t *dims,
+                                               teexec_tensor **out_tensor);
+
+/* A new tensor owning a copy of `data`; data_bytes must equal the storage
+ * size of the shape (teexec_tensor_byte_size of the result). */
+TEEXEC_API teexec_status *teexec_tensor_create_copy(teexec_dtype dtype, int32_t rank,
+                                                    const int64_t *dims,
+                                                    const void *data, size_t data_bytes,
+                                                    teexec_tensor **out_tensor);
+
+/* A new tensor that borrows `data` (not copied, never freed by teexec);
+ * data_bytes must equal the storage size of the shape. */
+TEEXEC_API teexec_status *teexec_tensor_create_borrowed(teexec_dtype dtype, int32_t rank,
+                                                        const int64_t *dims, void *data,
+                                                        size_t data_bytes,
+                                                        teexec_tensor **out_tensor);
+
+/* Reads a tensor from a file: ".npy" (NumPy format v1/v2/v3, C order) or
+ * ".pb" (a serialized ONNX TensorProto), chosen by the extension. Errors name
+ * the file. On success *out_tensor is owned by the caller. Thread-safe. */
+TEEXEC_API teexec_status *teexec_tensor_load_file(const char *path,
+                                                  teexec_tensor **out_tensor);
+
+/* Writes a tensor to `path` as ".npy" or ".pb" by the extension; `name` is
+ * stored as the TensorProto's name for .pb (may be NULL). The file is
+ * replaced if it exists. Thread-safe for distinct paths. */
+TEEXEC_API teexec_status *teexec_tensor_save_file(const teexec_tensor *tensor,
+                                                  const char *path, const char *name);
+
+/* A new tensor holding `tensor` converted to `dtype` with ONNX Cast
+ * semantics (round to nearest even; out-of-range to integers as Cast does).
+ * Owned by the caller. */
+TEEXEC_API teexec_status *teexec_tensor_cast(const teexec_tensor *tensor,
+                                             teexec_dtype dtype,
+                                             teexec_tensor **out_tensor);
+
+/* Accessors; each accepts only a valid tensor. dims has rank entries and
+ * lives as long as the tensor. data is never NULL (a zero-element tensor
+ * still has a valid pointer). */
+TEEXEC_API teexec_dtype teexec_tensor_dtype(const teexec_tensor *tensor);
+TEEXEC_API int32_t teexec_tensor_rank(const teexec_tensor *tensor);
+TEEXEC_API const int64_t *teexec_tensor_dims(const teexec_tensor *tensor);
+TEEXEC_API uint64_t teexec_tensor_element_count(const teexec_tensor *tensor);
+TEEXEC_API size_t teexec_tensor_byte_size(const teexec_tensor *tensor);
+TEEXEC_API void *teexec_tensor_data(teexec_tensor *tensor);
+TEEXEC_API const void *teexec_tensor_data_const(const teexec_tensor *tensor);
+
+/* Releases a tensor (and its buffer when owned). Accepts NULL. */
+TEEXEC_API void teexec_tensor_destroy(teexec_tensor *tensor);
+
+/* ------------------------------------------------------------------ */
+/* Session options                                                     */
+/* ------------------------------------------------------------------ */
+
+typedef enum teexec_device {
+    TEEXEC_DEVICE_AUTO = 0, /* the GPU when a usable one exists, else the CPU */
+    TEEXEC_DEVICE_CPU = 1,
+    TEEXEC_DEVICE_CUDA = 2
+} teexec_device;
+
+/* Options are an opaque object with setters, so new options can be added
+ * without breaking callers. Defaults: device AUTO, threads 0 (the OpenBLAS
+ * default), every symbolic input dim 1 at planning time.
+ * An options object is not thread-safe to modify; a session copies what it
+ * needs at creation, so the options may be destroyed right after. */
+typedef struct teexec_session_options teexec_session_options;
+
+TEEXEC_API teexec_status *teexec_session_options_create(teexec_session_options **out_options);
+TEEXEC_API void teexec_session_options_destroy(teexec_session_options *options);
+TEEXEC_API teexec_status *teexec_session_options_set_device(teexec_session_options *options,
+                                                            teexec_device device);
+/* Threads for the multi-threaded kernels (GEMM); 0 = library default.
+ * OpenBLAS's thread count is process-wide: a session created with a
+ * non-zero value sets it for every session in the process. */
+TEEXEC_API teexec_status *teexec_session_options_set_threads(teexec_session_options *options,
+                                                             int threads);
+/* The value a symbolic input dim takes for the plan made at session
+ * creation (later runs may bind other values; each new input-shape
+ * signature is planned once and cached). Setting a name again replaces it. */
+TEEXEC_API teexec_status *teexec_session_options_set_dim(teexec_session_options *options,
+                                                         const char *dim_name, int64_t value);
+
+/* ------------------------------------------------------------------ */
+/* Sessions                                                            */
+/* ------------------------------------------------------------------ */
+
+/* A session runs one model on one device. It is prepared completely when
+ * created: every node is resolved to a kernel, shapes and types are inferred
+ * for the model's declared input shapes (symbolic dims as set in the options,
+ * else 1) and buffers are planned. A model with ops the device cannot run is
+ * refused with TEEXEC_ERR_UNSUPPORTED and one message listing all of them:
+ * `unsupported op X (domain "d", opset N); unsupported op Y ...`.
+ *
+ * Thread-safety: a session is used by one thread at a time (runs on one
+ * session must not overlap); different sessions, even of the same model, may
+ * run concurrently. The model must outlive the session. */
+typedef struct teexec_session teexec_session;
+
+/* `options` may be NULL (defaults). On success *out_session is owned by the
+ * caller; release with teexec_session_destroy(). */
+TEEXEC_API teexec_status *teexec_session_create(const teexec_model *model,
+                                                const teexec_session_options *options,
+                                                teexec_session **out_session);
+
+/* Runs the model once. Every graph input (as listed by teexec_model_input)
+ * must be given exactly once by name; tensors are only read during the call.
+ * Symbolic dims are bound from the given inputs; a new input-shape signature
+ * is planned on first use and cached for later runs.
+ *
+ * output_names selects n_outputs graph outputs by name; NULL means all graph
+ * outputs in model order (then n_outputs must equal
+ * teexec_model_output_count). On success out_tensors[i] receives a new
+ * tensor owned by the caller (teexec_tensor_destroy); on failure every
+ * out_tensors[i] is set to NULL. Errors name the input, output or node. */
+TEEXEC_API teexec_status *teexec_session_run(teexec_session *session, size_t n_inputs,
+                                             const char *const *input_names,
+                                             const teexec_tensor *const *input_tensors,
+                                             size_t n_outputs,
+                                             const char *const *output_names,
+                                             teexec_tensor **out_tensors);
+
+/* The device a session runs on: "cpu" or "cuda". Static string. */
+TEEXEC_API const char *teexec_session_device_name(const teexec_session *session);
+
+/* Number of input-shape signatures currently planned (1 after creation
+ * when the model declares its input shapes; at most 32 are kept, the
+ * oldest dropped first). */
+TEEXEC_API size_t teexec_session_plan_count(const teexec_session *session);
+
+/* Releases a session and everything it allocated. Accepts NULL. */
+TEEXEC_API void teexec_session_destroy(teexec_session *session);
+
+/* ================================================================== */
+/* The TE operation domain ("te.ops")                                  */
+/* ================================================================== */
+
+typedef enum teexec_te_ops_format {
+    TEEXEC_TE_OPS_TABLE = 0,   /* a compact text table, one line per op */
+    TEEXEC_TE_OPS_MARKDOWN = 1 /* the full spec, exactly docs/te-ops.md */
+} teexec_te_ops_format;
+
+/* The spec of every op of domain te.ops (version 1), generated from the
+ * library's op registry. A static NUL-terminated string built once on the
+ * first call and owned by the library (never free it); NULL only if memory
+ * ran out while building it, or for an unknown format. Thread-safe. */
+TEEXEC_API const char *teexec_te_ops_text(teexec_te_ops_format format);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,37 @@
+/*
+ * model_internal.h - the contents of a teexec_model (public handle).
+ *
+ * A loaded model is the tx_onnx_file (owning the unpacked ModelProto and any
+ * mapped external data), the IR built over it, and the introspection tables
+ * the public getters return, all computed once at load.
+ *
+ * Ownership: everything here is owned by the model and released by
+ * teexec_model_destroy(); the IR points into `file`, so the IR is freed
+ * first. Thread-safety: immutable after load; concurrent reads are fine
+ * (reading external data through `file` is serialized by the loader).
+ */
+#ifndef TEEXEC_EXEC_MODEL_INTERNAL_H
+#define TEEXEC_EXEC_MODEL_INTERNAL_H
+
+#include "format/onnx_load.h"
+#include "format/tensor_proto.h"
+#include "import/ir.h"
+#include "teexec/teexec.h"
+
+struct teexec_model {
+    tx_onnx_file *file;
+    tx_ir_model *ir;
+
+    teexec_opset *opsets;             size_t n_opsets;
+    teexec_value_info *inputs;        size_t n_inputs;   /* graph inputs minus initializers */
+    teexec_value_info *outputs;       size_t n_outputs;
+    teexec_op_count *ops;             size_t n_ops;
+    teexec_param_stats params;
+    teexec_external_file *externals;  size_t n_externals;
+    teexec_function_info *functions;  size_t n_functions;
+    /* The loader's list the externals table points into (locations). All
+     * other strings of the tables point into the IR. */
+    tx_external_stat *external_stats; size_t n_external_stats;
+};
+
+#endif

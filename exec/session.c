@@ -1,0 +1,782 @@
+/* session.c - sessions: preparation (kernels, inference, folding, buffer
+ * plans per input-shape signature) and runs; the public session API. */
+#include "exec/session_internal.h"
+
+#include "base/checked.h"
+#include "base/dtype.h"
+#include "exec/tensor_internal.h"
+#include "format/tensor_proto.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- options ----------------------------------------------------------- */
+
+teexec_status *teexec_session_options_create(teexec_session_options **out_options)
+{
+    if (!out_options) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "out_options is NULL");
+    *out_options = calloc(1, sizeof(**out_options));
+    if (!*out_options) return tx_oom();
+    return NULL;
+}
+
+void teexec_session_options_destroy(teexec_session_options *o)
+{
+    if (!o) return;
+    for (size_t i = 0; i < o->n_dims; i++) free(o->dim_names[i]);
+    free(o->dim_names);
+    free(o->dim_values);
+    free(o);
+}
+
+teexec_status *teexec_session_options_set_device(teexec_session_options *o, teexec_device d)
+{
+    if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options is NULL");
+    if (d != TEEXEC_DEVICE_AUTO && d != TEEXEC_DEVICE_CPU && d != TEEXEC_DEVICE_CUDA)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "unknown device %d", (int)d);
+    o->device = d;
+    return NULL;
+}
+
+teexec_status *teexec_session_options_set_threads(teexec_session_options *o, int threads)
+{
+    if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options is NULL");
+    if (threads < 0 || threads > 4096)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "threads must be 0..4096, not %d", threads);
+    o->threads = threads;
+    return NULL;
+}
+
+teexec_status *teexec_session_options_set_dim(teexec_session_options *o, const char *name,
+                                              int64_t value)
+{
+    if (!o || !name) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options or name is NULL");
+    if (value < 0)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "dim \"%s\" must be >= 0, not %lld", name,
+                        (long long)value);
+    for (size_t i = 0; i < o->n_dims; i++) {
+        if (strcmp(o->dim_names[i], name) == 0) {
+            o->dim_values[i] = value;
+            return NULL;
+        }
+    }
+    char **nn = realloc(o->dim_names, (o->n_dims + 1) * sizeof(*nn));
+    if (!nn) return tx_oom();
+    o->dim_names = nn;
+    int64_t *nv = realloc(o->dim_values, (o->n_dims + 1) * sizeof(*nv));
+    if (!nv) return tx_oom();
+    o->dim_values = nv;
+    char *copy = strdup(name);
+    if (!copy) return tx_oom();
+    o->dim_names[o->n_dims] = copy;
+    o->dim_values[o->n_dims] = value;
+    o->n_dims++;
+    return NULL;
+}
+
+/* ---- plans ------------------------------------------------------------- */
+
+
+static void plan_free(const teexec_session *s, tx_plan *p)
+{
+    if (!p) return;
+    if (p->vals)
+        for (size_t v = 0; v < s->g->n_values; v++) tx_infer_value_clear(&p->vals[v]);
+    free(p->vals);
+    free(p->skip);
+    free(p->offset);
+    free(p->sig_dtype);
+    free(p->sig_shape);
+    if (p->arena) s->be.vt->free(s->be.state, p->arena);
+    free(p);
+}
+
+static const char *model_file(const teexec_session *s)
+{
+    return s->model->file ? s->model->file->path : NULL;
+}
+
+/* Stores an inferred output into the plan's value table, keeping an owned
+ * value's pointer pointing at its new home. */
+static void move_value(tx_infer_value *dst, tx_infer_value *src)
+{
+    bool own = src->value == &src->owned;
+    *dst = *src;
+    if (own) dst->value = &dst->owned;
+    memset(src, 0, sizeof(*src));
+}
+
+static teexec_status *storage_bytes(teexec_dtype dt, const tx_shape *sh, size_t *out)
+{
+    uint64_t ne;
+    TX_TRY(tx_shape_numel(sh, &ne));
+    int ok;
+    uint64_t b = tx_dtype_storage_bytes(dt, ne, &ok);
+    if (!ok || b > SIZE_MAX / 2)
+        return tx_error(TEEXEC_ERR_LIMIT, "a %s tensor of %llu elements is too large",
+                        teexec_dtype_name(dt), (unsigned long long)ne);
+    *out = (size_t)b;
+    return NULL;
+}
+
+/* Runs one node on host tensors at plan time (folding). */
+static teexec_status *fold_node(teexec_session *s, const tx_ir_node *n, tx_plan *p,
+                                const tx_tensor **ins)
+{
+    tx_tensor **outs = s->sc_outs;
+    for (size_t j = 0; j < n->n_outputs; j++) {
+        outs[j] = NULL;
+        int32_t o = n->outputs[j];
+        if (o < 0) continue;
+        tx_infer_value *ov = &p->vals[o];
+        TX_TRY(tx_tensor_alloc(&ov->owned, ov->dtype, ov->shape.rank, ov->shape.dims));
+        outs[j] = &ov->owned;
+    }
+    tx_op_call call = {.node = n, .file = s->model->file, .n_in = n->n_inputs, .in = ins,
+                       .n_out = n->n_outputs, .out = outs};
+    TX_TRY(s->fns[n->index](&call));
+    for (size_t j = 0; j < n->n_outputs; j++)
+        if (outs[j]) p->vals[n->outputs[j]].value = outs[j];
+    return NULL;
+}
+
+typedef struct live_block {
+    size_t off, size;
+    int32_t value;
+} live_block;
+
+/* First-fit placement of every planned intermediate in one arena. */
+static teexec_status *plan_buffers(teexec_session *s, tx_plan *p)
+{
+    const tx_ir_graph *g = s->g;
+    size_t nv = g->n_values;
+    p->offset = malloc((nv ? nv : 1) * sizeof(size_t));
+    if (!p->offset) return tx_oom();
+    for (size_t v = 0; v < nv; v++) p->offset[v] = SIZE_MAX;
+    live_block *live = malloc((nv ? nv : 1) * sizeof(*live));
+    if (!live) return tx_oom();
+    size_t n_live = 0, top = 0;
+    teexec_status *st = NULL;
+    for (size_t i = 0; i < g->n_nodes && !st; i++) {
+        if (p->skip[i]) continue;
+        const tx_ir_node *n = &g->nodes[i];
+        for (size_t j = 0; j < n->n_outputs && !st; j++) {
+            int32_t o = n->outputs[j];
+            if (o < 0) continue;
+            const tx_ir_value *val = &g->values[o];
+            tx_infer_value *iv = &p->vals[o];
+            if (!iv->shape_known || (val->flags & TX_IR_VALUE_GRAPH_OUTPUT)) continue;
+            size_t bytes;
+            st = storage_bytes(iv->dtype, &iv->shape, &bytes);
+            if (st) break;
+            bytes = (bytes + 63) & ~(size_t)63;
+            if (bytes == 0) bytes = 64;
+            /* lowest gap between live blocks (sorted by offset) that fits */
+            size_t off = 0, k = 0;
+            for (; k < n_live; k++) {
+                if (live[k].off >= off + bytes) break;
+                if (live[k].off + live[k].size > off) off = live[k].off + live[k].size;
+            }
+            memmove(&live[k + 1], &live[k], (n_live - k) * sizeof(*live));
+            live[k] = (live_block){off, bytes, o};
+            n_live++;
+            p->offset[o] = off;
+            if (off + bytes > top) top = off + bytes;
+        }
+        /* release what dies here: values whose last reader is this node, and
+         * outputs nobody reads */
+        size_t w = 0;
+        for (size_t k = 0; k < n_live; k++) {
+            int32_t v = live[k].value;
+            int64_t last = s->last_use[v];
+            if (last <= (int64_t)i) continue;
+            live[w++] = live[k];
+        }
+        n_live = w;
+    }
+    free(live);
+    if (st) return st;
+    p->arena_bytes = top;
+    if (top) TX_TRY(s->be.vt->alloc(s->be.state, top, &p->arena));
+    return NULL;
+}
+
+static teexec_status *make_plan(teexec_session *s, const teexec_dtype *dts, const tx_shape *shapes,
+                                tx_plan **out)
+{
+    *out = NULL;
+    const tx_ir_graph *g = s->g;
+    tx_plan *p = calloc(1, sizeof(*p));
+    if (!p) return tx_oom();
+    size_t nv = g->n_values ? g->n_values : 1;
+    p->vals = calloc(nv, sizeof(*p->vals));
+    p->skip = calloc(g->n_nodes ? g->n_nodes : 1, sizeof(bool));
+    p->sig_dtype = calloc(s->n_in ? s->n_in : 1, sizeof(*p->sig_dtype));
+    p->sig_shape = calloc(s->n_in ? s->n_in : 1, sizeof(*p->sig_shape));
+    if (!p->vals || !p->skip || !p->sig_dtype || !p->sig_shape) {
+        plan_free(s, p);
+        return tx_oom();
+    }
+    for (size_t i = 0; i < s->n_in; i++) {
+        p->sig_dtype[i] = dts[i];
+        p->sig_shape[i] = shapes[i];
+        tx_infer_value *iv = &p->vals[s->in_vals[i]];
+        iv->dtype = dts[i];
+        iv->shape = shapes[i];
+        iv->shape_known = true;
+    }
+    for (size_t v = 0; v < g->n_values; v++) {
+        if (!s->init[v].data) continue;
+        tx_infer_value *iv = &p->vals[v];
+        iv->dtype = s->init[v].dtype;
+        iv->shape = tx_shape_of(&s->init[v]);
+        iv->shape_known = true;
+        iv->value = &s->init[v];
+    }
+    teexec_status *st = NULL;
+    const tx_infer_value **pins = s->sc_pins;
+    const tx_tensor **tins = s->sc_ins;
+    tx_infer_value *outs = s->sc_out_vals;
+    for (size_t i = 0; i < g->n_nodes && !st; i++) {
+        const tx_ir_node *n = &g->nodes[i];
+        bool all_values = true;
+        for (size_t k = 0; k < n->n_inputs; k++) {
+            int32_t v = n->inputs[k];
+            pins[k] = v >= 0 ? &p->vals[v] : NULL;
+            tins[k] = v >= 0 ? p->vals[v].value : NULL;
+            if (v >= 0 && !p->vals[v].value) all_values = false;
+        }
+        memset(outs, 0, n->n_outputs * sizeof(outs[0]));
+        st = tx_infer_node(n, s->model->file, pins, outs);
+        if (st) {
+            for (size_t j = 0; j < n->n_outputs; j++) tx_infer_value_clear(&outs[j]);
+            break;
+        }
+        bool all_out_values = true, all_shapes = true;
+        uint64_t total = 0;
+        for (size_t j = 0; j < n->n_outputs; j++) {
+            if (!outs[j].value) all_out_values = false;
+            if (!outs[j].shape_known) {
+                all_shapes = false;
+            } else {
+                uint64_t ne;
+                if (tx_shape_numel(&outs[j].shape, &ne) == NULL) total += ne;
+                else total = UINT64_MAX;
+            }
+            int32_t o = n->outputs[j];
+            if (o >= 0) move_value(&p->vals[o], &outs[j]);
+            else tx_infer_value_clear(&outs[j]);
+        }
+        if (all_out_values) {
+            p->skip[i] = true;
+        } else if (all_values && all_shapes && total <= TX_FOLD_MAX_ELEMENTS) {
+            st = fold_node(s, n, p, tins);
+            if (!st) p->skip[i] = true;
+        }
+    }
+    if (!st) st = plan_buffers(s, p);
+    if (st) {
+        plan_free(s, p);
+        return tx_status_with_file(st, model_file(s));
+    }
+    *out = p;
+    return NULL;
+}
+
+/* ---- creation ---------------------------------------------------------- */
+
+/* Lists every node the backend cannot run, each distinct (op, domain,
+ * opset) once, in one status. */
+static teexec_status *resolve_kernels(teexec_session *s)
+{
+    const tx_ir_graph *g = s->g;
+    s->fns = calloc(g->n_nodes ? g->n_nodes : 1, sizeof(*s->fns));
+    if (!s->fns) return tx_oom();
+    char *msg = NULL;
+    size_t len = 0, n_bad = 0;
+    const char *first_node = NULL;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const tx_ir_node *n = &g->nodes[i];
+        teexec_status *st = NULL;
+        if (n->function >= 0)
+            st = tx_error(TEEXEC_ERR_UNSUPPORTED, "unsupported op %s (domain \"%s\", opset %lld)",
+                          n->op_type, n->domain, (long long)n->opset);
+        else
+            st = s->be.vt->prepare_node(s->be.state, n, &s->fns[i]);
+        if (!st) continue;
+        if (teexec_status_code(st) != TEEXEC_ERR_UNSUPPORTED) {
+            free(msg);
+            return st;
+        }
+        const char *m = teexec_status_message(st);
+        /* each distinct op once */
+        if (!msg || !strstr(msg, m)) {
+            size_t ml = strlen(m);
+            char *nm = realloc(msg, len + ml + 3);
+            if (!nm) {
+                teexec_status_destroy(st);
+                free(msg);
+                return tx_oom();
+            }
+            msg = nm;
+            if (len) {
+                memcpy(msg + len, "; ", 2);
+                len += 2;
+            }
+            memcpy(msg + len, m, ml + 1);
+            len += ml;
+            if (!first_node) first_node = n->label;
+            n_bad++;
+        }
+        teexec_status_destroy(st);
+    }
+    if (!msg) return NULL;
+    teexec_status *st = tx_status_new(TEEXEC_ERR_UNSUPPORTED, model_file(s),
+                                      n_bad == 1 ? first_node : NULL, "%s", msg);
+    free(msg);
+    return st;
+}
+
+static teexec_status *decode_initializers(teexec_session *s)
+{
+    const tx_ir_graph *g = s->g;
+    s->init = calloc(g->n_values ? g->n_values : 1, sizeof(*s->init));
+    if (!s->init) return tx_oom();
+    for (size_t v = 0; v < g->n_values; v++) {
+        const tx_ir_value *val = &g->values[v];
+        if (val->flags & TX_IR_VALUE_SPARSE_INIT)
+            return tx_status_new(TEEXEC_ERR_UNSUPPORTED, model_file(s), NULL,
+                                 "sparse initializer \"%s\" is not supported", val->name);
+        if (!(val->flags & TX_IR_VALUE_INITIALIZER) || !val->initializer) continue;
+        TX_TRY(tx_status_with_file(tx_tensor_from_proto(val->initializer, s->model->file,
+                                                        &s->init[v]),
+                                   model_file(s)));
+        if (s->init[v].dtype == TEEXEC_DTYPE_STRING)
+            return tx_status_new(TEEXEC_ERR_UNSUPPORTED, model_file(s), NULL,
+                                 "string initializer \"%s\" is not supported", val->name);
+    }
+    return NULL;
+}
+
+static teexec_status *index_values(teexec_session *s)
+{
+    const tx_ir_graph *g = s->g;
+    const teexec_model *m = s->model;
+    s->n_in = m->n_inputs;
+    s->in_vals = calloc(s->n_in ? s->n_in : 1, sizeof(int32_t));
+    s->last_use = calloc(g->n_values ? g->n_values : 1, sizeof(int64_t));
+    if (!s->in_vals || !s->last_use) return tx_oom();
+    for (size_t i = 0; i < s->n_in; i++) {
+        int32_t v = tx_ir_graph_find_value(g, m->inputs[i].name);
+        if (v < 0)
+            return tx_error(TEEXEC_ERR_INTERNAL, "graph input \"%s\" not found", m->inputs[i].name);
+        if (g->values[v].kind != TX_IR_KIND_TENSOR)
+            return tx_status_new(TEEXEC_ERR_UNSUPPORTED, model_file(s), NULL,
+                                 "graph input \"%s\" is not a tensor (sequences, optionals and "
+                                 "maps are not supported)", m->inputs[i].name);
+        s->in_vals[i] = v;
+    }
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].n_inputs > s->max_in) s->max_in = g->nodes[i].n_inputs;
+        if (g->nodes[i].n_outputs > s->max_out) s->max_out = g->nodes[i].n_outputs;
+    }
+    size_t mi = s->max_in + 1, mo = s->max_out + 1;
+    s->sc_pins = calloc(mi, sizeof(*s->sc_pins));
+    s->sc_in_vals = calloc(mi, sizeof(*s->sc_in_vals));
+    s->sc_ins = calloc(mi, sizeof(*s->sc_ins));
+    s->sc_outs = calloc(mo, sizeof(*s->sc_outs));
+    s->sc_out_vals = calloc(mo, sizeof(*s->sc_out_vals));
+    if (!s->sc_pins || !s->sc_in_vals || !s->sc_ins || !s->sc_outs || !s->sc_out_vals)
+        return tx_oom();
+    for (size_t v = 0; v < g->n_values; v++) {
+        const tx_ir_value *val = &g->values[v];
+        int64_t last = -1;
+        for (size_t k = 0; k < val->n_consumers; k++)
+            if (val->consumers[k].node > last) last = val->consumers[k].node;
+        if (val->flags & TX_IR_VALUE_GRAPH_OUTPUT) last = (int64_t)g->n_nodes;
+        s->last_use[v] = last;
+    }
+    for (size_t i = 0; i < g->n_outputs; i++)
+        if (g->values[g->outputs[i]].kind != TX_IR_KIND_TENSOR &&
+            g->values[g->outputs[i]].kind != TX_IR_KIND_UNKNOWN)
+            return tx_status_new(TEEXEC_ERR_UNSUPPORTED, model_file(s), NULL,
+                                 "graph output \"%s\" is not a tensor",
+                                 g->values[g->outputs[i]].name);
+    return NULL;
+}
+
+static int64_t option_dim(const teexec_session_options *o, const char *name)
+{
+    if (o && name)
+        for (size_t i = 0; i < o->n_dims; i++)
+            if (strcmp(o->dim_names[i], name) == 0) return o->dim_values[i];
+    return 1;
+}
+
+static teexec_status *add_plan(teexec_session *s, tx_plan *p)
+{
+    if (s->n_plans >= TX_MAX_PLANS) {
+        plan_free(s, s->plans[0]);
+        memmove(&s->plans[0], &s->plans[1], (s->n_plans - 1) * sizeof(*s->plans));
+        s->n_plans--;
+    }
+    if (s->n_plans == s->cap_plans) {
+        size_t cap = s->cap_plans ? s->cap_plans * 2 : 4;
+        tx_plan **np = realloc(s->plans, cap * sizeof(*np));
+        if (!np) return tx_oom();
+        s->plans = np;
+        s->cap_plans = cap;
+    }
+    s->plans[s->n_plans++] = p;
+    return NULL;
+}
+
+/* The plan for the declared input shapes, symbolic dims from the options. */
+static teexec_status *initial_plan(teexec_session *s, const teexec_session_options *o)
+{
+    teexec_dtype *dts = calloc(s->n_in ? s->n_in : 1, sizeof(*dts));
+    tx_shape *shapes = calloc(s->n_in ? s->n_in : 1, sizeof(*shapes));
+    if (!shapes || !dts) {
+        free(dts);
+        free(shapes);
+        return tx_oom();
+    }
+    for (size_t i = 0; i < s->n_in; i++) {
+        const tx_ir_value *val = &s->g->values[s->in_vals[i]];
+        if (val->rank < 0 || val->dtype == TEEXEC_DTYPE_UNDEFINED) {
+            /* nothing declared to plan for: the first run plans */
+            free(dts);
+            free(shapes);
+            return NULL;
+        }
+        dts[i] = val->dtype;
+        shapes[i].rank = val->rank;
+        for (int32_t d = 0; d < val->rank; d++)
+            shapes[i].dims[d] = val->dims[d] >= 0 ? val->dims[d]
+                                                  : option_dim(o, val->dim_params[d]);
+    }
+    tx_plan *p;
+    teexec_status *st = make_plan(s, dts, shapes, &p);
+    free(dts);
+    free(shapes);
+    TX_TRY(st);
+    st = add_plan(s, p);
+    if (st) plan_free(s, p);
+    return st;
+}
+
+teexec_status *teexec_session_create(const teexec_model *model,
+                                     const teexec_session_options *options,
+                                     teexec_session **out_session)
+{
+    if (!out_session) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "out_session is NULL");
+    *out_session = NULL;
+    if (!model) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "model is NULL");
+    teexec_device dev = options ? options->device : TEEXEC_DEVICE_AUTO;
+    if (dev == TEEXEC_DEVICE_CUDA)
+        return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                        "the CUDA backend is not available in this build (use --device cpu)");
+    teexec_session *s = calloc(1, sizeof(*s));
+    if (!s) return tx_oom();
+    s->model = model;
+    s->g = model->ir->graph;
+    s->be.vt = &tx_backend_cpu;
+    tx_backend_config cfg = {.threads = options ? options->threads : 0};
+    teexec_status *st = s->be.vt->create(&cfg, &s->be.state);
+    if (st) {
+        free(s);
+        return st;
+    }
+    if (!st) st = resolve_kernels(s);
+    if (!st) st = index_values(s);
+    if (!st) st = decode_initializers(s);
+    if (!st) st = initial_plan(s, options);
+    if (st) {
+        teexec_session_destroy(s);
+        return st;
+    }
+    *out_session = s;
+    return NULL;
+}
+
+void teexec_session_destroy(teexec_session *s)
+{
+    if (!s) return;
+    for (size_t i = 0; i < s->n_plans; i++) plan_free(s, s->plans[i]);
+    free(s->plans);
+    if (s->init)
+        for (size_t v = 0; v < s->g->n_values; v++) tx_tensor_release(&s->init[v]);
+    free(s->init);
+    free(s->fns);
+    free(s->in_vals);
+    free(s->last_use);
+    free(s->sc_pins);
+    free(s->sc_in_vals);
+    free(s->sc_ins);
+    free(s->sc_outs);
+    free(s->sc_out_vals);
+    if (s->be.vt && s->be.state) s->be.vt->destroy(s->be.state);
+    free(s);
+}
+
+const char *teexec_session_device_name(const teexec_session *s)
+{
+    return s && s->be.vt ? s->be.vt->name : "none";
+}
+
+size_t teexec_session_plan_count(const teexec_session *s) { return s ? s->n_plans : 0; }
+
+/* ---- running ----------------------------------------------------------- */
+
+/* Checks the given inputs against the model and binds symbolic dims; fills
+ * bound[i] with the tensor for session input i. */
+static teexec_status *bind_inputs(teexec_session *s, size_t n_inputs, const char *const *names,
+                                  const teexec_tensor *const *tensors, const tx_tensor **bound)
+{
+    const teexec_model *m = s->model;
+    for (size_t i = 0; i < s->n_in; i++) bound[i] = NULL;
+    if (n_inputs && (!names || !tensors))
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "input_names or input_tensors is NULL");
+    for (size_t k = 0; k < n_inputs; k++) {
+        if (!names[k] || !tensors[k])
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "input %zu has a NULL name or tensor", k);
+        size_t i = 0;
+        while (i < s->n_in && strcmp(m->inputs[i].name, names[k]) != 0) i++;
+        if (i == s->n_in) {
+            /* list the valid names: the caller's most likely mistake */
+            char list[512];
+            size_t len = 0;
+            list[0] = 0;
+            for (size_t j = 0; j < s->n_in && len + 4 < sizeof(list); j++)
+                len += (size_t)snprintf(list + len, sizeof(list) - len, "%s\"%s\"", j ? ", " : "",
+                                        m->inputs[j].name);
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                            "\"%s\" is not an input of the model (inputs: %s)", names[k],
+                            s->n_in ? list : "none");
+        }
+        if (bound[i])
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "input \"%s\" is given twice", names[k]);
+        bound[i] = &tensors[k]->t;
+    }
+    for (size_t i = 0; i < s->n_in; i++) {
+        const tx_ir_value *val = &s->g->values[s->in_vals[i]];
+        const tx_tensor *t = bound[i];
+        if (!t)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "input \"%s\" is missing", val->name);
+        if (val->dtype != TEEXEC_DTYPE_UNDEFINED && t->dtype != val->dtype)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                            "input \"%s\" is %s but the model declares %s", val->name,
+                            teexec_dtype_name(t->dtype), teexec_dtype_name(val->dtype));
+        if (val->rank >= 0 && t->rank != val->rank)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                            "input \"%s\" has rank %d but the model declares rank %d", val->name,
+                            (int)t->rank, (int)val->rank);
+        for (int32_t d = 0; val->rank >= 0 && d < val->rank; d++) {
+            if (val->dims[d] >= 0 && t->dims[d] != val->dims[d])
+                return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                                "input \"%s\" has %lld in dim %d but the model declares %lld",
+                                val->name, (long long)t->dims[d], (int)d,
+                                (long long)val->dims[d]);
+            if (val->dims[d] >= 0 || !val->dim_params[d]) continue;
+            /* the same symbolic name must bind to one value across inputs */
+            for (size_t j = 0; j < i; j++) {
+                const tx_ir_value *w = &s->g->values[s->in_vals[j]];
+                for (int32_t e = 0; e < w->rank; e++)
+                    if (w->dims[e] < 0 && w->dim_params[e] &&
+                        strcmp(w->dim_params[e], val->dim_params[d]) == 0 &&
+                        bound[j]->dims[e] != t->dims[d])
+                        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                                        "dim \"%s\" is %lld in input \"%s\" but %lld in input "
+                                        "\"%s\"", val->dim_params[d], (long long)bound[j]->dims[e],
+                                        w->name, (long long)t->dims[d], val->name);
+            }
+        }
+    }
+    return NULL;
+}
+
+static teexec_status *find_plan(teexec_session *s, const tx_tensor **bound, tx_plan **out)
+{
+    for (size_t k = 0; k < s->n_plans; k++) {
+        tx_plan *p = s->plans[k];
+        size_t i = 0;
+        for (; i < s->n_in; i++) {
+            tx_shape sh = tx_shape_of(bound[i]);
+            if (p->sig_dtype[i] != bound[i]->dtype || !tx_shape_equal(&p->sig_shape[i], &sh))
+                break;
+        }
+        if (i == s->n_in) {
+            *out = p;
+            return NULL;
+        }
+    }
+    teexec_dtype *dts = calloc(s->n_in ? s->n_in : 1, sizeof(*dts));
+    tx_shape *shapes = calloc(s->n_in ? s->n_in : 1, sizeof(*shapes));
+    teexec_status *st = (!dts || !shapes) ? tx_oom() : NULL;
+    for (size_t i = 0; !st && i < s->n_in; i++) {
+        dts[i] = bound[i]->dtype;
+        shapes[i] = tx_shape_of(bound[i]);
+    }
+    tx_plan *p = NULL;
+    if (!st) st = make_plan(s, dts, shapes, &p);
+    free(dts);
+    free(shapes);
+    if (!st) st = add_plan(s, p);
+    if (st) {
+        plan_free(s, p);
+        return st;
+    }
+    *out = p;
+    return NULL;
+}
+
+/* Infers a node's outputs at run time, when every input value is known. */
+static teexec_status *infer_now(teexec_session *s, const tx_ir_node *n, const tx_tensor **ins,
+                                tx_infer_value *outs)
+{
+    tx_infer_value *iv = s->sc_in_vals;
+    const tx_infer_value **pins = s->sc_pins;
+    for (size_t k = 0; k < n->n_inputs; k++) {
+        pins[k] = NULL;
+        if (!ins[k]) continue;
+        memset(&iv[k], 0, sizeof(iv[k]));
+        iv[k].dtype = ins[k]->dtype;
+        iv[k].shape = tx_shape_of(ins[k]);
+        iv[k].shape_known = true;
+        iv[k].value = ins[k];
+        pins[k] = &iv[k];
+    }
+    memset(outs, 0, n->n_outputs * sizeof(*outs));
+    return tx_infer_node(n, s->model->file, pins, outs);
+}
+
+static teexec_status *execute(teexec_session *s, tx_plan *p, const tx_tensor **bound,
+                              const tx_tensor **cur, tx_tensor *store)
+{
+    const tx_ir_graph *g = s->g;
+    for (size_t v = 0; v < g->n_values; v++) cur[v] = p->vals[v].value;
+    for (size_t i = 0; i < s->n_in; i++) cur[s->in_vals[i]] = bound[i];
+    const tx_tensor **ins = s->sc_ins;
+    tx_tensor **outs = s->sc_outs;
+    tx_infer_value *dyn = s->sc_out_vals;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        if (p->skip[i]) continue;
+        const tx_ir_node *n = &g->nodes[i];
+        bool need_infer = false;
+        for (size_t k = 0; k < n->n_inputs; k++) {
+            int32_t v = n->inputs[k];
+            ins[k] = v >= 0 ? cur[v] : NULL;
+            if (v >= 0 && !ins[k])
+                return tx_error(TEEXEC_ERR_INTERNAL, "value \"%s\" was not computed",
+                                g->values[v].name);
+        }
+        for (size_t j = 0; j < n->n_outputs; j++)
+            if (n->outputs[j] >= 0 && !p->vals[n->outputs[j]].shape_known) need_infer = true;
+        if (need_infer) TX_TRY(infer_now(s, n, ins, dyn));
+        teexec_status *st = NULL;
+        for (size_t j = 0; j < n->n_outputs; j++) {
+            outs[j] = NULL;
+            int32_t o = n->outputs[j];
+            if (o < 0 || st) continue;
+            const tx_infer_value *iv = need_infer ? &dyn[j] : &p->vals[o];
+            tx_tensor *t = &store[o];
+            if (p->offset[o] != SIZE_MAX && !need_infer) {
+                st = tx_tensor_wrap(t, iv->dtype, iv->shape.rank, iv->shape.dims,
+                                    (char *)p->arena + p->offset[o]);
+            } else {
+                st = tx_tensor_alloc(t, iv->dtype, iv->shape.rank, iv->shape.dims);
+            }
+            outs[j] = t;
+            cur[o] = t;
+        }
+        if (need_infer)
+            for (size_t j = 0; j < n->n_outputs; j++) tx_infer_value_clear(&dyn[j]);
+        if (st) return st;
+        tx_op_call call = {.node = n, .file = s->model->file, .n_in = n->n_inputs, .in = ins,
+                           .n_out = n->n_outputs, .out = outs};
+        TX_TRY(s->be.vt->run_node(s->be.state, s->fns[i], &call));
+    }
+    return NULL;
+}
+
+teexec_status *teexec_session_run(teexec_session *s, size_t n_inputs,
+                                  const char *const *input_names,
+                                  const teexec_tensor *const *input_tensors, size_t n_outputs,
+                                  const char *const *output_names, teexec_tensor **out_tensors)
+{
+    if (out_tensors)
+        for (size_t j = 0; j < n_outputs; j++) out_tensors[j] = NULL;
+    if (!s) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "session is NULL");
+    if (n_outputs && !out_tensors)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "out_tensors is NULL");
+    const tx_ir_graph *g = s->g;
+    if (!output_names && n_outputs != g->n_outputs)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "n_outputs is %zu but the model has %zu outputs", n_outputs, g->n_outputs);
+    /* resolve the requested outputs first: a typo fails before any work */
+    int32_t *want = calloc(n_outputs ? n_outputs : 1, sizeof(int32_t));
+    if (!want) return tx_oom();
+    for (size_t j = 0; j < n_outputs; j++) {
+        if (!output_names) {
+            want[j] = g->outputs[j];
+            continue;
+        }
+        want[j] = -1;
+        for (size_t k = 0; output_names[j] && k < g->n_outputs; k++)
+            if (strcmp(g->values[g->outputs[k]].name, output_names[j]) == 0) want[j] = g->outputs[k];
+        if (want[j] < 0) {
+            teexec_status *st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                                         "\"%s\" is not an output of the model",
+                                         output_names[j] ? output_names[j] : "(null)");
+            free(want);
+            return st;
+        }
+    }
+    const tx_tensor **bound = calloc(s->n_in ? s->n_in : 1, sizeof(*bound));
+    const tx_tensor **cur = calloc(g->n_values ? g->n_values : 1, sizeof(*cur));
+    tx_tensor *store = calloc(g->n_values ? g->n_values : 1, sizeof(*store));
+    teexec_status *st = (!bound || !cur || !store) ? tx_oom() : NULL;
+    if (!st) st = bind_inputs(s, n_inputs, input_names, input_tensors, bound);
+    tx_plan *p = NULL;
+    if (!st) st = find_plan(s, bound, &p);
+    if (!st) st = execute(s, p, bound, cur, store);
+    for (size_t j = 0; !st && j < n_outputs; j++) {
+        int32_t v = want[j];
+        tx_tensor t;
+        if (store[v].data && store[v].owns_data) {
+            /* hand the run's buffer over (a value listed twice is copied) */
+            t = store[v];
+            memset(&store[v], 0, sizeof(store[v]));
+            cur[v] = NULL;
+        } else {
+            const tx_tensor *src = cur[v];
+            for (size_t k = 0; !src && k < j; k++)
+                if (want[k] == v) src = &out_tensors[k]->t;
+            if (!src) {
+                st = tx_error(TEEXEC_ERR_INTERNAL, "output \"%s\" was not computed",
+                              g->values[v].name);
+                break;
+            }
+            st = tx_tensor_clone(src, &t);
+            if (st) break;
+        }
+        st = tx_tensor_to_public(&t, &out_tensors[j]);
+        if (st) tx_tensor_release(&t);
+    }
+    if (store)
+        for (size_t v = 0; v < g->n_values; v++) tx_tensor_release(&store[v]);
+    free(store);
+    free(cur);
+    free(bound);
+    free(want);
+    if (st) {
+        for (size_t j = 0; j < n_outputs; j++) {
+            teexec_tensor_destroy(out_tensors[j]);
+            out_tensors[j] = NULL;
+        }
+        return tx_status_with_file(st, model_file(s));
+    }
+    return NULL;
+}

@@ -1,0 +1,78 @@
+/*
+ * session_internal.h - what a teexec_session holds: the model it runs, a
+ * backend instance, one kernel per node, the decoded initializers, and a
+ * cache of plans, one per input-shape signature.
+ *
+ * A plan (tx_plan) is everything that depends on the input shapes: the
+ * inferred dtype/shape of every value, the values known before running
+ * (initializers, Constant/Shape/Size outputs and small subgraphs over them,
+ * folded at plan time), which nodes are therefore skipped at run time, and
+ * the buffer plan: one arena with an offset per intermediate value, reused
+ * across values whose lifetimes do not overlap. Values whose shape depends
+ * on data only known at run time are allocated during the run.
+ *
+ * Ownership: the session owns its plans, the arenas and the decoded
+ * initializers; the model must outlive the session.
+ * Thread-safety: one thread at a time per session (plans are added to the
+ * cache during runs).
+ */
+#ifndef TEEXEC_EXEC_SESSION_INTERNAL_H
+#define TEEXEC_EXEC_SESSION_INTERNAL_H
+
+#include "exec/backend.h"
+#include "exec/model_internal.h"
+#include "import/shape_infer.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Folding at plan time is for the small integer subgraphs around shapes;
+ * bigger constant subgraphs run with the graph rather than doubling the
+ * weights' memory. */
+#define TX_FOLD_MAX_ELEMENTS 65536u
+
+/* Plans kept per session; past this, the oldest is dropped (a server fed
+ * ever-new sequence lengths must not grow without bound). */
+#define TX_MAX_PLANS 32u
+
+typedef struct tx_plan {
+    teexec_dtype *sig_dtype;  /* per session input */
+    tx_shape *sig_shape;      /* per session input */
+    tx_infer_value *vals;     /* per graph value */
+    bool *skip;               /* per node: folded, not run */
+    size_t *offset;           /* per value: arena offset, or SIZE_MAX */
+    void *arena;
+    size_t arena_bytes;
+} tx_plan;
+
+struct teexec_session_options {
+    teexec_device device;
+    int threads;
+    char **dim_names;
+    int64_t *dim_values;
+    size_t n_dims;
+};
+
+struct teexec_session {
+    const teexec_model *model;
+    const tx_ir_graph *g;
+    tx_backend be;
+    tx_op_fn *fns;           /* per node */
+    tx_tensor *init;         /* per value: decoded initializer (data NULL otherwise) */
+    int32_t *in_vals;        /* graph inputs the caller feeds, model->inputs order */
+    size_t n_in;
+    int64_t *last_use;       /* per value: last reading node; n_nodes for graph outputs */
+    tx_plan **plans;
+    size_t n_plans, cap_plans;
+    /* Per-node scratch sized for the widest node (planning and runs use one
+     * node at a time), kept off the stack: a session may run on a thread
+     * with a small stack. */
+    size_t max_in, max_out;
+    const tx_infer_value **sc_pins;   /* max_in */
+    tx_infer_value *sc_in_vals;       /* max_in */
+    const tx_tensor **sc_ins;         /* max_in */
+    tx_tensor **sc_outs;              /* max_out */
+    tx_infer_value *sc_out_vals;      /* max_out */
+};
+
+#endif

@@ -1,0 +1,287 @@
+/*
+ * te_attention.c - DotProductAttention, CPU reference: bshd or sbhd, GQA
+ * (query head i reads kv head i / (h / h_kv)), causal masking (bottom-right
+ * aligned: query i sees keys j <= i + s_kv - s_q), an optional bool mask
+ * (true = masked out, TE's convention) or float mask (added to the scores),
+ * and the softmax scale (0 = 1/sqrt(d)).
+ *
+ * Forward saves the softmax log-sum-exp per row (aux softmax_lse); backward
+ * recomputes the probabilities from q, k and it, as flash attention does,
+ * and uses the saved output for D = rowsum(dO ∘ O). A fully masked row has
+ * output 0, lse -inf and no gradient.
+ *
+ * Written once over REAL, compiled twice (this file includes itself;
+ * te_real.h). Sums accumulate in double.
+ */
+#ifndef TE_PASS
+#define TE_PASS
+#include "kernels/cpu/te_common.h"
+#include "kernels/cpu/te_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+typedef struct attn_geom {
+    int64_t b, sq, skv, h, hk, d, dv;
+    bool sbhd, causal;
+    double scale;
+    const tx_tensor *mask;
+    int64_t mb, mh; /* mask's broadcast dims (1 or b / h) */
+} attn_geom;
+
+/* Element offset of (batch, seq, head, channel) in a [b,s,h,c] / [s,b,h,c] tensor. */
+static inline int64_t at4(const attn_geom *g, int64_t bi, int64_t si, int64_t s, int64_t hi,
+                          int64_t nh, int64_t ci, int64_t c)
+{
+    return g->sbhd ? ((si * g->b + bi) * nh + hi) * c + ci : ((bi * s + si) * nh + hi) * c + ci;
+}
+
+static teexec_status *geom_of(tx_te_op_id op, const tx_te_attr_value *attrs, const tx_tensor *q,
+                              const tx_tensor *k, const tx_tensor *v, const tx_tensor *mask,
+                              attn_geom *g)
+{
+    TX_TRY(tx_te_check_real(op, "q", q));
+    TX_TRY(tx_te_check_real(op, "k", k));
+    TX_TRY(tx_te_check_real(op, "v", v));
+    if (q->rank != 4 || k->rank != 4 || v->rank != 4)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "te.ops DotProductAttention: q, k and v must have rank 4");
+    g->sbhd = attrs[TX_TE_A_DPA_LAYOUT].i == TX_TE_LAYOUT_SBHD;
+    g->causal = attrs[TX_TE_A_DPA_CAUSAL].i != 0;
+    int bd = g->sbhd ? 1 : 0, sd = g->sbhd ? 0 : 1;
+    g->b = q->dims[bd];
+    g->sq = q->dims[sd];
+    g->h = q->dims[2];
+    g->d = q->dims[3];
+    g->skv = k->dims[sd];
+    g->hk = k->dims[2];
+    g->dv = v->dims[3];
+    bool ok = k->dims[bd] == g->b && v->dims[bd] == g->b && v->dims[sd] == g->skv &&
+              v->dims[2] == g->hk && k->dims[3] == g->d && g->hk >= 1 && g->h % g->hk == 0;
+    if (!ok)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "te.ops DotProductAttention: q, k, v shapes do not fit (batch, kv seq, kv "
+                        "heads, head dim; q heads must be a multiple of kv heads)");
+    if ((attrs[TX_TE_A_DPA_HEADS].i && attrs[TX_TE_A_DPA_HEADS].i != g->h) ||
+        (attrs[TX_TE_A_DPA_KV_HEADS].i && attrs[TX_TE_A_DPA_KV_HEADS].i != g->hk))
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "te.ops DotProductAttention: head counts disagree with the attributes");
+    double sc = attrs[TX_TE_A_DPA_SCALE].f;
+    g->scale = sc != 0.0 ? sc : 1.0 / sqrt((double)(g->d ? g->d : 1));
+    g->mask = mask;
+    g->mb = g->mh = 1;
+    if (mask) {
+        if (!mask->data || (mask->dtype != TEEXEC_DTYPE_BOOL && !tx_te_is_real_dtype(mask->dtype)) ||
+            mask->rank != 4 || (mask->dims[0] != 1 && mask->dims[0] != g->b) ||
+            (mask->dims[1] != 1 && mask->dims[1] != g->h) || mask->dims[2] != g->sq ||
+            mask->dims[3] != g->skv)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                            "te.ops DotProductAttention: mask must be bool or float "
+                            "[b|1, h|1, s_q, s_kv]");
+        g->mb = mask->dims[0];
+        g->mh = mask->dims[1];
+    }
+    return NULL;
+}
+
+static teexec_status *check_lse(tx_te_op_id op, const attn_geom *g, const tx_tensor *lse,
+                                teexec_dtype t)
+{
+    tx_shape s = {3, {g->b, g->h, g->sq}};
+    return tx_te_check_out(op, "softmax_lse", lse, tx_te_stat_dtype(t), &s);
+}
+
+static tx_shape out_shape(const attn_geom *g)
+{
+    tx_shape s = {3, {g->sbhd ? g->sq : g->b, g->sbhd ? g->b : g->sq, g->h * g->dv}};
+    return s;
+}
+
+#define TE_F64 0
+#include "kernels/cpu/te_attention.c"
+#undef TE_F64
+#define TE_F64 1
+#include "kernels/cpu/te_attention.c"
+#undef TE_F64
+
+teexec_status *tx_te_cpu_attention_fwd(const tx_te_fwd_args *a)
+{
+    if (a->n_extra_inputs < 2)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "te.ops DotProductAttention: k and v are missing");
+    attn_geom g;
+    TX_TRY(geom_of(a->op, a->attrs, a->input, a->extra_inputs[0], a->extra_inputs[1],
+                   a->n_extra_inputs > 2 ? a->extra_inputs[2] : NULL, &g));
+    tx_shape ys = out_shape(&g);
+    TX_TRY(tx_te_check_real_shape(a->op, "y", a->output, &ys));
+    tx_tensor *lse = a->training && a->aux && a->n_aux > 0 ? a->aux[0] : NULL;
+    if (lse) TX_TRY(check_lse(a->op, &g, lse, a->input->dtype));
+    return a->input->dtype == TEEXEC_DTYPE_DOUBLE ? attn_fwd_f64(a, &g, lse) : attn_fwd_f32(a, &g, lse);
+}
+
+teexec_status *tx_te_cpu_attention_bwd(const tx_te_bwd_args *a)
+{
+    if (a->n_saved != 6)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "te.ops DotProductAttention: expected 6 saved tensors (q, k, v, mask, y, "
+                        "softmax_lse), got %d", a->n_saved);
+    const tx_tensor *q = a->saved[0];
+    attn_geom g;
+    TX_TRY(geom_of(a->op, a->attrs, q, a->saved[1], a->saved[2], a->saved[3], &g));
+    tx_shape ys = out_shape(&g);
+    TX_TRY(tx_te_check_real_shape(a->op, "dy", a->grad_output, &ys));
+    TX_TRY(tx_te_check_real_shape(a->op, "saved y", a->saved[4], &ys));
+    TX_TRY(check_lse(a->op, &g, a->saved[5], q->dtype));
+    tx_shape qs = tx_shape_of(q), ks = tx_shape_of(a->saved[1]), vs = tx_shape_of(a->saved[2]);
+    if (a->grad_input) TX_TRY(tx_te_check_real_shape(a->op, "dq", a->grad_input, &qs));
+    tx_tensor *dk = a->n_grad_extra_inputs > 0 ? a->grad_extra_inputs[0] : NULL;
+    tx_tensor *dv = a->n_grad_extra_inputs > 1 ? a->grad_extra_inputs[1] : NULL;
+    if (dk) TX_TRY(tx_te_check_real_shape(a->op, "dk", dk, &ks));
+    if (dv) TX_TRY(tx_te_check_real_shape(a->op, "dv", dv, &vs));
+    return q->dtype == TEEXEC_DTYPE_DOUBLE ? attn_bwd_f64(a, &g, dk, dv) : attn_bwd_f32(a, &g, dk, dv);
+}
+
+#else /* a REAL pass */
+#include "kernels/cpu/te_real.h"
+
+/* Scores of query row (bi, hi, i) against every key into s[]; masked
+ * entries are -inf. Returns the row max (-inf when all are masked). */
+static REAL FN(scores)(const attn_geom *g, const REAL *qb, const REAL *kb, const REAL *mb,
+                       int64_t bi, int64_t hi, int64_t i, REAL *s)
+{
+    int64_t kh = hi / (g->h / g->hk);
+    REAL mx = (REAL)-INFINITY;
+    const REAL *qr = qb + at4(g, bi, i, g->sq, hi, g->h, 0, g->d);
+    const uint8_t *mbool = g->mask && g->mask->dtype == TEEXEC_DTYPE_BOOL ? g->mask->data : NULL;
+    int64_t moff = (((g->mb > 1 ? bi : 0) * g->mh + (g->mh > 1 ? hi : 0)) * g->sq + i) * g->skv;
+    for (int64_t j = 0; j < g->skv; j++) {
+        if ((g->causal && j > i + g->skv - g->sq) || (mbool && mbool[moff + j])) {
+            s[j] = (REAL)-INFINITY;
+            continue;
+        }
+        const REAL *kr = kb + at4(g, bi, j, g->skv, kh, g->hk, 0, g->d);
+        double dot = 0.0;
+        for (int64_t c = 0; c < g->d; c++) dot += (double)qr[c] * kr[c];
+        s[j] = (REAL)(dot * g->scale);
+        if (mb) s[j] += mb[moff + j];
+        if (s[j] > mx) mx = s[j];
+    }
+    return mx;
+}
+
+static teexec_status *FN(attn_fwd)(const tx_te_fwd_args *a, const attn_geom *g, tx_tensor *lse_t)
+{
+    REAL *qb = NULL, *kb = NULL, *vb = NULL, *mb = NULL;
+    REAL *yb = tx_te_malloc((size_t)a->output->numel, sizeof(REAL));
+    REAL *lse = tx_te_malloc((size_t)(g->b * g->h * g->sq), sizeof(REAL));
+    REAL *s = tx_te_malloc((size_t)g->skv, sizeof(REAL));
+    double *acc = tx_te_malloc((size_t)g->dv, sizeof(double));
+    teexec_status *st = yb && lse && s && acc ? NULL : tx_oom();
+    if (!st) st = te_load(a->input, &qb);
+    if (!st) st = te_load(a->extra_inputs[0], &kb);
+    if (!st) st = te_load(a->extra_inputs[1], &vb);
+    if (!st && g->mask && g->mask->dtype != TEEXEC_DTYPE_BOOL) st = te_load(g->mask, &mb);
+    if (st) goto done;
+    for (int64_t bi = 0; bi < g->b; bi++)
+        for (int64_t hi = 0; hi < g->h; hi++)
+            for (int64_t i = 0; i < g->sq; i++) {
+                int64_t kh = hi / (g->h / g->hk);
+                REAL mx = FN(scores)(g, qb, kb, mb, bi, hi, i, s);
+                REAL *yr = yb + at4(g, bi, i, g->sq, hi, g->h, 0, g->dv);
+                REAL *l = lse + (bi * g->h + hi) * g->sq + i;
+                if (mx == (REAL)-INFINITY) {
+                    for (int64_t c = 0; c < g->dv; c++) yr[c] = K(0);
+                    *l = (REAL)-INFINITY;
+                    continue;
+                }
+                double sum = 0.0;
+                for (int64_t c = 0; c < g->dv; c++) acc[c] = 0.0;
+                for (int64_t j = 0; j < g->skv; j++) {
+                    if (s[j] == (REAL)-INFINITY) continue;
+                    REAL p = R_EXP(s[j] - mx);
+                    sum += p;
+                    const REAL *vr = vb + at4(g, bi, j, g->skv, kh, g->hk, 0, g->dv);
+                    for (int64_t c = 0; c < g->dv; c++) acc[c] += (double)p * vr[c];
+                }
+                for (int64_t c = 0; c < g->dv; c++) yr[c] = (REAL)(acc[c] / sum);
+                *l = mx + (REAL)log(sum);
+            }
+    te_store(a->output, yb);
+    if (lse_t) te_store(lse_t, lse);
+done:
+    free(qb);
+    free(kb);
+    free(vb);
+    free(mb);
+    free(yb);
+    free(lse);
+    free(s);
+    free(acc);
+    return st;
+}
+
+static teexec_status *FN(attn_bwd)(const tx_te_bwd_args *a, const attn_geom *g, tx_tensor *dk_t,
+                                   tx_tensor *dv_t)
+{
+    const tx_tensor *q = a->saved[0], *k = a->saved[1], *v = a->saved[2];
+    REAL *qb = NULL, *kb = NULL, *vb = NULL, *mb = NULL, *yb = NULL, *dyb = NULL, *lse = NULL;
+    double *dq = tx_te_calloc((size_t)q->numel, sizeof(double));
+    double *dk = tx_te_calloc((size_t)k->numel, sizeof(double));
+    double *dv = tx_te_calloc((size_t)v->numel, sizeof(double));
+    REAL *s = tx_te_malloc((size_t)g->skv, sizeof(REAL));
+    teexec_status *st = dq && dk && dv && s ? NULL : tx_oom();
+    if (!st) st = te_load(q, &qb);
+    if (!st) st = te_load(k, &kb);
+    if (!st) st = te_load(v, &vb);
+    if (!st && g->mask && g->mask->dtype != TEEXEC_DTYPE_BOOL) st = te_load(g->mask, &mb);
+    if (!st) st = te_load(a->saved[4], &yb);
+    if (!st) st = te_load(a->grad_output, &dyb);
+    if (!st) st = te_load(a->saved[5], &lse);
+    if (st) goto done;
+    for (int64_t bi = 0; bi < g->b; bi++)
+        for (int64_t hi = 0; hi < g->h; hi++)
+            for (int64_t i = 0; i < g->sq; i++) {
+                REAL l = lse[(bi * g->h + hi) * g->sq + i];
+                if (l == (REAL)-INFINITY) continue;
+                int64_t kh = hi / (g->h / g->hk);
+                (void)FN(scores)(g, qb, kb, mb, bi, hi, i, s);
+                int64_t yo = at4(g, bi, i, g->sq, hi, g->h, 0, g->dv);
+                const REAL *dor = dyb + yo, *orow = yb + yo;
+                double dd = 0.0;
+                for (int64_t c = 0; c < g->dv; c++) dd += (double)dor[c] * orow[c];
+                int64_t qo = at4(g, bi, i, g->sq, hi, g->h, 0, g->d);
+                for (int64_t j = 0; j < g->skv; j++) {
+                    if (s[j] == (REAL)-INFINITY) continue;
+                    REAL p = R_EXP(s[j] - l);
+                    int64_t vo = at4(g, bi, j, g->skv, kh, g->hk, 0, g->dv);
+                    int64_t ko = at4(g, bi, j, g->skv, kh, g->hk, 0, g->d);
+                    double dp = 0.0;
+                    for (int64_t c = 0; c < g->dv; c++) {
+                        dp += (double)dor[c] * vb[vo + c];
+                        dv[vo + c] += (double)p * dor[c];
+                    }
+                    double ds = (double)p * (dp - dd) * g->scale;
+                    for (int64_t c = 0; c < g->d; c++) {
+                        dq[qo + c] += ds * kb[ko + c];
+                        dk[ko + c] += ds * qb[qo + c];
+                    }
+                }
+            }
+    if (a->grad_input) tx_te_store_f64(a->grad_input, dq);
+    if (dk_t) tx_te_store_f64(dk_t, dk);
+    if (dv_t) tx_te_store_f64(dv_t, dv);
+done:
+    free(qb);
+    free(kb);
+    free(vb);
+    free(mb);
+    free(yb);
+    free(dyb);
+    free(lse);
+    free(dq);
+    free(dk);
+    free(dv);
+    free(s);
+    return st;
+}
+
+#endif

@@ -1,0 +1,253 @@
+/*
+ * quant_common.cuh - device helpers shared by the CUDA quantizers.
+ *
+ * Loads of 8 input elements as floats (16-byte vector loads), the scalar
+ * encoders (FP8 via the hardware cvt with NaN fixed up, E8M0 and E2M1 in
+ * integer arithmetic) written to give exactly the bytes of base/numfmt*.c,
+ * and the 128x4 GEMM scale-swizzle offset. Header-only device code for
+ * kernels/cuda/*.cu; no state, no allocation, thread-safe.
+ */
+#ifndef TEEXEC_KERNELS_CUDA_QUANT_COMMON_CUH
+#define TEEXEC_KERNELS_CUDA_QUANT_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+namespace txq {
+
+/* ---- loads ------------------------------------------------------------ */
+
+/* 8 consecutive elements starting at a 16-byte aligned address. */
+__device__ __forceinline__ void load8(const __nv_bfloat16 *p, float v[8])
+{
+    uint4 r = __ldg(reinterpret_cast<const uint4 *>(p));
+    uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        v[2 * i] = __uint_as_float(w[i] << 16);
+        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+
+__device__ __forceinline__ void load8(const float *p, float v[8])
+{
+    float4 a = __ldg(reinterpret_cast<const float4 *>(p));
+    float4 b = __ldg(reinterpret_cast<const float4 *>(p) + 1);
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+}
+
+/* Raw 16 bytes of bf16 (8 elements) or 2x16 bytes of fp32 for staging in
+ * shared memory without conversion. */
+__device__ __forceinline__ float to_f32(__nv_bfloat16 h)
+{
+    return __uint_as_float((uint32_t)__bfloat16_as_ushort(h) << 16);
+}
+__device__ __forceinline__ float to_f32(float f) { return f; }
+
+/* x * s rounded on its own; a NaN x stays x (sign included), as the CPU's
+ * x * s keeps its NaN operand while the GPU would return a positive
+ * canonical NaN. */
+__device__ __forceinline__ float mulq(float x, float s)
+{
+    const float p = __fmul_rn(x, s);
+    return x != x ? x : p;
+}
+
+/* 8 elements kept as raw bits between a prefetch and their use. */
+template <typename T> struct Raw8;
+template <> struct Raw8<__nv_bfloat16> {
+    uint4 r;
+    __device__ __forceinline__ void load(const __nv_bfloat16 *p) { r = __ldg(reinterpret_cast<const uint4 *>(p)); }
+    __device__ __forceinline__ void zero() { r = make_uint4(0, 0, 0, 0); }
+    __device__ __forceinline__ void get(float v[8]) const
+    {
+        const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            v[2 * i] = __uint_as_float(w[i] << 16);
+            v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+        }
+    }
+    /* staged copy in shared memory: the same 16 bytes */
+    __device__ __forceinline__ void stage(void *dst) const { *reinterpret_cast<uint4 *>(dst) = r; }
+};
+template <> struct Raw8<float> {
+    uint4 r[2];
+    __device__ __forceinline__ void load(const float *p)
+    {
+        r[0] = __ldg(reinterpret_cast<const uint4 *>(p));
+        r[1] = __ldg(reinterpret_cast<const uint4 *>(p) + 1);
+    }
+    __device__ __forceinline__ void zero() { r[0] = r[1] = make_uint4(0, 0, 0, 0); }
+    __device__ __forceinline__ void get(float v[8]) const
+    {
+        v[0] = __uint_as_float(r[0].x); v[1] = __uint_as_float(r[0].y);
+        v[2] = __uint_as_float(r[0].z); v[3] = __uint_as_float(r[0].w);
+        v[4] = __uint_as_float(r[1].x); v[5] = __uint_as_float(r[1].y);
+        v[6] = __uint_as_float(r[1].z); v[7] = __uint_as_float(r[1].w);
+    }
+    __device__ __forceinline__ void stage(void *dst) const
+    {
+        reinterpret_cast<uint4 *>(dst)[0] = r[0];
+        reinterpret_cast<uint4 *>(dst)[1] = r[1];
+    }
+};
+
+/* ---- FP8 -------------------------------------------------------------- */
+
+/* RN, saturating to +-max, like tx_f32_to_e4m3fn/e5m2(x, 1). The hardware
+ * cvt.rn.satfinite matches that for every non-NaN input (Inf and values
+ * past max give +-max). NaN differs: the CPU keeps the NaN's sign
+ * (0x7F|sign) while the GPU's arithmetic and cvt give a positive NaN.
+ * So the fast path converts without looking, then checks the packed
+ * result for NaN codes (E4M3: x1111111; E5M2 after satfinite: x11111xx, as
+ * no finite input reaches the Inf codes) and only then patches each NaN
+ * byte with the sign of the original input `x` (not of the product). */
+__device__ __forceinline__ uint32_t cvt_fp8x2(bool e5m2, float lo, float hi)
+{
+    unsigned short r;
+    if (e5m2)
+        asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    else
+        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+__device__ __forceinline__ bool has_nan_code(bool e5m2, uint32_t w)
+{
+    const uint32_t m = e5m2 ? 0x7C7C7C7Cu : 0x7F7F7F7Fu;
+    const uint32_t t = (w & m) ^ m; /* zero byte <=> NaN code */
+    return ((t - 0x01010101u) & ~t & 0x80808080u) != 0;
+}
+
+__device__ __noinline__ uint32_t patch_nan4(uint32_t w, const float x[4])
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        if (x[i] != x[i])
+            w = (w & ~(0xFFu << (8 * i))) | ((((__float_as_uint(x[i]) >> 24) & 0x80u) | 0x7Fu) << (8 * i));
+    return w;
+}
+
+/* q = fp8(x[i] * s) for 4 values, element 0 in the low byte. */
+__device__ __forceinline__ uint32_t quant_fp8x4(bool e5m2, const float x[4], float s)
+{
+    uint32_t w = cvt_fp8x2(e5m2, __fmul_rn(x[0], s), __fmul_rn(x[1], s)) |
+                 (cvt_fp8x2(e5m2, __fmul_rn(x[2], s), __fmul_rn(x[3], s)) << 16);
+    if (__builtin_expect(has_nan_code(e5m2, w), 0)) w = patch_nan4(w, x);
+    return w;
+}
+
+__device__ __forceinline__ uint8_t enc_fp8(bool e5m2, float x)
+{
+    const float xs[4] = {x, 0.0f, 0.0f, 0.0f};
+    return (uint8_t)(quant_fp8x4(e5m2, xs, 1.0f) & 0xffu);
+}
+
+/* Exact decode of FP8 bytes (E4M3FN or E5M2) to float. */
+template <bool E5M2>
+__device__ __forceinline__ float dec_fp8(uint32_t b)
+{
+    uint32_t sign = (b & 0x80u) << 24;
+    uint32_t mag = b & 0x7Fu;
+    if (E5M2) {
+        uint32_t e = mag >> 2, m = mag & 3u;
+        if (e == 31u) return __uint_as_float(sign | (m ? 0x7fc00000u : 0x7f800000u));
+        if (e == 0) return __uint_as_float(sign | __float_as_uint((float)m * 1.52587890625e-05f)); /* 2^-16 */
+        return __uint_as_float(sign | ((e - 15u + 127u) << 23) | (m << 21));
+    } else {
+        uint32_t e = mag >> 3, m = mag & 7u;
+        if (mag == 0x7Fu) return __uint_as_float(sign | 0x7fc00000u);
+        if (e == 0) return __uint_as_float(sign | __float_as_uint((float)m * 0.001953125f)); /* 2^-9 */
+        return __uint_as_float(sign | ((e - 7u + 127u) << 23) | (m << 20));
+    }
+}
+
+/* ---- E8M0 ------------------------------------------------------------- */
+
+/* tx_f32_to_e8m0(x, saturate=1, ROUND_UP): Transformer Engine's MXFP8
+ * scale rounding (smallest power of two >= |x|, saturating). */
+__device__ __forceinline__ uint32_t e8m0_up(float x)
+{
+    uint32_t a = __float_as_uint(x) & 0x7fffffffu;
+    if (a > 0x7f800000u) return 0xFFu;
+    if (a == 0x7f800000u) return 0xFEu;
+    if (a == 0) return 0u;
+    uint32_t e = a >> 23, m = a & 0x7fffffu;
+    uint32_t code = e == 0 ? (m <= 0x400000u ? 0u : 1u) : e + (m != 0);
+    return code > 254u ? 0xFEu : code;
+}
+
+/* 2^(127-e) as the element multiplier: e=255 NaN, e=254 2^-127 (a float
+ * subnormal), else the exponent field 254-e. */
+__device__ __forceinline__ float e8m0_rcp(uint32_t e)
+{
+    if (e == 255u) return __uint_as_float(0x7fc00000u);
+    if (e == 254u) return __uint_as_float(0x00400000u);
+    return __uint_as_float((254u - e) << 23);
+}
+
+/* 2^(e-127); e=0 is 2^-127, e=255 NaN. */
+__device__ __forceinline__ float e8m0_val(uint32_t e)
+{
+    if (e == 255u) return __uint_as_float(0x7fc00000u);
+    if (e == 0u) return __uint_as_float(0x00400000u);
+    return __uint_as_float(e << 23);
+}
+
+/* ---- E2M1 ------------------------------------------------------------- */
+
+/* tx_f32_to_e2m1: RN-even onto {0,.5,1,1.5,2,3,4,6}, saturating; NaN -> +6
+ * (0x7); the sign of zero results is kept. */
+__device__ __forceinline__ uint32_t enc_e2m1(float x)
+{
+    uint32_t u = __float_as_uint(x);
+    uint32_t sign = (u >> 28) & 8u;
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return 0x7u;
+    float m = __uint_as_float(a);
+    uint32_t code;
+    if (m <= 0.25f) code = 0;
+    else if (m < 0.75f) code = 1;
+    else if (m <= 1.25f) code = 2;
+    else if (m < 1.75f) code = 3;
+    else if (m <= 2.5f) code = 4;
+    else if (m < 3.5f) code = 5;
+    else if (m <= 5.0f) code = 6;
+    else code = 7;
+    return sign | code;
+}
+
+__device__ __forceinline__ float dec_e2m1(uint32_t nib)
+{
+    const float mag = (nib & 4u) ? ((nib & 2u) ? ((nib & 1u) ? 6.0f : 4.0f) : ((nib & 1u) ? 3.0f : 2.0f))
+                                 : ((nib & 2u) ? ((nib & 1u) ? 1.5f : 1.0f) : ((nib & 1u) ? 0.5f : 0.0f));
+    return (nib & 8u) ? -mag : mag;
+}
+
+/* ---- E4M3 scale (NVFP4 block decode scale) ------------------------------ */
+__device__ __forceinline__ float f32_from_e4m3(uint32_t b) { return dec_fp8<false>(b); }
+
+/* ---- scale layouts ------------------------------------------------------ */
+
+/* Offset of scale (r, c) in the cuBLAS 128x4-tile layout of a scale matrix
+ * with `cols_padded` (multiple of 4) columns: 512-byte tiles of 128 rows x 4
+ * columns, tiles row-major, (r%32)*16 + ((r%128)/32)*4 + c%4 inside. */
+__device__ __forceinline__ size_t swizzle128x4(size_t r, size_t c, size_t cols_padded)
+{
+    size_t tile = (r / 128) * (cols_padded / 4) + c / 4;
+    return tile * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + (c % 4);
+}
+
+__device__ __forceinline__ float warp_max_xor(float v, int width)
+{
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1)
+        if (o < width) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+} /* namespace txq */
+
+#endif

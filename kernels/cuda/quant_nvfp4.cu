@@ -1,0 +1,447 @@
+/* quant_nvfp4.cu - NVFP4 quantizer (rowwise 1x16, columnwise 16x1 with
+ * optional Hadamard transform, 2-D 16x16, RN or stochastic rounding). See
+ * quant_nvfp4.h.
+ *
+ * Pass 1 finds the global amax (plain max|x|, or of RHT(X^T) for the
+ * columnwise operand). Pass 2 walks 32-row x 256-column tiles like the
+ * MXFP8 kernel: rowwise blocks are 2 lanes of 8 elements each, columnwise
+ * blocks are 16 rows of one column read back from shared memory, and a
+ * thread's 32 rows of one column are 16 contiguous bytes of the
+ * transposed output. */
+#include "kernels/cuda/quant_nvfp4.h"
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/quant_common.cuh"
+#include "kernels/cuda/quant_fp8.h"
+
+#include <float.h>
+
+namespace {
+
+constexpr int TR = 32, TC = 256, NT = 256;
+
+/* ---- Philox4x32-10 (kernels/cpu/philox.c) ------------------------------- */
+__device__ __forceinline__ uint4 philox(uint64_t seed, uint64_t stream, uint64_t counter)
+{
+    uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32);
+    uint32_t c2 = (uint32_t)stream, c3 = (uint32_t)(stream >> 32);
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+#pragma unroll
+    for (int r = 0; r < 10; r++) {
+        const uint32_t lo0 = 0xD2511F53u * c0, hi0 = __umulhi(0xD2511F53u, c0);
+        const uint32_t lo1 = 0xCD9E8D57u * c2, hi1 = __umulhi(0xCD9E8D57u, c2);
+        c0 = hi1 ^ c1 ^ k0;
+        c1 = lo1;
+        c2 = hi0 ^ c3 ^ k1;
+        c3 = lo0;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    return make_uint4(c0, c1, c2, c3);
+}
+
+__device__ __forceinline__ uint32_t draw_byte(const uint4 &d, unsigned lane)
+{
+    const uint32_t w = (lane >> 2) == 0 ? d.x : (lane >> 2) == 1 ? d.y : (lane >> 2) == 2 ? d.z : d.w;
+    return (w >> (8u * (lane & 3u))) & 0xFFu;
+}
+
+/* Stochastic rounding onto the E2M1 grid with 8 random bits u: up iff
+ * (|y| - lo) * 256 >= (256 - u) * (hi - lo). Every product and difference
+ * here is exact in float (Sterbenz; steps are powers of two), so this
+ * equals the CPU's double evaluation. */
+__device__ __forceinline__ uint32_t e2m1_sr(float y, uint32_t u)
+{
+    const uint32_t sign = (__float_as_uint(y) >> 28) & 8u;
+    if (y != y) return 0x7u;
+    const float a = fabsf(y);
+    if (a >= 6.0f) return sign | 7u;
+    uint32_t lo;
+    float glo, step;
+    if (a < 0.5f) { lo = 0; glo = 0.0f; step = 0.5f; }
+    else if (a < 1.0f) { lo = 1; glo = 0.5f; step = 0.5f; }
+    else if (a < 1.5f) { lo = 2; glo = 1.0f; step = 0.5f; }
+    else if (a < 2.0f) { lo = 3; glo = 1.5f; step = 0.5f; }
+    else if (a < 3.0f) { lo = 4; glo = 2.0f; step = 1.0f; }
+    else if (a < 4.0f) { lo = 5; glo = 3.0f; step = 1.0f; }
+    else { lo = 6; glo = 4.0f; step = 2.0f; }
+    const bool up = __fmul_rn(__fsub_rn(a, glo), 256.0f) >= __fmul_rn((float)(256u - u), step);
+    return sign | (lo + (up ? 1u : 0u));
+}
+
+/* ---- Hadamard transform (kernels/cpu/hadamard.c) ---------------------------
+ * w[j] = sum_i v[i] * H[i][j] with H = (1/4) diag(s) H16, summed in double
+ * in order i = 0..15. Each term is exact, and so is summing +-v[i] and
+ * scaling by 1/4 at the end (a power of two, far from double's range
+ * limits), which gives the same double as the CPU's sum. Then one
+ * rounding to the source dtype: bf16 through round-to-odd float (as the
+ * CPU's tx_convert), or float. */
+
+__device__ __forceinline__ float round_bf16_from_f64(double d)
+{
+    if (d != d) return __uint_as_float(0x7fc00000u);
+    float f = __double2float_rz(d);
+    if ((double)f != d) f = __uint_as_float(__float_as_uint(f) | 1u);
+    uint32_t u = __float_as_uint(f);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    return __uint_as_float(u);
+}
+
+template <bool BF16>
+__device__ __forceinline__ void rht16(const float v[16], float w[16])
+{
+    constexpr int sgn[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        double s = 0.0;
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            const bool neg = ((__builtin_popcount(i & j) & 1) != 0) != (sgn[i] < 0);
+            s = neg ? __dsub_rn(s, (double)v[i]) : __dadd_rn(s, (double)v[i]);
+        }
+        s = s * 0.25;
+        w[j] = BF16 ? round_bf16_from_f64(s) : __double2float_rn(s);
+    }
+}
+
+/* ---- global scale ---------------------------------------------------------- */
+struct Glob {
+    float s_dec, k; /* S_dec = 1/S_enc, k = S_enc * fl32(1/6) */
+};
+
+__device__ __forceinline__ Glob glob_from_amax(float amax)
+{
+    float s = fminf(__fdiv_rn(2688.0f, amax), FLT_MAX);
+    if (amax == 0.0f || s == 0.0f) s = 1.0f;
+    Glob g;
+    g.s_dec = __frcp_rn(s);
+    g.k = __fmul_rn(s, 1.0f / 6.0f);
+    return g;
+}
+
+__device__ __forceinline__ uint32_t block_scale_code(const Glob &g, float block_amax)
+{
+    return txq::enc_fp8(false, fminf(__fmul_rn(block_amax, g.k), FLT_MAX));
+}
+
+__device__ __forceinline__ float block_mult(const Glob &g, uint32_t sb)
+{
+    return fminf(__frcp_rn(__fmul_rn(txq::f32_from_e4m3(sb), g.s_dec)), FLT_MAX);
+}
+
+struct Params {
+    const void *x;
+    size_t rows, cols, ncb;
+    uint8_t *row_data, *row_scales, *col_data, *col_scales;
+    size_t row_ld, col_ld;
+    const float *amax;
+    uint64_t seed, offset;
+    int sr, swz;
+};
+
+template <typename T> struct Stage;
+template <> struct Stage<__nv_bfloat16> {
+    typedef unsigned short type;
+    static __device__ __forceinline__ type pack(float v) { return (type)(__float_as_uint(v) >> 16); }
+    static __device__ __forceinline__ float unpack(type h) { return __uint_as_float((uint32_t)h << 16); }
+};
+template <> struct Stage<float> {
+    typedef float type;
+    static __device__ __forceinline__ type pack(float v) { return v; }
+    static __device__ __forceinline__ float unpack(type h) { return h; }
+};
+
+__device__ __forceinline__ size_t soff(int swz, size_t r, size_t c, size_t ld)
+{
+    return swz ? txq::swizzle128x4(r, c, ld) : r * ld + c;
+}
+
+template <typename T, bool ROW, bool COL, bool TWO_D, bool RHT>
+__global__ void __launch_bounds__(NT) nvfp4_kernel(Params p)
+{
+    typedef typename Stage<T>::type S;
+    constexpr bool STAGE = COL || TWO_D;
+    __shared__ __align__(16) S xs[STAGE ? TR : 1][STAGE ? TC : 1];
+    __shared__ __align__(16) uint8_t qs[TWO_D && COL ? TR : 1][TWO_D && COL ? TC : 16];
+    __shared__ float tam[2][TC / 16];
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const size_t rb = blockIdx.x / p.ncb;
+    const size_t r0 = rb * TR, c0 = (blockIdx.x % p.ncb) * TC;
+    const size_t M = p.rows, K = p.cols;
+    const T *x = static_cast<const T *>(p.x);
+    const size_t c = c0 + (size_t)lane * 8;
+    const bool cin = c < K; /* K % 32 == 0: 2-lane blocks are whole */
+
+    float v[4][8];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const size_t r = r0 + warp * 4 + i;
+        if (cin) txq::load8(x + r * K + c, v[i]);
+        else
+#pragma unroll
+            for (int j = 0; j < 8; j++) v[i][j] = 0.0f;
+        if (STAGE && cin) {
+            S *d = &xs[warp * 4 + i][lane * 8];
+            if (sizeof(S) == 2) {
+                uint4 w;
+                w.x = (uint32_t)Stage<T>::pack(v[i][0]) | ((uint32_t)Stage<T>::pack(v[i][1]) << 16);
+                w.y = (uint32_t)Stage<T>::pack(v[i][2]) | ((uint32_t)Stage<T>::pack(v[i][3]) << 16);
+                w.z = (uint32_t)Stage<T>::pack(v[i][4]) | ((uint32_t)Stage<T>::pack(v[i][5]) << 16);
+                w.w = (uint32_t)Stage<T>::pack(v[i][6]) | ((uint32_t)Stage<T>::pack(v[i][7]) << 16);
+                *reinterpret_cast<uint4 *>(d) = w;
+            } else {
+                float4 *f = reinterpret_cast<float4 *>(d);
+                f[0] = make_float4(v[i][0], v[i][1], v[i][2], v[i][3]);
+                f[1] = make_float4(v[i][4], v[i][5], v[i][6], v[i][7]);
+            }
+        }
+    }
+    const Glob grow = glob_from_amax(p.amax[0]);
+    const Glob gcol = glob_from_amax(p.amax[1]);
+    const size_t cc = c0 + tid; /* column-sweep column */
+    const bool ccin = cc < K;
+
+    if (TWO_D) {
+        __syncthreads();
+        float a[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+#pragma unroll
+            for (int r = 0; r < 16; r++) a[h] = fmaxf(a[h], fabsf(Stage<T>::unpack(xs[16 * h + r][tid])));
+            a[h] = txq::warp_max_xor(a[h], 16);
+            if ((tid & 15) == 0) tam[h][tid / 16] = a[h];
+        }
+        __syncthreads();
+    }
+
+    /* ---- rowwise (and every 2-D code) ------------------------------------- */
+    if (ROW || TWO_D) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int rr = warp * 4 + i;
+            const size_t r = r0 + rr;
+            float amax;
+            if (TWO_D) {
+                amax = tam[rr / 16][lane / 2];
+            } else {
+                amax = 0.0f;
+#pragma unroll
+                for (int j = 0; j < 8; j++) amax = fmaxf(amax, fabsf(v[i][j]));
+                amax = txq::warp_max_xor(amax, 2);
+            }
+            const uint32_t sb = block_scale_code(grow, amax);
+            const float m = block_mult(grow, sb);
+            if (!cin) continue;
+            uint4 d = make_uint4(0, 0, 0, 0);
+            if (p.sr) d = philox(p.seed, 0, (r * K + c) / 16 + p.offset);
+            uint32_t packed = 0;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const float y = __fmul_rn(v[i][j], m);
+                const uint32_t q = p.sr ? e2m1_sr(y, draw_byte(d, (unsigned)((c & 15) + j)))
+                                        : txq::enc_e2m1(y);
+                packed |= q << (4 * j);
+                if (TWO_D && COL) qs[rr][lane * 8 + j] = (uint8_t)q;
+            }
+            if (ROW) {
+                *reinterpret_cast<uint32_t *>(p.row_data + (r * K + c) / 2) = packed;
+                if ((lane & 1) == 0) p.row_scales[soff(p.swz, r, c / 16, p.row_ld)] = (uint8_t)sb;
+            }
+        }
+    }
+    if (!COL) return;
+    __syncthreads();
+
+    /* ---- columnwise: thread owns column cc, rows r0 .. r0+31 -------------- */
+    uint32_t out[4];
+    if (TWO_D) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const uint32_t sb = block_scale_code(grow, tam[h][tid / 16]);
+            if (ccin) p.col_scales[soff(p.swz, cc, r0 / 16 + h, p.col_ld)] = (uint8_t)sb;
+#pragma unroll
+            for (int w = 0; w < 2; w++) {
+                uint32_t packed = 0;
+#pragma unroll
+                for (int j = 0; j < 8; j++) packed |= (uint32_t)qs[16 * h + 8 * w + j][tid] << (4 * j);
+                out[2 * h + w] = packed;
+            }
+        }
+    } else {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float y[16];
+#pragma unroll
+            for (int r = 0; r < 16; r++) y[r] = Stage<T>::unpack(xs[16 * h + r][tid]);
+            if (RHT) {
+                float w[16];
+                rht16<sizeof(S) == 2>(y, w);
+#pragma unroll
+                for (int r = 0; r < 16; r++) y[r] = w[r];
+            }
+            float amax = 0.0f;
+#pragma unroll
+            for (int r = 0; r < 16; r++) amax = fmaxf(amax, fabsf(y[r]));
+            const uint32_t sb = block_scale_code(gcol, amax);
+            const float m = block_mult(gcol, sb);
+            if (ccin) p.col_scales[soff(p.swz, cc, r0 / 16 + h, p.col_ld)] = (uint8_t)sb;
+            uint4 d = make_uint4(0, 0, 0, 0);
+            if (p.sr && ccin) d = philox(p.seed, 1, (cc * M + r0 + 16 * h) / 16 + p.offset);
+#pragma unroll
+            for (int w = 0; w < 2; w++) {
+                uint32_t packed = 0;
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    const float t = __fmul_rn(y[8 * w + j], m);
+                    const uint32_t q = p.sr ? e2m1_sr(t, draw_byte(d, (unsigned)(8 * w + j)))
+                                            : txq::enc_e2m1(t);
+                    packed |= q << (4 * j);
+                }
+                out[2 * h + w] = packed;
+            }
+        }
+    }
+    if (ccin)
+        *reinterpret_cast<uint4 *>(p.col_data + (cc * M + r0) / 2) = make_uint4(out[0], out[1], out[2], out[3]);
+}
+
+/* amax of RHT(X^T): a thread transforms 2 columns x 16 rows. */
+template <typename T>
+__global__ void __launch_bounds__(256) rht_amax_kernel(const T *x, size_t M, size_t K, float *amax)
+{
+    const size_t pairs = K / 2;
+    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    float a = 0.0f;
+    if (idx < pairs * (M / 16)) {
+        const size_t cp = idx % pairs, g = idx / pairs;
+        float v0[16], v1[16], w[16];
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            const T *q = x + (g * 16 + i) * K + cp * 2;
+            v0[i] = txq::to_f32(q[0]);
+            v1[i] = txq::to_f32(q[1]);
+        }
+        rht16<sizeof(T) == 2>(v0, w);
+#pragma unroll
+        for (int i = 0; i < 16; i++) a = fmaxf(a, fabsf(w[i]));
+        rht16<sizeof(T) == 2>(v1, w);
+#pragma unroll
+        for (int i = 0; i < 16; i++) a = fmaxf(a, fabsf(w[i]));
+    }
+    a = txq::warp_max_xor(a, 32);
+    __shared__ float red[8];
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = a;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int i = 1; i < 8; i++) a = fmaxf(a, red[i]);
+        if (a > 0.0f) atomicMax(reinterpret_cast<unsigned int *>(amax), __float_as_uint(a));
+    }
+}
+
+__global__ void set_amax_kernel(float *amax, float row, float col, int copy_row_to_col)
+{
+    if (copy_row_to_col) amax[1] = amax[0];
+    else {
+        amax[0] = row;
+        amax[1] = col;
+    }
+}
+
+template <typename T, bool TWO_D, bool RHT>
+void launch_usage(const Params &p, bool row, bool col, unsigned blocks, cudaStream_t s)
+{
+    if (row && col) nvfp4_kernel<T, true, true, TWO_D, RHT><<<blocks, NT, 0, s>>>(p);
+    else if (row) nvfp4_kernel<T, true, false, TWO_D, false><<<blocks, NT, 0, s>>>(p);
+    else nvfp4_kernel<T, false, true, TWO_D, RHT><<<blocks, NT, 0, s>>>(p);
+}
+
+template <typename T>
+void launch(const Params &p, bool row, bool col, bool two_d, bool rht, unsigned blocks,
+            cudaStream_t s)
+{
+    if (two_d) launch_usage<T, true, false>(p, row, col, blocks, s);
+    else if (rht) launch_usage<T, false, true>(p, row, col, blocks, s);
+    else launch_usage<T, false, false>(p, row, col, blocks, s);
+}
+
+} /* namespace */
+
+extern "C" teexec_status *tx_cuda_nvfp4_quantize(const tx_cuda_nvfp4_args *a, void *stream)
+{
+    static const char *const what = "tx_cuda_nvfp4_quantize";
+    if (!a || !a->x || !a->amax)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: no input or amax buffer", what);
+    if (a->x_dtype != TEEXEC_DTYPE_BFLOAT16 && a->x_dtype != TEEXEC_DTYPE_FLOAT)
+        return tx_error(TEEXEC_ERR_UNSUPPORTED, "%s: input dtype %d is not bf16 or fp32", what,
+                        (int)a->x_dtype);
+    if (a->rows % 32 || a->cols % 32)
+        return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                        "%s: the GPU kernel needs both dims to be multiples of 32, got [%zu, %zu]",
+                        what, a->rows, a->cols);
+    const bool row = a->row_data != NULL, col = a->col_data != NULL;
+    if ((row && !a->row_scales) || (col && !a->col_scales))
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: data without a scale buffer", what);
+    if (((uintptr_t)a->x | (uintptr_t)a->row_data | (uintptr_t)a->col_data) % 16)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: buffers must be 16-byte aligned", what);
+    if (a->rows == 0 || a->cols == 0 || (!row && !col)) return NULL;
+    const bool rht = a->rht && col && !a->two_d;
+    const bool bf16 = a->x_dtype == TEEXEC_DTYPE_BFLOAT16;
+    cudaStream_t s = (cudaStream_t)stream;
+
+    /* pass 1: global amaxes */
+    if (a->use_given_amax) {
+        set_amax_kernel<<<1, 1, 0, s>>>(a->amax, a->given_amax_row,
+                                        a->two_d ? a->given_amax_row : a->given_amax_col, 0);
+        TX_CUDA_LAUNCHED("set_amax_kernel");
+    } else {
+        TX_CUDA_TRY(cudaMemsetAsync(a->amax, 0, 2 * sizeof(float), s), what);
+        if (row || !rht) {
+            TX_TRY(tx_cuda_amax(a->x, a->x_dtype, a->rows * a->cols, a->amax, stream));
+            set_amax_kernel<<<1, 1, 0, s>>>(a->amax, 0.0f, 0.0f, 1);
+            TX_CUDA_LAUNCHED("set_amax_kernel");
+        }
+        if (rht) {
+            TX_CUDA_TRY(cudaMemsetAsync(a->amax + 1, 0, sizeof(float), s), what);
+            const size_t threads = a->cols / 2 * (a->rows / 16);
+            const size_t blocks = (threads + 255) / 256;
+            if (blocks > 0x7fffffffu)
+                return tx_error(TEEXEC_ERR_LIMIT, "%s: tensor too large for one launch", what);
+            if (bf16)
+                rht_amax_kernel<<<(unsigned)blocks, 256, 0, s>>>(
+                    static_cast<const __nv_bfloat16 *>(a->x), a->rows, a->cols, a->amax + 1);
+            else
+                rht_amax_kernel<<<(unsigned)blocks, 256, 0, s>>>(static_cast<const float *>(a->x),
+                                                                 a->rows, a->cols, a->amax + 1);
+            TX_CUDA_LAUNCHED("rht_amax_kernel");
+        }
+    }
+
+    /* pass 2 */
+    if (row) TX_CUDA_TRY(cudaMemsetAsync(a->row_scales, 0, a->row_scale_bytes, s), what);
+    if (col) TX_CUDA_TRY(cudaMemsetAsync(a->col_scales, 0, a->col_scale_bytes, s), what);
+    Params p;
+    p.x = a->x;
+    p.rows = a->rows;
+    p.cols = a->cols;
+    p.ncb = (a->cols + TC - 1) / TC;
+    p.row_data = a->row_data;
+    p.row_scales = a->row_scales;
+    p.col_data = a->col_data;
+    p.col_scales = a->col_scales;
+    /* the swizzle needs the padded column count; compact needs the ld */
+    p.row_ld = a->swizzled ? (a->cols / 16 + 3) / 4 * 4 : a->row_scale_ld;
+    p.col_ld = a->swizzled ? (a->rows / 16 + 3) / 4 * 4 : a->col_scale_ld;
+    p.amax = a->amax;
+    p.seed = a->seed;
+    p.offset = a->sr_offset;
+    p.sr = a->stochastic != 0;
+    p.swz = a->swizzled != 0;
+    const size_t blocks = (a->rows / TR) * p.ncb;
+    if (blocks > 0x7fffffffu)
+        return tx_error(TEEXEC_ERR_LIMIT, "%s: tensor too large for one launch", what);
+    if (bf16) launch<__nv_bfloat16>(p, row, col, a->two_d != 0, rht, (unsigned)blocks, s);
+    else launch<float>(p, row, col, a->two_d != 0, rht, (unsigned)blocks, s);
+    TX_CUDA_LAUNCHED("nvfp4_kernel");
+    return NULL;
+}

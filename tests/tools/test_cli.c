@@ -1,0 +1,605 @@
+/* Tests for the teexec command line: runs the built binary (path in argv[1])
+ * and checks exit statuses, the one-line error reports, `inspect` text and
+ * JSON output (JSON checked by a small validator below), and that every
+ * model of the malformed corpus is refused cleanly. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "teexec/teexec.h"
+#include "../import/model_builder.h"
+
+extern char **environ;
+
+static const char *teexec_bin;
+
+typedef struct run_result {
+    int exit_code; /* -1 when killed by a signal */
+    int signal;
+    char *out;
+    char *err;
+} run_result;
+
+static char *slurp_fd(int fd)
+{
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    assert_non_null(buf);
+    lseek(fd, 0, SEEK_SET);
+    for (;;) {
+        if (n + 1 >= cap) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+            assert_non_null(buf);
+        }
+        ssize_t r = read(fd, buf + n, cap - n - 1);
+        if (r <= 0) break;
+        n += (size_t)r;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+/* Runs teexec with the NULL-terminated args (after argv[0]). */
+static run_result run(const char *const *args)
+{
+    char out_path[] = "/tmp/teexec-cli-out-XXXXXX";
+    char err_path[] = "/tmp/teexec-cli-err-XXXXXX";
+    int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
+    assert_true(out_fd >= 0 && err_fd >= 0);
+    unlink(out_path);
+    unlink(err_path);
+
+    const char *argv[32];
+    size_t n = 0;
+    argv[n++] = teexec_bin;
+    for (; args[n - 1] && n < 31; n++) argv[n] = args[n - 1];
+    argv[n] = NULL;
+
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+    posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
+    pid_t pid;
+    int rc = posix_spawn(&pid, teexec_bin, &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    assert_int_equal(rc, 0);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+
+    run_result r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    r.out = slurp_fd(out_fd);
+    r.err = slurp_fd(err_fd);
+    close(out_fd);
+    close(err_fd);
+    return r;
+}
+
+static void run_free(run_result *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+static size_t count_lines(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        if (*s == '\n') n++;
+    return n;
+}
+
+/* stderr is exactly one line starting "teexec: ". */
+static void assert_one_error_line(const run_result *r)
+{
+    if (count_lines(r->err) != 1 || strncmp(r->err, "teexec: ", 8) != 0)
+        fprintf(stderr, "stderr was: <<%s>>\n", r->err);
+    assert_int_equal(count_lines(r->err), 1);
+    assert_int_equal(strncmp(r->err, "teexec: ", 8), 0);
+    assert_int_equal(r->err[strlen(r->err) - 1], '\n');
+}
+
+/* Asserts `needle` occurs in `hay`, showing the whole output if not. */
+static void expect_contains(const char *hay, const char *needle)
+{
+    if (!strstr(hay, needle)) fprintf(stderr, "missing <<%s>> in:\n%s\n", needle, hay);
+    assert_non_null(strstr(hay, needle));
+}
+
+/* ---- a strict JSON validator (RFC 8259), enough to prove --json output
+ * parses: one value, nothing after it but whitespace. */
+
+typedef struct jp {
+    const char *p;
+    int depth;
+} jp;
+
+static void jws(jp *j)
+{
+    while (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r') j->p++;
+}
+
+static int jvalue(jp *j);
+
+static int jstring(jp *j)
+{
+    if (*j->p != '"') return 0;
+    j->p++;
+    for (;;) {
+        unsigned char c = (unsigned char)*j->p;
+        if (c == '\0' || c < 0x20) return 0;
+        if (c == '"') {
+            j->p++;
+            return 1;
+        }
+        if (c == '\\') {
+            j->p++;
+            char e = *j->p;
+            if (e == 'u') {
+                for (int i = 1; i <= 4; i++) {
+                    char h = j->p[i];
+                    if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F')))
+                        return 0;
+                }
+                j->p += 5;
+                continue;
+            }
+            if (!strchr("\"\\/bfnrt", e) || e == '\0') return 0;
+            j->p++;
+            continue;
+        }
+        /* UTF-8: a lead byte and the right number of continuation bytes. */
+        int extra = c < 0x80 ? 0 : (c >= 0xc2 && c <= 0xdf) ? 1 : (c >= 0xe0 && c <= 0xef) ? 2
+                                 : (c >= 0xf0 && c <= 0xf4) ? 3 : -1;
+        if (extra < 0) return 0;
+        j->p++;
+        for (int i = 0; i < extra; i++, j->p++)
+            if (((unsigned char)*j->p & 0xc0) != 0x80) return 0;
+    }
+}
+
+static int jnumber(jp *j)
+{
+    const char *p = j->p;
+    if (*p == '-') p++;
+    if (*p == '0') p++;
+    else if (*p >= '1' && *p <= '9') while (*p >= '0' && *p <= '9') p++;
+    else return 0;
+    if (*p == '.') {
+        p++;
+        if (!(*p >= '0' && *p <= '9')) return 0;
+        while (*p >= '0' && *p <= '9') p++;
+    }
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-') p++;
+        if (!(*p >= '0' && *p <= '9')) return 0;
+        while (*p >= '0' && *p <= '9') p++;
+    }
+    j->p = p;
+    return 1;
+}
+
+static int jcontainer(jp *j, char close, int object)
+{
+    if (++j->depth > 100) return 0;
+    j->p++;
+    jws(j);
+    if (*j->p == close) {
+        j->p++;
+        j->depth--;
+        return 1;
+    }
+    for (;;) {
+        jws(j);
+        if (object) {
+            if (!jstring(j)) return 0;
+            jws(j);
+            if (*j->p != ':') return 0;
+            j->p++;
+        }
+        if (!jvalue(j)) return 0;
+        jws(j);
+        if (*j->p == ',') {
+            j->p++;
+            continue;
+        }
+        if (*j->p == close) {
+            j->p++;
+            j->depth--;
+            return 1;
+        }
+        return 0;
+    }
+}
+
+static int jvalue(jp *j)
+{
+    jws(j);
+    switch (*j->p) {
+    case '{': return jcontainer(j, '}', 1);
+    case '[': return jcontainer(j, ']', 0);
+    case '"': return jstring(j);
+    case 't': if (strncmp(j->p, "true", 4) == 0) { j->p += 4; return 1; } return 0;
+    case 'f': if (strncmp(j->p, "false", 5) == 0) { j->p += 5; return 1; } return 0;
+    case 'n': if (strncmp(j->p, "null", 4) == 0) { j->p += 4; return 1; } return 0;
+    default: return jnumber(j);
+    }
+}
+
+static int json_valid(const char *s)
+{
+    jp j = {s, 0};
+    if (!jvalue(&j)) return 0;
+    jws(&j);
+    return *j.p == '\0';
+}
+
+static void json_checker_rejects_bad_json(void **state)
+{
+    (void)state;
+    /* The checker itself must be able to fail. */
+    assert_true(json_valid("{\"a\": [1, -2.5e3, \"x\\u00e9\", true, null]}\n"));
+    assert_false(json_valid("{\"a\": [1, 2,]}"));
+    assert_false(json_valid("{\"a\" 1}"));
+    assert_false(json_valid("\"raw\ttab\""));
+    assert_false(json_valid("\"bad \\x escape\""));
+    assert_false(json_valid("{} {}"));
+    assert_false(json_valid("01"));
+    assert_false(json_valid("\"\xff\""));
+}
+
+/* ---- global options */
+
+static void version_and_help(void **state)
+{
+    (void)state;
+    const char *v[] = {"--version", NULL};
+    run_result r = run(v);
+    assert_int_equal(r.exit_code, 0);
+    char want[64];
+    snprintf(want, sizeof want, "teexec %s\n", teexec_version_string());
+    assert_string_equal(r.out, want);
+    assert_string_equal(r.err, "");
+    run_free(&r);
+
+    const char *h[] = {"--help", NULL};
+    r = run(h);
+    assert_int_equal(r.exit_code, 0);
+    expect_contains(r.out, "usage: teexec");
+    expect_contains(r.out, "inspect");
+    assert_string_equal(r.err, "");
+    run_free(&r);
+
+    const char *hi[] = {"help", "inspect", NULL};
+    r = run(hi);
+    assert_int_equal(r.exit_code, 0);
+    expect_contains(r.out, "usage: teexec inspect MODEL.onnx [--json]");
+    run_free(&r);
+
+    const char *ih[] = {"inspect", "--help", NULL};
+    r = run(ih);
+    assert_int_equal(r.exit_code, 0);
+    expect_contains(r.out, "usage: teexec inspect");
+    run_free(&r);
+}
+
+static void usage_errors_exit_2(void **state)
+{
+    (void)state;
+    const char *cases[][4] = {
+        {NULL},
+        {"--bogus", NULL},
+        {"inspect", NULL},
+        {"inspect", "--frob", "m.onnx", NULL},
+        {"inspect", "a.onnx", "b.onnx", NULL},
+        {"frobnicate", NULL},
+        {"help", "frobnicate", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        run_result r = run(cases[i]);
+        if (r.exit_code != 2) fprintf(stderr, "case %zu: exit %d\n", i, r.exit_code);
+        assert_int_equal(r.exit_code, 2);
+        assert_one_error_line(&r);
+        assert_string_equal(r.out, "");
+        run_free(&r);
+    }
+}
+
+static void unimplemented_command_exits_3(void **state)
+{
+    (void)state;
+    const char *c[] = {"convert", "a.onnx", "b.onnx", NULL};
+    run_result r = run(c);
+    assert_int_equal(r.exit_code, 3);
+    assert_one_error_line(&r);
+    assert_non_null(strstr(r.err, "not implemented yet"));
+    run_free(&r);
+}
+
+static void missing_file_exits_1(void **state)
+{
+    (void)state;
+    const char *c[] = {"inspect", "/nonexistent/teexec/model.onnx", NULL};
+    run_result r = run(c);
+    assert_int_equal(r.exit_code, 1);
+    assert_one_error_line(&r);
+    assert_int_equal(strncmp(r.err, "teexec: /nonexistent/teexec/model.onnx: ", 40), 0);
+    run_free(&r);
+}
+
+/* ---- inspect on models written here */
+
+static char *write_temp_model(const Onnx__ModelProto *m)
+{
+    static char path[64];
+    snprintf(path, sizeof path, "/tmp/teexec-cli-model-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    size_t size;
+    uint8_t *bytes = mb_pack(m, &size);
+    assert_int_equal(write(fd, bytes, size), (ssize_t)size);
+    close(fd);
+    free(bytes);
+    return path;
+}
+
+static void validation_error_one_line_with_node(void **state)
+{
+    (void)state;
+    Onnx__ModelProto *m = mb_model(8);
+    mb_opset(m, "", 13);
+    Onnx__GraphProto *g = mb_graph("main");
+    m->graph = g;
+    mb_input(g, "x", 1, "4");
+    mb_node(g, "n3", "MatMul", "", "x,x7", "y");
+    mb_output(g, "y", 1, "4");
+    char *path = write_temp_model(m);
+    mb_free_all();
+    const char *c[] = {"inspect", path, NULL};
+    run_result r = run(c);
+    unlink(path);
+    assert_int_equal(r.exit_code, 1);
+    assert_one_error_line(&r);
+    char want[256];
+    snprintf(want, sizeof want,
+             "teexec: %s: node \"n3\" (MatMul) reads \"x7\", which nothing defines\n", path);
+    assert_string_equal(r.err, want);
+    assert_string_equal(r.out, "");
+    run_free(&r);
+}
+
+/* Names with quotes, a backslash, a control character and non-ASCII
+ * letters, symbolic and unknown dims, a function: text aligns and JSON
+ * stays valid. */
+static Onnx__ModelProto *odd_model(void)
+{
+    Onnx__ModelProto *m = mb_model(10);
+    mb_opset(m, "", 18);
+    mb_opset(m, "com.te", 1);
+    Onnx__GraphProto *g = mb_graph("main");
+    m->graph = g;
+    mb_input(g, "in\"put\\\x01", 1, "batch,3,?");
+    mb_input(g, "größe", 7, NULL);
+    int64_t d[] = {2, 3};
+    mb_init(g, "weight", d, 2);
+    mb_node(g, "a", "Relu", "", "in\"put\\\x01", "t");
+    mb_node(g, "b", "Fused", "com.te", "t,größe", "out");
+    mb_output(g, "out", 1, "batch,?");
+    Onnx__FunctionProto *f = mb_function(m, "com.te", "Fused", "A,B", "C");
+    f->node[f->n_node++] = mb_node_new("f1", "Neg", "", "A", "C");
+    return m;
+}
+
+static void inspect_text_and_json_of_odd_names(void **state)
+{
+    (void)state;
+    char *path = write_temp_model(odd_model());
+    mb_free_all();
+
+    const char *t[] = {"inspect", path, NULL};
+    run_result r = run(t);
+    assert_int_equal(r.exit_code, 0);
+    assert_string_equal(r.err, "");
+    expect_contains(r.out, "ir version:  10\n");
+    expect_contains(r.out, "opsets:      ai.onnx 18, com.te 1\n");
+    /* Control character shown as '?', columns aligned on code points. */
+    expect_contains(r.out, "  name      type   shape\n");
+    expect_contains(r.out, "  in\"put\\?  float  [batch, 3, ?]\n");
+    expect_contains(r.out, "  größe     int64  ?\n");
+    expect_contains(r.out, "  dtype  tensors  elements  bytes\n");
+    expect_contains(r.out, "  out   float  [batch, ?]\n");
+    expect_contains(r.out, "  com.te   Fused      1\n");
+    expect_contains(r.out, "initializers: 1 tensors, 6 elements, 24 bytes (24 B)\n");
+    expect_contains(r.out, "  com.te  Fused  -             1       2        1\n");
+    run_free(&r);
+
+    const char *j[] = {"inspect", path, "--json", NULL};
+    r = run(j);
+    unlink(path);
+    assert_int_equal(r.exit_code, 0);
+    assert_string_equal(r.err, "");
+    if (!json_valid(r.out)) fprintf(stderr, "invalid JSON:\n%s\n", r.out);
+    assert_true(json_valid(r.out));
+    expect_contains(r.out, "\"name\": \"in\\\"put\\\\\\u0001\"");
+    expect_contains(r.out, "\"name\": \"größe\"");
+    expect_contains(r.out, "\"shape\": [\n        \"batch\",\n        3,\n        null\n");
+    expect_contains(r.out, "\"ir_version\": 10,");
+    run_free(&r);
+}
+
+/* ---- inspect on a model of the ONNX test corpus */
+
+static void inspect_testdata_model(void **state)
+{
+    (void)state;
+    const char *root = getenv("TEEXEC_TESTDATA");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/pytorch-converted/test_Linear/model.onnx",
+             root && root[0] ? root : "/usr/share/libonnx-testdata/data");
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "skipping: %s not present (libonnx-testdata)\n", path);
+        skip();
+    }
+    const char *t[] = {"inspect", path, NULL};
+    run_result r = run(t);
+    assert_int_equal(r.exit_code, 0);
+    assert_string_equal(r.err, "");
+    static const char *const golden[] = {
+        "producer:    pytorch 0.3\n",
+        "ir version:  3\n",
+        "opsets:      ai.onnx 6\n",
+        "nodes:       1 in the main graph, 1 in all\n",
+        "inputs (1):\n  name  type   shape\n  0     float  [4, 10]\n",
+        "outputs (1):\n  name  type   shape\n  3     float  [4, 8]\n",
+        "ops (1 kinds, 1 nodes):\n  domain   op    count\n  ai.onnx  Gemm      1\n",
+        "initializers: 2 tensors, 88 elements, 352 bytes (352 B)\n",
+        "  float        2        88    352  352 B\n",
+        "external data files (0):\n",
+        "functions (0):\n",
+    };
+    for (size_t i = 0; i < sizeof golden / sizeof golden[0]; i++) {
+        expect_contains(r.out, golden[i]);
+    }
+    run_free(&r);
+
+    const char *j[] = {"inspect", "--json", path, NULL};
+    r = run(j);
+    assert_int_equal(r.exit_code, 0);
+    assert_true(json_valid(r.out));
+    expect_contains(r.out, "\"op_type\": \"Gemm\"");
+    expect_contains(r.out, "\"producer_name\": \"pytorch\"");
+    run_free(&r);
+}
+
+/* ---- the malformed corpus: every model refused, one line, no crash.
+ * tests/malformed/expected.txt (FILE<TAB>CODE<TAB>substring, FILE maybe
+ * prefixed "ir:") says what each file should give; OK files must inspect
+ * cleanly, the rest exit with the status their code maps to and name the
+ * reason. Files it does not list must still be refused. */
+
+typedef struct expectation {
+    char file[256];
+    char code[32];
+    char substr[256];
+} expectation;
+
+static size_t read_expected(const char *dir, expectation *out, size_t max)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/expected.txt", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = 0;
+    char line[1024];
+    while (n < max && fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || line[0] == '\n') continue;
+        line[strcspn(line, "\n")] = '\0';
+        char *t1 = strchr(line, '\t');
+        if (!t1) continue;
+        *t1++ = '\0';
+        char *t2 = strchr(t1, '\t');
+        if (t2) *t2++ = '\0';
+        const char *file = strncmp(line, "ir:", 3) == 0 ? line + 3 : line;
+        snprintf(out[n].file, sizeof out[n].file, "%.255s", file);
+        snprintf(out[n].code, sizeof out[n].code, "%.31s", t1);
+        snprintf(out[n].substr, sizeof out[n].substr, "%.255s", t2 ? t2 : "");
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
+static int exit_for_code(const char *code)
+{
+    if (strcmp(code, "OK") == 0) return 0;
+    if (strcmp(code, "UNSUPPORTED") == 0) return 3;
+    if (strcmp(code, "DEVICE") == 0) return 4;
+    return 1;
+}
+
+static size_t check_malformed_dir(const char *dir, const expectation *ex, size_t n_ex)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    size_t checked = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len < 5 || strcmp(e->d_name + len - 5, ".onnx") != 0) continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        const expectation *x = NULL;
+        for (size_t i = 0; i < n_ex; i++)
+            if (strcmp(ex[i].file, e->d_name) == 0) x = &ex[i];
+        const char *c[] = {"inspect", path, NULL};
+        run_result r = run(c);
+        int want = x ? exit_for_code(x->code) : -1;
+        int ok = r.signal == 0 && (want >= 0 ? r.exit_code == want : r.exit_code > 0);
+        if (ok && r.exit_code != 0)
+            ok = count_lines(r.err) == 1 && (!x || strstr(r.err, x->substr));
+        if (!ok)
+            fprintf(stderr, "%s: want exit %d, got exit %d signal %d, stderr <<%s>>\n", path, want,
+                    r.exit_code, r.signal, r.err);
+        assert_true(ok);
+        if (r.exit_code == 0) assert_string_equal(r.err, "");
+        else assert_one_error_line(&r);
+        run_free(&r);
+        checked++;
+    }
+    closedir(d);
+    return checked;
+}
+
+static void malformed_corpus_refused(void **state)
+{
+    (void)state;
+    const char *src = getenv("TEEXEC_SOURCE_ROOT");
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/tests/malformed", src ? src : ".");
+    static expectation ex[512];
+    size_t n_ex = read_expected(dir, ex, sizeof ex / sizeof ex[0]);
+    size_t n = check_malformed_dir(dir, ex, n_ex);
+    if (n == 0) {
+        fprintf(stderr, "skipping: no .onnx files under %s\n", dir);
+        skip();
+    }
+    fprintf(stderr, "%zu corpus models checked (%zu with expectations)\n", n, n_ex);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_cli PATH/TO/teexec\n");
+        return 2;
+    }
+    teexec_bin = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(json_checker_rejects_bad_json),
+        cmocka_unit_test(version_and_help),
+        cmocka_unit_test(usage_errors_exit_2),
+        cmocka_unit_test(unimplemented_command_exits_3),
+        cmocka_unit_test(missing_file_exits_1),
+        cmocka_unit_test(validation_error_one_line_with_node),
+        cmocka_unit_test(inspect_text_and_json_of_odd_names),
+        cmocka_unit_test(inspect_testdata_model),
+        cmocka_unit_test(malformed_corpus_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

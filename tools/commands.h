@@ -1,0 +1,25 @@
+/*
+ * commands.h - the teexec subcommands, dispatched from teexec.c.
+ *
+ * Each command is `int cmd_NAME(int argc, char **argv)`: argv[0] is the
+ * command's name ("inspect"), argv[1..argc-1] its arguments. It handles
+ * its own --help (usage on stdout, exit 0) and returns the process exit
+ * status (cli_common.h). Commands use only the public API (teexec.h).
+ *
+ * To add a command: declare it here, put it in its own tools/cmd_NAME.c,
+ * list that file in tools/meson.build and add a row to the table in
+ * tools/teexec.c.
+ */
+#ifndef TEEXEC_TOOLS_COMMANDS_H
+#define TEEXEC_TOOLS_COMMANDS_H
+
+/* teexec inspect MODEL.onnx [--json] (tools/cmd_inspect.c) */
+int cmd_inspect(int argc, char **argv);
+
+/* teexec run MODEL.onnx [...] (tools/cmd_run.c, exec's) */
+int cmd_run(int argc, char **argv);
+
+/* teexec ops [--markdown] (tools/cmd_ops.c, the TE op domain's) */
+int cmd_ops(int argc, char **argv);
+
+#endif
