@@ -1,0 +1,630 @@
+/* backward_std.c - backward rules for the standard ONNX ops PyTorch exports
+ * inside trainable blocks (see train_internal.h for the calling contract). */
+#include "exec/train_internal.h"
+
+#include "base/shape.h"
+#include "import/shape_infer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static teexec_status *bad(const tx_bwd_call *c, const char *why)
+{
+    return tx_status_with_node(tx_error(TEEXEC_ERR_UNSUPPORTED, "node \"%s\" (%s) backward: %s",
+                                        c->node->label, c->node->op_type, why),
+                               c->node->label);
+}
+
+static uint64_t numel_of(const tx_tensor *t) { return t ? t->numel : 0; }
+
+/* Walks every index of `shape` in row-major order; off[k] follows strides
+ * st[k] (per operand, 0 on broadcast dims). */
+typedef struct bcast_iter {
+    int32_t rank;
+    int64_t dims[TX_MAX_RANK];
+    int64_t idx[TX_MAX_RANK];
+    int n_ops;
+    int64_t st[4][TX_MAX_RANK];
+    int64_t off[4];
+} bcast_iter;
+
+/* Strides of `t` aligned right to a rank-r output, 0 where it broadcasts. */
+static void bcast_strides(const tx_tensor *t, int32_t r, const int64_t *odims, int64_t *st)
+{
+    int64_t s = 1;
+    for (int32_t k = r - 1; k >= 0; k--) {
+        int32_t tk = k - (r - t->rank);
+        if (tk < 0) {
+            st[k] = 0;
+            continue;
+        }
+        int64_t d = t->dims[tk];
+        st[k] = (d == 1 && odims[k] != 1) ? 0 : s;
+        s *= d;
+    }
+}
+
+static void iter_next(bcast_iter *it)
+{
+    for (int32_t k = it->rank - 1; k >= 0; k--) {
+        it->idx[k]++;
+        for (int o = 0; o < it->n_ops; o++) it->off[o] += it->st[o][k];
+        if (it->idx[k] < it->dims[k]) return;
+        for (int o = 0; o < it->n_ops; o++) it->off[o] -= it->st[o][k] * it->dims[k];
+        it->idx[k] = 0;
+    }
+}
+
+static void iter_init(bcast_iter *it, const tx_tensor *out, int n_ops, const tx_tensor *const *ops)
+{
+    memset(it, 0, sizeof(*it));
+    it->rank = out->rank;
+    memcpy(it->dims, out->dims, sizeof(int64_t) * (size_t)out->rank);
+    it->n_ops = n_ops;
+    for (int o = 0; o < n_ops; o++) bcast_strides(ops[o], out->rank, out->dims, it->st[o]);
+}
+
+/* ---- pass-through and unary ------------------------------------------- */
+
+static teexec_status *bwd_identity(const tx_bwd_call *c)
+{
+    if (!c->gin[0] || !c->gout[0]) return NULL;
+    uint64_t n = numel_of(c->out[0]);
+    if (n != numel_of(c->in[0])) return bad(c, "element counts differ");
+    for (uint64_t i = 0; i < n; i++) c->gin[0][i] += c->gout[0][i];
+    return NULL;
+}
+
+static teexec_status *bwd_unary(const tx_bwd_call *c)
+{
+    double *gx = c->gin[0];
+    const double *g = c->gout[0], *x = c->in64[0], *y = c->out64[0];
+    if (!gx || !g) return NULL;
+    uint64_t n = numel_of(c->out[0]);
+    const char *op = c->node->op_type;
+    if (!strcmp(op, "Relu")) {
+        for (uint64_t i = 0; i < n; i++) gx[i] += x[i] > 0 ? g[i] : 0;
+    } else if (!strcmp(op, "Sqrt")) {
+        for (uint64_t i = 0; i < n; i++) gx[i] += g[i] * 0.5 / y[i];
+    } else if (!strcmp(op, "Erf")) {
+        const double k = 2.0 / sqrt(M_PI);
+        for (uint64_t i = 0; i < n; i++) gx[i] += g[i] * k * exp(-x[i] * x[i]);
+    } else if (!strcmp(op, "Tanh")) {
+        for (uint64_t i = 0; i < n; i++) gx[i] += g[i] * (1 - y[i] * y[i]);
+    } else if (!strcmp(op, "Sigmoid")) {
+        for (uint64_t i = 0; i < n; i++) gx[i] += g[i] * y[i] * (1 - y[i]);
+    } else if (!strcmp(op, "Neg")) {
+        for (uint64_t i = 0; i < n; i++) gx[i] -= g[i];
+    } else if (!strcmp(op, "Exp")) {
+        for (uint64_t i = 0; i < n; i++) gx[i] += g[i] * y[i];
+    } else if (!strcmp(op, "Log")) {
+        for (uint64_t i = 0; i < n; i++) gx[i] += g[i] / x[i];
+    } else if (!strcmp(op, "Reciprocal")) {
+        for (uint64_t i = 0; i < n; i++) gx[i] -= g[i] * y[i] * y[i];
+    } else {
+        return bad(c, "no unary rule");
+    }
+    return NULL;
+}
+
+/* ---- broadcasting binary ops and Where --------------------------------- */
+
+static teexec_status *bwd_binary(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0];
+    if (!g) return NULL;
+    const tx_tensor *ops[2] = {c->in[0], c->in[1]};
+    bcast_iter it;
+    iter_init(&it, c->out[0], 2, ops);
+    const double *a = c->in64[0], *b = c->in64[1], *y = c->out64[0];
+    double *ga = c->gin[0], *gb = c->gin[1];
+    const char *op = c->node->op_type;
+    int kind = !strcmp(op, "Add") ? 0 : !strcmp(op, "Sub") ? 1 : !strcmp(op, "Mul") ? 2
+             : !strcmp(op, "Div") ? 3 : !strcmp(op, "Pow") ? 4 : -1;
+    if (kind < 0) return bad(c, "no binary rule");
+    uint64_t n = numel_of(c->out[0]);
+    for (uint64_t i = 0; i < n; i++, iter_next(&it)) {
+        int64_t ia = it.off[0], ib = it.off[1];
+        double gi = g[i];
+        switch (kind) {
+        case 0:
+            if (ga) ga[ia] += gi;
+            if (gb) gb[ib] += gi;
+            break;
+        case 1:
+            if (ga) ga[ia] += gi;
+            if (gb) gb[ib] -= gi;
+            break;
+        case 2:
+            if (ga) ga[ia] += gi * b[ib];
+            if (gb) gb[ib] += gi * a[ia];
+            break;
+        case 3:
+            if (ga) ga[ia] += gi / b[ib];
+            if (gb) gb[ib] -= gi * a[ia] / (b[ib] * b[ib]);
+            break;
+        default:
+            if (ga) ga[ia] += gi * b[ib] * pow(a[ia], b[ib] - 1);
+            if (gb && a[ia] > 0) gb[ib] += gi * y[i] * log(a[ia]);
+            break;
+        }
+    }
+    return NULL;
+}
+
+static teexec_status *bwd_where(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0];
+    if (!g) return NULL;
+    const tx_tensor *ops[3] = {c->in[0], c->in[1], c->in[2]};
+    bcast_iter it;
+    iter_init(&it, c->out[0], 3, ops);
+    const double *cond = c->in64[0];
+    uint64_t n = numel_of(c->out[0]);
+    for (uint64_t i = 0; i < n; i++, iter_next(&it)) {
+        bool t = cond[it.off[0]] != 0;
+        if (t && c->gin[1]) c->gin[1][it.off[1]] += g[i];
+        if (!t && c->gin[2]) c->gin[2][it.off[2]] += g[i];
+    }
+    return NULL;
+}
+
+static teexec_status *bwd_expand(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0];
+    if (!g || !c->gin[0]) return NULL;
+    const tx_tensor *ops[1] = {c->in[0]};
+    bcast_iter it;
+    iter_init(&it, c->out[0], 1, ops);
+    uint64_t n = numel_of(c->out[0]);
+    for (uint64_t i = 0; i < n; i++, iter_next(&it)) c->gin[0][it.off[0]] += g[i];
+    return NULL;
+}
+
+/* ---- MatMul and Gemm ----------------------------------------------------- */
+
+static teexec_status *bwd_matmul(const tx_bwd_call *c)
+{
+    const tx_tensor *A = c->in[0], *B = c->in[1], *Y = c->out[0];
+    const double *g = c->gout[0], *a = c->in64[0], *b = c->in64[1];
+    double *ga = c->gin[0], *gb = c->gin[1];
+    if (!g) return NULL;
+    if (A->rank < 1 || B->rank < 1) return bad(c, "scalar operand");
+    int64_t M = A->rank == 1 ? 1 : A->dims[A->rank - 2];
+    int64_t K = A->dims[A->rank - 1];
+    int64_t N = B->rank == 1 ? 1 : B->dims[B->rank - 1];
+    if ((B->rank == 1 ? B->dims[0] : B->dims[B->rank - 2]) != K) return bad(c, "inner dims differ");
+    /* batch dims: those of the output before its matrix dims */
+    int32_t nb_a = A->rank > 2 ? A->rank - 2 : 0, nb_b = B->rank > 2 ? B->rank - 2 : 0;
+    int32_t nb = nb_a > nb_b ? nb_a : nb_b;
+    int64_t bd[TX_MAX_RANK], sa[TX_MAX_RANK], sb[TX_MAX_RANK];
+    int64_t s_a = M * K, s_b = K * N;
+    for (int32_t k = nb - 1; k >= 0; k--) {
+        int32_t ka = k - (nb - nb_a), kb = k - (nb - nb_b);
+        int64_t da = ka >= 0 ? A->dims[ka] : 1, db = kb >= 0 ? B->dims[kb] : 1;
+        bd[k] = da > db ? da : db;
+        sa[k] = (da == 1) ? 0 : s_a;
+        sb[k] = (db == 1) ? 0 : s_b;
+        if (ka >= 0) s_a *= da;
+        if (kb >= 0) s_b *= db;
+    }
+    uint64_t nbatch = 1;
+    for (int32_t k = 0; k < nb; k++) nbatch *= (uint64_t)bd[k];
+    if (nbatch * (uint64_t)M * (uint64_t)N != Y->numel) return bad(c, "output size mismatch");
+    int64_t idx[TX_MAX_RANK] = {0};
+    for (uint64_t bi = 0; bi < nbatch; bi++) {
+        int64_t oa = 0, ob = 0;
+        for (int32_t k = 0; k < nb; k++) {
+            oa += idx[k] * sa[k];
+            ob += idx[k] * sb[k];
+        }
+        const double *gy = g + bi * (uint64_t)(M * N);
+        if (ga)
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t kk = 0; kk < K; kk++) {
+                    double s = 0;
+                    const double *br = b + ob + kk * N;
+                    const double *gr = gy + m * N;
+                    for (int64_t nn = 0; nn < N; nn++) s += gr[nn] * br[nn];
+                    ga[oa + m * K + kk] += s;
+                }
+        if (gb)
+            for (int64_t m = 0; m < M; m++) {
+                const double *ar = a + oa + m * K;
+                const double *gr = gy + m * N;
+                for (int64_t kk = 0; kk < K; kk++) {
+                    double av = ar[kk];
+                    if (av == 0) continue;
+                    double *gbr = gb + ob + kk * N;
+                    for (int64_t nn = 0; nn < N; nn++) gbr[nn] += av * gr[nn];
+                }
+            }
+        for (int32_t k = nb - 1; k >= 0; k--) {
+            if (++idx[k] < bd[k]) break;
+            idx[k] = 0;
+        }
+    }
+    return NULL;
+}
+
+static teexec_status *bwd_gemm(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0];
+    if (!g) return NULL;
+    int64_t ta, tb;
+    float alpha, beta;
+    TX_TRY(tx_ir_attr_int(c->node, "transA", 0, &ta));
+    TX_TRY(tx_ir_attr_int(c->node, "transB", 0, &tb));
+    TX_TRY(tx_ir_attr_float(c->node, "alpha", 1.0f, &alpha));
+    TX_TRY(tx_ir_attr_float(c->node, "beta", 1.0f, &beta));
+    const tx_tensor *A = c->in[0], *B = c->in[1];
+    if (A->rank != 2 || B->rank != 2) return bad(c, "operands must be 2-D");
+    int64_t M = ta ? A->dims[1] : A->dims[0], K = ta ? A->dims[0] : A->dims[1];
+    int64_t N = tb ? B->dims[0] : B->dims[1];
+    const double *a = c->in64[0], *b = c->in64[1];
+    double *ga = c->gin[0], *gb = c->gin[1];
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t k = 0; k < K; k++) {
+            double av = ta ? a[k * M + m] : a[m * K + k];
+            double s = 0;
+            for (int64_t n = 0; n < N; n++) {
+                double gv = g[m * N + n] * alpha;
+                double bv = tb ? b[n * K + k] : b[k * N + n];
+                s += gv * bv;
+                if (gb) gb[tb ? n * K + k : k * N + n] += gv * av;
+            }
+            if (ga) ga[ta ? k * M + m : m * K + k] += s;
+        }
+    if (c->n_in > 2 && c->in[2] && c->gin[2]) {
+        const tx_tensor *ops[1] = {c->in[2]};
+        bcast_iter it;
+        iter_init(&it, c->out[0], 1, ops);
+        for (uint64_t i = 0; i < c->out[0]->numel; i++, iter_next(&it))
+            c->gin[2][it.off[0]] += g[i] * beta;
+    }
+    return NULL;
+}
+
+/* ---- Softmax, LogSoftmax, LayerNormalization --------------------------- */
+
+/* outer x axis x inner decomposition of a tensor around `axis`; before
+ * opset 13 Softmax flattens everything from axis on into one row. */
+static teexec_status *softmax_dims(const tx_bwd_call *c, int64_t def_axis, int64_t *outer,
+                                   int64_t *len, int64_t *inner)
+{
+    const tx_tensor *x = c->in[0];
+    int64_t axis;
+    TX_TRY(tx_ir_attr_int(c->node, "axis", def_axis, &axis));
+    int32_t ax;
+    TX_TRY(tx_shape_normalize_axis(axis, x->rank, &ax));
+    *outer = 1;
+    *len = 1;
+    *inner = 1;
+    for (int32_t k = 0; k < ax; k++) *outer *= x->dims[k];
+    if (c->node->opset < 13) {
+        for (int32_t k = ax; k < x->rank; k++) *len *= x->dims[k];
+    } else {
+        *len = x->dims[ax];
+        for (int32_t k = ax + 1; k < x->rank; k++) *inner *= x->dims[k];
+    }
+    return NULL;
+}
+
+static teexec_status *bwd_softmax(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0], *y = c->out64[0];
+    double *gx = c->gin[0];
+    if (!g || !gx) return NULL;
+    int64_t outer, len, inner;
+    TX_TRY(softmax_dims(c, c->node->opset < 13 ? 1 : -1, &outer, &len, &inner));
+    bool logsm = strcmp(c->node->op_type, "LogSoftmax") == 0;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t in = 0; in < inner; in++) {
+            int64_t base = o * len * inner + in;
+            double s = 0;
+            for (int64_t j = 0; j < len; j++) {
+                int64_t p = base + j * inner;
+                s += logsm ? g[p] : g[p] * y[p];
+            }
+            for (int64_t j = 0; j < len; j++) {
+                int64_t p = base + j * inner;
+                gx[p] += logsm ? g[p] - exp(y[p]) * s : y[p] * (g[p] - s);
+            }
+        }
+    return NULL;
+}
+
+static teexec_status *bwd_layernorm(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0];
+    if (!g) return NULL;
+    const tx_tensor *X = c->in[0];
+    int64_t axis;
+    float eps;
+    TX_TRY(tx_ir_attr_int(c->node, "axis", -1, &axis));
+    TX_TRY(tx_ir_attr_float(c->node, "epsilon", 1e-5f, &eps));
+    int32_t ax;
+    TX_TRY(tx_shape_normalize_axis(axis, X->rank, &ax));
+    int64_t rows = 1, D = 1;
+    for (int32_t k = 0; k < ax; k++) rows *= X->dims[k];
+    for (int32_t k = ax; k < X->rank; k++) D *= X->dims[k];
+    const double *x = c->in64[0], *scale = c->in64[1];
+    const double *bias = c->n_in > 2 && c->in[2] ? c->in64[2] : NULL;
+    (void)bias;
+    uint64_t ns = numel_of(c->in[1]);
+    if (ns != (uint64_t)D && ns != 1) return bad(c, "scale must cover the normalized dims");
+    double *gx = c->gin[0], *gs = c->gin[1], *gbias = c->n_in > 2 ? c->gin[2] : NULL;
+    uint64_t nbias = c->n_in > 2 && c->in[2] ? c->in[2]->numel : 0;
+    if (gbias && nbias != (uint64_t)D && nbias != 1) return bad(c, "bias must cover the normalized dims");
+    double *dxh = malloc(sizeof(double) * (size_t)(D ? D : 1));
+    if (!dxh) return tx_oom();
+    for (int64_t r = 0; r < rows; r++) {
+        const double *xr = x + r * D, *gr = g + r * D;
+        double mu = 0, var = 0;
+        for (int64_t j = 0; j < D; j++) mu += xr[j];
+        mu /= (double)D;
+        for (int64_t j = 0; j < D; j++) var += (xr[j] - mu) * (xr[j] - mu);
+        var /= (double)D;
+        /* the forward adds eps in float; use the same float value */
+        double rstd = 1.0 / sqrt(var + (double)eps);
+        double m1 = 0, m2 = 0;
+        for (int64_t j = 0; j < D; j++) {
+            double xh = (xr[j] - mu) * rstd;
+            double sj = scale[ns == 1 ? 0 : j];
+            if (gs) gs[ns == 1 ? 0 : j] += gr[j] * xh;
+            if (gbias) gbias[nbias == 1 ? 0 : j] += gr[j];
+            dxh[j] = gr[j] * sj;
+            m1 += dxh[j];
+            m2 += dxh[j] * xh;
+        }
+        m1 /= (double)D;
+        m2 /= (double)D;
+        if (gx)
+            for (int64_t j = 0; j < D; j++) {
+                double xh = (xr[j] - mu) * rstd;
+                gx[r * D + j] += rstd * (dxh[j] - m1 - xh * m2);
+            }
+    }
+    free(dxh);
+    return NULL;
+}
+
+/* ---- data movement ------------------------------------------------------ */
+
+static teexec_status *bwd_transpose(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0];
+    double *gx = c->gin[0];
+    if (!g || !gx) return NULL;
+    const tx_tensor *X = c->in[0], *Y = c->out[0];
+    const int64_t *perm;
+    size_t np;
+    TX_TRY(tx_ir_attr_ints(c->node, "perm", &perm, &np));
+    int32_t r = X->rank;
+    int64_t p[TX_MAX_RANK];
+    for (int32_t k = 0; k < r; k++) p[k] = np ? perm[k] : r - 1 - k;
+    if (np && np != (size_t)r) return bad(c, "perm length differs from rank");
+    tx_shape xs = tx_shape_of(X);
+    int64_t xst[TX_MAX_RANK];
+    tx_shape_strides(&xs, xst);
+    /* output dim k walks input dim p[k] */
+    tx_tensor view = *Y;
+    bcast_iter it;
+    memset(&it, 0, sizeof(it));
+    it.rank = r;
+    memcpy(it.dims, view.dims, sizeof(int64_t) * (size_t)r);
+    it.n_ops = 1;
+    for (int32_t k = 0; k < r; k++) it.st[0][k] = xst[p[k]];
+    for (uint64_t i = 0; i < Y->numel; i++, iter_next(&it)) gx[it.off[0]] += g[i];
+    return NULL;
+}
+
+/* Split and Concat: outputs (inputs) are consecutive chunks along an axis. */
+static teexec_status *chunk_dims(const tx_tensor *whole, int64_t axis_attr, int32_t *ax,
+                                 int64_t *outer, int64_t *inner)
+{
+    TX_TRY(tx_shape_normalize_axis(axis_attr, whole->rank, ax));
+    *outer = 1;
+    *inner = 1;
+    for (int32_t k = 0; k < *ax; k++) *outer *= whole->dims[k];
+    for (int32_t k = *ax + 1; k < whole->rank; k++) *inner *= whole->dims[k];
+    return NULL;
+}
+
+static teexec_status *bwd_split(const tx_bwd_call *c)
+{
+    double *gx = c->gin[0];
+    if (!gx) return NULL;
+    const tx_tensor *X = c->in[0];
+    int64_t axis;
+    TX_TRY(tx_ir_attr_int(c->node, "axis", 0, &axis));
+    int32_t ax;
+    int64_t outer, inner;
+    TX_TRY(chunk_dims(X, axis, &ax, &outer, &inner));
+    int64_t total = X->dims[ax], off = 0;
+    for (size_t j = 0; j < c->n_out; j++) {
+        if (!c->out[j]) continue;
+        int64_t len = c->out[j]->dims[ax];
+        const double *g = c->gout[j];
+        if (g)
+            for (int64_t o = 0; o < outer; o++)
+                for (int64_t e = 0; e < len * inner; e++)
+                    gx[(o * total + off) * inner + e] += g[o * len * inner + e];
+        off += len;
+    }
+    return NULL;
+}
+
+static teexec_status *bwd_concat(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0];
+    if (!g) return NULL;
+    const tx_tensor *Y = c->out[0];
+    int64_t axis;
+    TX_TRY(tx_ir_attr_int(c->node, "axis", 0, &axis));
+    int32_t ax;
+    int64_t outer, inner;
+    TX_TRY(chunk_dims(Y, axis, &ax, &outer, &inner));
+    int64_t total = Y->dims[ax], off = 0;
+    for (size_t j = 0; j < c->n_in; j++) {
+        if (!c->in[j]) continue;
+        int64_t len = c->in[j]->rank > ax ? c->in[j]->dims[ax] : 0;
+        double *gx = c->gin[j];
+        if (gx)
+            for (int64_t o = 0; o < outer; o++)
+                for (int64_t e = 0; e < len * inner; e++)
+                    gx[o * len * inner + e] += g[(o * total + off) * inner + e];
+        off += len;
+    }
+    return NULL;
+}
+
+static teexec_status *bwd_slice(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0];
+    double *gx = c->gin[0];
+    if (!g || !gx) return NULL;
+    const tx_tensor *X = c->in[0], *Y = c->out[0];
+    const tx_tensor *vals[4] = {NULL, NULL, NULL, NULL};
+    for (size_t k = 1; k < c->n_in && k < 5; k++) vals[k - 1] = c->in[k];
+    tx_shape xs = tx_shape_of(X), ys;
+    int64_t start[TX_MAX_RANK], step[TX_MAX_RANK], xst[TX_MAX_RANK];
+    TX_TRY(tx_slice_params(c->node, vals, &xs, start, step, &ys));
+    tx_shape_strides(&xs, xst);
+    bcast_iter it;
+    memset(&it, 0, sizeof(it));
+    it.rank = Y->rank;
+    memcpy(it.dims, Y->dims, sizeof(int64_t) * (size_t)Y->rank);
+    it.n_ops = 1;
+    int64_t base = 0;
+    for (int32_t k = 0; k < Y->rank; k++) {
+        it.st[0][k] = xst[k] * step[k];
+        base += start[k] * xst[k];
+    }
+    it.off[0] = base;
+    for (uint64_t i = 0; i < Y->numel; i++, iter_next(&it)) gx[it.off[0]] += g[i];
+    return NULL;
+}
+
+static teexec_status *bwd_gather(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0];
+    double *gx = c->gin[0];
+    if (!g || !gx) return NULL;
+    const tx_tensor *X = c->in[0], *I = c->in[1];
+    int64_t axis;
+    TX_TRY(tx_ir_attr_int(c->node, "axis", 0, &axis));
+    int32_t ax;
+    int64_t outer, inner;
+    TX_TRY(chunk_dims(X, axis, &ax, &outer, &inner));
+    int64_t *idx;
+    size_t ni;
+    TX_TRY(tx_tensor_read_ints(I, &idx, &ni));
+    int64_t d = X->dims[ax];
+    teexec_status *st = NULL;
+    for (int64_t o = 0; o < outer && !st; o++)
+        for (size_t j = 0; j < ni; j++) {
+            int64_t v = idx[j] < 0 ? idx[j] + d : idx[j];
+            if (v < 0 || v >= d) {
+                st = bad(c, "index out of range");
+                break;
+            }
+            for (int64_t e = 0; e < inner; e++)
+                gx[(o * d + v) * inner + e] += g[(o * (int64_t)ni + (int64_t)j) * inner + e];
+        }
+    free(idx);
+    return st;
+}
+
+static teexec_status *bwd_reduce(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0];
+    double *gx = c->gin[0];
+    if (!g || !gx) return NULL;
+    const tx_tensor *X = c->in[0];
+    bool mean = strcmp(c->node->op_type, "ReduceMean") == 0;
+    bool axes_input = mean ? c->node->opset >= 18 : c->node->opset >= 13;
+    int64_t *axes = NULL;
+    size_t na = 0;
+    if (axes_input) {
+        if (c->n_in > 1 && c->in[1]) TX_TRY(tx_tensor_read_ints(c->in[1], &axes, &na));
+    } else {
+        const int64_t *a;
+        TX_TRY(tx_ir_attr_ints(c->node, "axes", &a, &na));
+        if (na) {
+            axes = malloc(sizeof(int64_t) * na);
+            if (!axes) return tx_oom();
+            memcpy(axes, a, sizeof(int64_t) * na);
+        }
+    }
+    int64_t noop;
+    TX_TRY(tx_ir_attr_int(c->node, "noop_with_empty_axes", 0, &noop));
+    bool red[TX_MAX_RANK];
+    for (int32_t k = 0; k < X->rank; k++) red[k] = na == 0 && !noop;
+    for (size_t j = 0; j < na; j++) {
+        int32_t a;
+        teexec_status *st = tx_shape_normalize_axis(axes[j], X->rank, &a);
+        if (st) {
+            free(axes);
+            return st;
+        }
+        red[a] = true;
+    }
+    free(axes);
+    /* the output's flat layout equals the input's with reduced dims set to 1 */
+    tx_tensor view = *X;
+    uint64_t cnt = 1;
+    for (int32_t k = 0; k < X->rank; k++)
+        if (red[k]) {
+            cnt *= (uint64_t)X->dims[k];
+            view.dims[k] = 1;
+        }
+    bcast_iter it;
+    const tx_tensor *ops[1] = {&view};
+    iter_init(&it, X, 1, ops);
+    double scale = mean && cnt ? 1.0 / (double)cnt : 1.0;
+    for (uint64_t i = 0; i < X->numel; i++, iter_next(&it)) gx[i] += g[it.off[0]] * scale;
+    return NULL;
+}
+
+/* ---- the table ---------------------------------------------------------- */
+
+static const struct {
+    const char *op;
+    tx_bwd_fn fn;
+} table[] = {
+    {"Identity", bwd_identity}, {"Reshape", bwd_identity}, {"Squeeze", bwd_identity},
+    {"Unsqueeze", bwd_identity}, {"Flatten", bwd_identity}, {"Cast", bwd_identity},
+    {"CastLike", bwd_identity}, {"Dropout", bwd_identity},
+    {"Relu", bwd_unary}, {"Sqrt", bwd_unary}, {"Erf", bwd_unary}, {"Tanh", bwd_unary},
+    {"Sigmoid", bwd_unary}, {"Neg", bwd_unary}, {"Exp", bwd_unary}, {"Log", bwd_unary},
+    {"Reciprocal", bwd_unary},
+    {"Add", bwd_binary}, {"Sub", bwd_binary}, {"Mul", bwd_binary}, {"Div", bwd_binary},
+    {"Pow", bwd_binary}, {"Where", bwd_where}, {"Expand", bwd_expand},
+    {"MatMul", bwd_matmul}, {"Gemm", bwd_gemm},
+    {"Softmax", bwd_softmax}, {"LogSoftmax", bwd_softmax},
+    {"LayerNormalization", bwd_layernorm},
+    {"Transpose", bwd_transpose}, {"Split", bwd_split}, {"Concat", bwd_concat},
+    {"Slice", bwd_slice}, {"Gather", bwd_gather},
+    {"ReduceMean", bwd_reduce}, {"ReduceSum", bwd_reduce},
+};
+
+tx_bwd_fn tx_bwd_find(const char *domain, const char *op_type)
+{
+    if (domain && domain[0] && strcmp(domain, "ai.onnx") != 0) return NULL;
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+        if (!strcmp(table[i].op, op_type)) return table[i].fn;
+    return NULL;
+}
+
+bool tx_bwd_slot_differentiable(const char *op_type, size_t slot)
+{
+    if (!strcmp(op_type, "Where")) return slot == 1 || slot == 2;
+    if (!strcmp(op_type, "LayerNormalization") || !strcmp(op_type, "Gemm")) return slot <= 2;
+    if (!strcmp(op_type, "Add") || !strcmp(op_type, "Sub") || !strcmp(op_type, "Mul") ||
+        !strcmp(op_type, "Div") || !strcmp(op_type, "Pow") || !strcmp(op_type, "MatMul"))
+        return slot <= 1;
+    if (!strcmp(op_type, "Concat")) return true;
+    return slot == 0;
+}

@@ -1,0 +1,48 @@
+/*
+ * cpu_te_ops.h - running nodes of domain "te.ops" on the CPU backend: the
+ * bridge from an IR node to the op registry (format/te_schema.h) and its
+ * CPU forward/backward (kernels/cpu/te_args.h).
+ *
+ * Node layout (the registry's order): inputs are the main input, then the
+ * schema's extra inputs (an omitted optional one is ""), then the
+ * parameters (GroupedLinear: weight_0..G-1, bias_0..G-1); outputs are the
+ * main output, then the extra outputs. Attributes are read from the node by
+ * the schema's names and types (ENUM attributes are ONNX strings), with the
+ * schema's defaults.
+ *
+ * Ownership: returned functions are static; statuses belong to the caller.
+ * Thread-safety: stateless; safe from any thread.
+ */
+#ifndef TEEXEC_EXEC_CPU_TE_OPS_H
+#define TEEXEC_EXEC_CPU_TE_OPS_H
+
+#include "exec/backend.h"
+#include "exec/train_internal.h"
+#include "import/shape_infer.h"
+
+/* The forward kernel of te.ops op `op_type`, or NULL when the registry has
+ * no such op. */
+tx_op_fn tx_cpu_te_op_find(const char *op_type, int64_t opset);
+
+/* True for domain "te.ops". */
+bool tx_te_domain(const char *domain);
+
+/* Shape/type inference of a te.ops node through the registry's rule, in the
+ * calling convention of tx_infer_node (shape_infer.h). */
+teexec_status *tx_te_infer_node(const tx_ir_node *node, const tx_infer_value *const *inputs,
+                                tx_infer_value *outputs) TX_NODISCARD;
+
+/* tx_infer_node for every node: te.ops nodes go to tx_te_infer_node. */
+teexec_status *tx_exec_infer_node(const tx_ir_node *node, const tx_onnx_file *file,
+                                  const tx_infer_value *const *inputs,
+                                  tx_infer_value *outputs) TX_NODISCARD;
+
+/* The backward rule (train_internal.h's contract) for te.ops nodes: runs the
+ * forward again in training mode to get the aux tensors, collects the saved
+ * context with tx_te_setup_context and calls the op's backward_impl. */
+teexec_status *tx_te_bwd_rule(const tx_bwd_call *c) TX_NODISCARD;
+
+/* Which inputs of a te.ops node can carry a gradient (not NO_GRAD ports). */
+bool tx_te_slot_differentiable(const tx_ir_node *node, size_t slot);
+
+#endif

@@ -1,0 +1,697 @@
+/* train.c - the CPU training engine behind teexec_trainer_*: forward keeping
+ * every value, loss, reverse-topological backward walk, optimizer step. */
+#include "exec/train_internal.h"
+
+#include "base/shape.h"
+#include "exec/cpu_ops.h"
+#include "exec/cpu_te_ops.h"
+#include "exec/model_internal.h"
+#include "exec/tensor_internal.h"
+#include "format/atomic_write.h"
+#include "format/tensor_proto.h"
+#include "import/shape_infer.h"
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/loss.h"
+#include "kernels/cpu/optim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct tx_param {
+    int32_t value;       /* graph value index */
+    tx_tensor data;      /* current value, owned, the initializer's dtype */
+    tx_optim_slot slot;
+} tx_param;
+
+struct teexec_trainer {
+    const teexec_model *model;
+    const tx_ir_graph *g;
+    teexec_train_options opt;
+    char *loss_output_name;
+    int32_t loss_value;
+    tx_optim_config ocfg;
+    tx_op_fn *fns;           /* per node */
+    tx_bwd_fn *bwd;          /* per node; NULL = no backward needed */
+    bool *req;               /* per value: carries a gradient */
+    bool *reach;             /* per value: reaches the loss */
+    tx_tensor *init;         /* per value: decoded non-trainable initializer */
+    int32_t *param_of;       /* per value: index into params, or -1 */
+    tx_param *params;
+    size_t n_params;
+    int32_t *grad_inputs;    /* float model inputs that get a gradient */
+    size_t n_grad_inputs;
+    /* state of the last step */
+    tx_tensor *vals;         /* per value: owned forward values of the step */
+    double **grads;          /* per value */
+    bool stepped;
+};
+
+static bool slot_diff(const tx_ir_node *n, size_t k)
+{
+    return tx_te_domain(n->domain) ? tx_te_slot_differentiable(n, k)
+                                   : tx_bwd_slot_differentiable(n->op_type, k);
+}
+
+static bool is_float(teexec_dtype d)
+{
+    return d == TEEXEC_DTYPE_FLOAT || d == TEEXEC_DTYPE_DOUBLE || d == TEEXEC_DTYPE_FLOAT16 ||
+           d == TEEXEC_DTYPE_BFLOAT16;
+}
+
+void teexec_train_options_init(teexec_train_options *o)
+{
+    if (!o) return;
+    memset(o, 0, sizeof(*o));
+    o->loss = TEEXEC_LOSS_MSE;
+    o->ignore_index = -100;
+    o->optimizer = TEEXEC_OPTIMIZER_ADAMW;
+    o->lr = 1e-3;
+    o->weight_decay = 0.01;
+    o->beta1 = 0.9;
+    o->beta2 = 0.999;
+    o->eps = 1e-8;
+}
+
+static void clear_step(teexec_trainer *t)
+{
+    if (!t->vals) return;
+    for (size_t v = 0; v < t->g->n_values; v++) {
+        tx_tensor_release(&t->vals[v]);
+        free(t->grads[v]);
+        t->grads[v] = NULL;
+    }
+}
+
+void teexec_trainer_destroy(teexec_trainer *t)
+{
+    if (!t) return;
+    clear_step(t);
+    if (t->init)
+        for (size_t v = 0; v < t->g->n_values; v++) tx_tensor_release(&t->init[v]);
+    for (size_t i = 0; i < t->n_params; i++) {
+        tx_tensor_release(&t->params[i].data);
+        tx_optim_slot_release(&t->params[i].slot);
+    }
+    free(t->params);
+    free(t->init);
+    free(t->vals);
+    free(t->grads);
+    free(t->fns);
+    free(t->bwd);
+    free(t->req);
+    free(t->reach);
+    free(t->param_of);
+    free(t->grad_inputs);
+    free(t->loss_output_name);
+    free(t);
+}
+
+static const char *model_path(const teexec_trainer *t)
+{
+    return t->model->file ? t->model->file->path : NULL;
+}
+
+/* The current tensor of value v during a step: a parameter, a decoded
+ * initializer, or a value the step computed/bound. */
+static const tx_tensor *value_tensor(const teexec_trainer *t, int32_t v)
+{
+    if (v < 0) return NULL;
+    if (t->param_of[v] >= 0) return &t->params[t->param_of[v]].data;
+    if (t->init[v].data) return &t->init[v];
+    return t->vals && t->vals[v].data ? &t->vals[v] : NULL;
+}
+
+/* ---- creation: dtypes, reachability, backward rules ---------------------- */
+
+/* Type-only pass over the graph: the dtype of every value, from the inputs'
+ * declared types, the initializers and inference. */
+static teexec_status *infer_dtypes(teexec_trainer *t, teexec_dtype *dt)
+{
+    const tx_ir_graph *g = t->g;
+    size_t nv = g->n_values;
+    tx_infer_value *iv = calloc(nv ? nv : 1, sizeof(*iv));
+    if (!iv) return tx_oom();
+    for (size_t v = 0; v < nv; v++) {
+        const tx_ir_value *val = &g->values[v];
+        dt[v] = val->dtype;
+        iv[v].dtype = val->dtype;
+        const tx_tensor *tt = value_tensor(t, (int32_t)v);
+        if (tt) {
+            iv[v].dtype = tt->dtype;
+            iv[v].shape_known = true;
+            iv[v].shape = tx_shape_of(tt);
+            iv[v].value = tt;
+            dt[v] = tt->dtype;
+        } else if (val->rank >= 0) {
+            bool known = true;
+            for (int32_t d = 0; d < val->rank; d++)
+                if (val->dims[d] < 0) known = false;
+            if (known && tx_shape_make(val->rank, val->dims, &iv[v].shape) == NULL)
+                iv[v].shape_known = true;
+        }
+    }
+    teexec_status *st = NULL;
+    const tx_infer_value *pins[64];
+    tx_infer_value outs[64];
+    for (size_t i = 0; i < g->n_nodes && !st; i++) {
+        const tx_ir_node *n = &g->nodes[i];
+        if (n->n_inputs > 64 || n->n_outputs > 64) continue;
+        for (size_t k = 0; k < n->n_inputs; k++)
+            pins[k] = n->inputs[k] >= 0 ? &iv[n->inputs[k]] : NULL;
+        memset(outs, 0, sizeof(outs[0]) * n->n_outputs);
+        teexec_status *e = tx_exec_infer_node(n, t->model->file, pins, outs);
+        for (size_t j = 0; j < n->n_outputs; j++) {
+            int32_t o = n->outputs[j];
+            if (!e && o >= 0) {
+                if (outs[j].dtype != TEEXEC_DTYPE_UNDEFINED) dt[o] = outs[j].dtype;
+                iv[o].dtype = outs[j].dtype;
+                iv[o].shape_known = outs[j].shape_known;
+                iv[o].shape = outs[j].shape;
+                /* values (Shape/Constant outputs) are kept so Reshape can infer */
+                if (outs[j].value == &outs[j].owned) {
+                    iv[o].owned = outs[j].owned;
+                    iv[o].value = &iv[o].owned;
+                    memset(&outs[j].owned, 0, sizeof(outs[j].owned));
+                    outs[j].value = NULL;
+                }
+            }
+            tx_infer_value_clear(&outs[j]);
+        }
+        /* an inference failure here only loses type information; the
+         * forward pass reports it with its real shapes */
+        teexec_status_destroy(e);
+    }
+    for (size_t v = 0; v < nv; v++) tx_infer_value_clear(&iv[v]);
+    free(iv);
+    return st;
+}
+
+static teexec_status *analyse(teexec_trainer *t)
+{
+    const tx_ir_graph *g = t->g;
+    size_t nv = g->n_values, nn = g->n_nodes;
+    teexec_dtype *dt = malloc(sizeof(*dt) * (nv ? nv : 1));
+    if (!dt) return tx_oom();
+    teexec_status *st = infer_dtypes(t, dt);
+    if (st) {
+        free(dt);
+        return st;
+    }
+    /* reach: backward from the loss output */
+    t->reach[t->loss_value] = true;
+    for (size_t i = nn; i-- > 0;) {
+        const tx_ir_node *n = &g->nodes[i];
+        bool on = false;
+        for (size_t j = 0; j < n->n_outputs; j++)
+            if (n->outputs[j] >= 0 && t->reach[n->outputs[j]]) on = true;
+        if (!on) continue;
+        for (size_t k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0 && slot_diff(n, k))
+                t->reach[n->inputs[k]] = true;
+    }
+    /* sources: float initializers and float model inputs that reach the loss */
+    for (size_t v = 0; v < nv; v++) {
+        const tx_ir_value *val = &g->values[v];
+        if (!t->reach[v] || !is_float(dt[v])) continue;
+        if (val->flags & TX_IR_VALUE_INITIALIZER) {
+            t->req[v] = true;
+        } else if (val->flags & TX_IR_VALUE_GRAPH_INPUT) {
+            t->req[v] = true;
+            t->grad_inputs[t->n_grad_inputs++] = (int32_t)v;
+        }
+    }
+    for (size_t i = 0; i < nn && !st; i++) {
+        const tx_ir_node *n = &g->nodes[i];
+        bool any = false;
+        for (size_t k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0 && t->req[n->inputs[k]] &&
+                slot_diff(n, k))
+                any = true;
+        if (!any) continue;
+        bool out_reach = false;
+        for (size_t j = 0; j < n->n_outputs; j++) {
+            int32_t o = n->outputs[j];
+            if (o >= 0 && is_float(dt[o])) {
+                t->req[o] = true;
+                if (t->reach[o]) out_reach = true;
+            }
+        }
+        if (!out_reach) continue;
+        t->bwd[i] = tx_te_domain(n->domain) ? tx_te_bwd_rule : tx_bwd_find(n->domain, n->op_type);
+        if (!t->bwd[i])
+            st = tx_status_with_node(
+                tx_error(TEEXEC_ERR_UNSUPPORTED,
+                         "node \"%s\": op %s (domain \"%s\") is on the path to the loss and has "
+                         "no backward rule",
+                         n->label, n->op_type, n->domain),
+                n->label);
+    }
+    free(dt);
+    return st;
+}
+
+teexec_status *teexec_trainer_create(const teexec_model *model, const teexec_train_options *options,
+                                     teexec_trainer **out)
+{
+    if (!out) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "out_trainer is NULL");
+    *out = NULL;
+    if (!model) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "model is NULL");
+    teexec_trainer *t = calloc(1, sizeof(*t));
+    if (!t) return tx_oom();
+    t->model = model;
+    t->g = model->ir->graph;
+    if (options) t->opt = *options;
+    else teexec_train_options_init(&t->opt);
+    const tx_ir_graph *g = t->g;
+    size_t nv = g->n_values ? g->n_values : 1, nn = g->n_nodes ? g->n_nodes : 1;
+    teexec_status *st = NULL;
+    t->fns = calloc(nn, sizeof(*t->fns));
+    t->bwd = calloc(nn, sizeof(*t->bwd));
+    t->req = calloc(nv, sizeof(*t->req));
+    t->reach = calloc(nv, sizeof(*t->reach));
+    t->init = calloc(nv, sizeof(*t->init));
+    t->param_of = malloc(nv * sizeof(*t->param_of));
+    t->vals = calloc(nv, sizeof(*t->vals));
+    t->grads = calloc(nv, sizeof(*t->grads));
+    t->grad_inputs = calloc(g->n_inputs ? g->n_inputs : 1, sizeof(*t->grad_inputs));
+    t->params = calloc(g->n_initializers ? g->n_initializers : 1, sizeof(*t->params));
+    if (!t->fns || !t->bwd || !t->req || !t->reach || !t->init || !t->param_of || !t->vals ||
+        !t->grads || !t->grad_inputs || !t->params) {
+        st = tx_oom();
+        goto fail;
+    }
+    for (size_t v = 0; v < nv; v++) t->param_of[v] = -1;
+
+    /* the loss output */
+    if (g->n_outputs == 0) {
+        st = tx_error(TEEXEC_ERR_BAD_MODEL, "the model has no outputs to train");
+        goto fail;
+    }
+    t->loss_value = g->outputs[0];
+    if (t->opt.loss_output) {
+        t->loss_value = -1;
+        for (size_t i = 0; i < g->n_outputs; i++)
+            if (!strcmp(g->values[g->outputs[i]].name, t->opt.loss_output))
+                t->loss_value = g->outputs[i];
+        if (t->loss_value < 0) {
+            st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "the model has no output \"%s\"",
+                          t->opt.loss_output);
+            goto fail;
+        }
+        t->loss_output_name = strdup(t->opt.loss_output);
+        if (!t->loss_output_name) {
+            st = tx_oom();
+            goto fail;
+        }
+        t->opt.loss_output = t->loss_output_name;
+    }
+    if (t->opt.loss != TEEXEC_LOSS_MSE && t->opt.loss != TEEXEC_LOSS_CROSS_ENTROPY) {
+        st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "unknown loss %d", (int)t->opt.loss);
+        goto fail;
+    }
+    /* optimizer */
+    if (t->opt.optimizer == TEEXEC_OPTIMIZER_ADAMW) {
+        t->ocfg = tx_optim_default(TX_OPTIM_ADAMW, t->opt.lr);
+        t->ocfg.beta1 = t->opt.beta1;
+        t->ocfg.beta2 = t->opt.beta2;
+        t->ocfg.eps = t->opt.eps;
+    } else if (t->opt.optimizer == TEEXEC_OPTIMIZER_SGD) {
+        t->ocfg = tx_optim_default(TX_OPTIM_SGD, t->opt.lr);
+        t->ocfg.momentum = t->opt.momentum;
+    } else {
+        st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "unknown optimizer %d", (int)t->opt.optimizer);
+        goto fail;
+    }
+    t->ocfg.weight_decay = t->opt.weight_decay;
+    st = tx_optim_config_check(&t->ocfg);
+    if (st) goto fail;
+
+    /* kernels; functions (model-local) are not trainable here */
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const tx_ir_node *n = &g->nodes[i];
+        t->fns[i] = n->function >= 0            ? NULL
+                    : tx_te_domain(n->domain) ? tx_cpu_te_op_find(n->op_type, n->opset)
+                                              : tx_cpu_op_find(n->domain, n->op_type, n->opset);
+        if (!t->fns[i]) {
+            st = tx_status_with_node(
+                tx_error(TEEXEC_ERR_UNSUPPORTED, "unsupported op %s (domain \"%s\", opset %lld)",
+                         n->op_type, n->domain, (long long)n->opset),
+                n->label);
+            goto fail;
+        }
+    }
+    /* initializers: decoded once; float ones that reach the loss become
+     * parameters after the analysis */
+    for (size_t i = 0; i < g->n_initializers; i++) {
+        int32_t v = g->initializers[i];
+        const tx_ir_value *val = &g->values[v];
+        if (!(val->flags & TX_IR_VALUE_INITIALIZER)) continue;
+        st = tx_tensor_from_proto(val->initializer, model->file, &t->init[v]);
+        if (st) goto fail;
+    }
+    st = analyse(t);
+    if (st) goto fail;
+    for (size_t i = 0; i < g->n_initializers; i++) {
+        int32_t v = g->initializers[i];
+        if (!t->req[v] || !t->init[v].data) continue;
+        tx_param *p = &t->params[t->n_params];
+        p->value = v;
+        p->data = t->init[v];
+        memset(&t->init[v], 0, sizeof(t->init[v]));
+        t->param_of[v] = (int32_t)t->n_params++;
+        st = tx_optim_slot_init(&p->slot, &t->ocfg, &p->data);
+        if (st) goto fail;
+    }
+    *out = t;
+    return NULL;
+fail:
+    teexec_trainer_destroy(t);
+    return tx_status_with_file(st, model->file ? model->file->path : NULL);
+}
+
+/* ---- one step ---------------------------------------------------------- */
+
+static teexec_status *node_error(const tx_ir_node *n, teexec_status *st)
+{
+    if (!st || teexec_status_node(st)) return st;
+    return tx_status_with_node(tx_status_prefix(st, "node \"%s\" (%s)", n->label, n->op_type),
+                               n->label);
+}
+
+static teexec_status *forward(teexec_trainer *t)
+{
+    const tx_ir_graph *g = t->g;
+    size_t max_in = 1, max_out = 1;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].n_inputs > max_in) max_in = g->nodes[i].n_inputs;
+        if (g->nodes[i].n_outputs > max_out) max_out = g->nodes[i].n_outputs;
+    }
+    tx_infer_value *pv = calloc(max_in, sizeof(*pv));
+    const tx_infer_value **pins = calloc(max_in, sizeof(*pins));
+    const tx_tensor **tins = calloc(max_in, sizeof(*tins));
+    tx_infer_value *outs = calloc(max_out, sizeof(*outs));
+    tx_tensor **touts = calloc(max_out, sizeof(*touts));
+    teexec_status *st = NULL;
+    if (!pv || !pins || !tins || !outs || !touts) st = tx_oom();
+    for (size_t i = 0; i < g->n_nodes && !st; i++) {
+        const tx_ir_node *n = &g->nodes[i];
+        for (size_t k = 0; k < n->n_inputs; k++) {
+            const tx_tensor *x = value_tensor(t, n->inputs[k]);
+            tins[k] = x;
+            pins[k] = NULL;
+            if (n->inputs[k] < 0) continue;
+            if (!x) {
+                st = tx_status_with_node(
+                    tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "node \"%s\" (%s): input \"%s\" has no value",
+                             n->label, n->op_type, g->values[n->inputs[k]].name),
+                    n->label);
+                break;
+            }
+            memset(&pv[k], 0, sizeof(pv[k]));
+            pv[k].dtype = x->dtype;
+            pv[k].shape_known = true;
+            pv[k].shape = tx_shape_of(x);
+            pv[k].value = x;
+            pins[k] = &pv[k];
+        }
+        if (st) break;
+        memset(outs, 0, sizeof(*outs) * n->n_outputs);
+        st = tx_exec_infer_node(n, t->model->file, pins, outs);
+        for (size_t j = 0; j < n->n_outputs && !st; j++) {
+            int32_t o = n->outputs[j];
+            touts[j] = NULL;
+            if (o < 0) continue;
+            if (!outs[j].shape_known)
+                st = node_error(n, tx_error(TEEXEC_ERR_UNSUPPORTED, "output %zu has no known shape", j));
+            else
+                st = tx_tensor_alloc(&t->vals[o], outs[j].dtype, outs[j].shape.rank,
+                                     outs[j].shape.dims);
+            touts[j] = &t->vals[o];
+        }
+        for (size_t j = 0; j < n->n_outputs; j++) tx_infer_value_clear(&outs[j]);
+        if (st) break;
+        tx_op_call call = {n, t->model->file, n->n_inputs, tins, n->n_outputs, touts};
+        st = node_error(n, t->fns[i](&call));
+    }
+    free(pv);
+    free(pins);
+    free(tins);
+    free(outs);
+    free(touts);
+    return st;
+}
+
+static teexec_status *to_f64(const tx_tensor *x, double **out)
+{
+    *out = NULL;
+    if (!x || !tx_convert_supports(x->dtype) || x->dtype == TEEXEC_DTYPE_STRING) return NULL;
+    double *d = malloc(sizeof(double) * (size_t)(x->numel ? x->numel : 1));
+    if (!d) return tx_oom();
+    teexec_status *st = tx_convert(x->data, x->dtype, d, TEEXEC_DTYPE_DOUBLE, x->numel, NULL);
+    if (st) {
+        free(d);
+        return st;
+    }
+    *out = d;
+    return NULL;
+}
+
+static teexec_status *grad_buf(teexec_trainer *t, int32_t v, uint64_t numel)
+{
+    if (t->grads[v]) return NULL;
+    t->grads[v] = calloc((size_t)(numel ? numel : 1), sizeof(double));
+    return t->grads[v] ? NULL : tx_oom();
+}
+
+static teexec_status *backward(teexec_trainer *t)
+{
+    const tx_ir_graph *g = t->g;
+    teexec_status *st = NULL;
+    for (size_t i = g->n_nodes; i-- > 0 && !st;) {
+        if (!t->bwd[i]) continue;
+        const tx_ir_node *n = &g->nodes[i];
+        bool any = false;
+        for (size_t j = 0; j < n->n_outputs; j++)
+            if (n->outputs[j] >= 0 && t->grads[n->outputs[j]]) any = true;
+        if (!any) continue;
+        size_t ni = n->n_inputs, no = n->n_outputs;
+        const tx_tensor **in = calloc(ni ? ni : 1, sizeof(*in));
+        double **in64 = calloc(ni ? ni : 1, sizeof(*in64));
+        double **gin = calloc(ni ? ni : 1, sizeof(*gin));
+        const tx_tensor **out = calloc(no, sizeof(*out));
+        double **out64 = calloc(no, sizeof(*out64));
+        const double **gout = calloc(no, sizeof(*gout));
+        if (!in || !in64 || !gin || !out || !out64 || !gout) st = tx_oom();
+        for (size_t k = 0; k < ni && !st; k++) {
+            int32_t v = n->inputs[k];
+            in[k] = value_tensor(t, v);
+            if (!in[k]) continue;
+            st = to_f64(in[k], &in64[k]);
+            if (!st && t->req[v] && slot_diff(n, k)) {
+                st = grad_buf(t, v, in[k]->numel);
+                gin[k] = t->grads[v];
+            }
+        }
+        for (size_t j = 0; j < no && !st; j++) {
+            int32_t o = n->outputs[j];
+            if (o < 0) continue;
+            out[j] = &t->vals[o];
+            gout[j] = t->grads[o];
+            st = to_f64(out[j], &out64[j]);
+        }
+        if (!st) {
+            tx_bwd_call c = {n,  t->model->file, ni, in, (const double *const *)in64, no, out,
+                             (const double *const *)out64, gout, gin};
+            st = node_error(n, t->bwd[i](&c));
+        }
+        for (size_t k = 0; k < ni && in64; k++) free(in64[k]);
+        for (size_t j = 0; j < no && out64; j++) free(out64[j]);
+        free(in);
+        free(in64);
+        free(gin);
+        free(out);
+        free(out64);
+        free(gout);
+    }
+    return st;
+}
+
+static teexec_status *bind(teexec_trainer *t, size_t count, const char *const *names,
+                           const teexec_tensor *const *tensors, const tx_tensor **label)
+{
+    const tx_ir_graph *g = t->g;
+    const char *lname = t->opt.loss == TEEXEC_LOSS_MSE ? "target" : "labels";
+    *label = NULL;
+    for (size_t i = 0; i < count; i++) {
+        if (!names || !names[i] || !tensors || !tensors[i])
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "tensor %zu or its name is NULL", i);
+        if (!strcmp(names[i], lname)) {
+            *label = &tensors[i]->t;
+            continue;
+        }
+        int32_t v = tx_ir_graph_find_value(g, names[i]);
+        if (v < 0 || !(g->values[v].flags & TX_IR_VALUE_GRAPH_INPUT) ||
+            (g->values[v].flags & TX_IR_VALUE_INITIALIZER))
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "the model has no input \"%s\"", names[i]);
+        TX_TRY(tx_tensor_clone(&tensors[i]->t, &t->vals[v]));
+    }
+    for (size_t i = 0; i < g->n_inputs; i++) {
+        int32_t v = g->inputs[i];
+        if (!value_tensor(t, v))
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "input \"%s\" is not given",
+                            g->values[v].name);
+    }
+    if (!*label) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "the %s loss needs a tensor \"%s\"",
+                                 t->opt.loss == TEEXEC_LOSS_MSE ? "mse" : "cross-entropy", lname);
+    return NULL;
+}
+
+teexec_status *teexec_trainer_step(teexec_trainer *t, size_t count, const char *const *names,
+                                   const teexec_tensor *const *tensors, double *out_loss)
+{
+    if (!t) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "trainer is NULL");
+    clear_step(t);
+    t->stepped = false;
+    const tx_tensor *label;
+    TX_TRY(bind(t, count, names, tensors, &label));
+    TX_TRY(tx_status_with_file(forward(t), model_path(t)));
+    const tx_tensor *pred = &t->vals[t->loss_value];
+    tx_tensor lg;
+    TX_TRY(tx_tensor_alloc(&lg, TEEXEC_DTYPE_DOUBLE, pred->rank, pred->dims));
+    double loss = 0;
+    teexec_status *st =
+        t->opt.loss == TEEXEC_LOSS_MSE
+            ? tx_loss_mse(pred, label, TX_LOSS_MEAN, &loss, &lg)
+            : tx_loss_cross_entropy(pred, label, t->opt.ignore_index, TX_LOSS_MEAN, &loss, &lg,
+                                    NULL);
+    if (st) {
+        tx_tensor_release(&lg);
+        return st;
+    }
+    /* the loss gradient becomes the output's gradient buffer */
+    if (lg.owns_data) {
+        t->grads[t->loss_value] = lg.data;
+        lg.owns_data = false;
+        lg.data = NULL;
+    } else {
+        tx_tensor_release(&lg);
+        return tx_error(TEEXEC_ERR_INTERNAL, "loss gradient not owned");
+    }
+    TX_TRY(tx_status_with_file(backward(t), model_path(t)));
+    for (size_t i = 0; i < t->n_params; i++) {
+        tx_param *p = &t->params[i];
+        TX_TRY(grad_buf(t, p->value, p->data.numel));
+        tx_tensor gt;
+        TX_TRY(tx_tensor_wrap(&gt, TEEXEC_DTYPE_DOUBLE, p->data.rank, p->data.dims,
+                              t->grads[p->value]));
+        TX_TRY(tx_optim_step(&p->slot, &t->ocfg, &p->data, &gt));
+    }
+    t->stepped = true;
+    if (out_loss) *out_loss = loss;
+    return NULL;
+}
+
+/* ---- access ------------------------------------------------------------ */
+
+size_t teexec_trainer_param_count(const teexec_trainer *t) { return t ? t->n_params : 0; }
+
+const char *teexec_trainer_param_name(const teexec_trainer *t, size_t i)
+{
+    if (!t || i >= t->n_params) return NULL;
+    return t->g->values[t->params[i].value].name;
+}
+
+teexec_status *teexec_trainer_grad(const teexec_trainer *t, const char *name, teexec_tensor **out)
+{
+    if (!out) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "out_tensor is NULL");
+    *out = NULL;
+    if (!t || !name) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "trainer or name is NULL");
+    if (!t->stepped) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "no step has run yet");
+    int32_t v = tx_ir_graph_find_value(t->g, name);
+    const tx_tensor *like = v >= 0 ? value_tensor(t, v) : NULL;
+    if (v < 0 || !t->req[v] || !like ||
+        !(t->g->values[v].flags & (TX_IR_VALUE_INITIALIZER | TX_IR_VALUE_GRAPH_INPUT)))
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "\"%s\" has no gradient", name);
+    tx_tensor r;
+    TX_TRY(tx_tensor_alloc(&r, like->dtype, like->rank, like->dims));
+    teexec_status *st = NULL;
+    if (t->grads[v])
+        st = tx_convert(t->grads[v], TEEXEC_DTYPE_DOUBLE, r.data, r.dtype, r.numel, NULL);
+    if (!st) st = tx_tensor_to_public(&r, out);
+    tx_tensor_release(&r);
+    return st;
+}
+
+teexec_status *teexec_trainer_param(const teexec_trainer *t, const char *name, teexec_tensor **out)
+{
+    if (!out) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "out_tensor is NULL");
+    *out = NULL;
+    if (!t || !name) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "trainer or name is NULL");
+    int32_t v = tx_ir_graph_find_value(t->g, name);
+    if (v < 0 || t->param_of[v] < 0)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "\"%s\" is not a trainable initializer", name);
+    tx_tensor r;
+    TX_TRY(tx_tensor_clone(&t->params[t->param_of[v]].data, &r));
+    teexec_status *st = tx_tensor_to_public(&r, out);
+    tx_tensor_release(&r);
+    return st;
+}
+
+/* ---- saving ------------------------------------------------------------ */
+
+/* The model is immutable, so saving packs a shallow copy of the ModelProto
+ * and GraphProto whose initializer list points at fresh TensorProtos for
+ * the trained parameters and at the original ones otherwise. */
+teexec_status *teexec_trainer_save_model(const teexec_trainer *t, const char *path)
+{
+    if (!t || !path) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "trainer or path is NULL");
+    const Onnx__ModelProto *mp = t->model->file->model;
+    const Onnx__GraphProto *gp = mp->graph;
+    size_t ni = gp->n_initializer;
+    Onnx__TensorProto **inits = calloc(ni ? ni : 1, sizeof(*inits));
+    uint8_t **blobs = calloc(ni ? ni : 1, sizeof(*blobs));
+    Onnx__TensorProto **fresh = calloc(ni ? ni : 1, sizeof(*fresh));
+    teexec_status *st = NULL;
+    if (!inits || !blobs || !fresh) st = tx_oom();
+    for (size_t i = 0; i < ni && !st; i++) {
+        inits[i] = gp->initializer[i];
+        int32_t v = tx_ir_graph_find_value(t->g, gp->initializer[i]->name);
+        if (v < 0 || t->param_of[v] < 0) continue;
+        const tx_tensor *d = &t->params[t->param_of[v]].data;
+        size_t sz;
+        st = tx_tensor_to_proto_bytes(d, gp->initializer[i]->name, &blobs[i], &sz);
+        if (st) break;
+        fresh[i] = onnx__tensor_proto__unpack(NULL, sz, blobs[i]);
+        if (!fresh[i]) {
+            st = tx_error(TEEXEC_ERR_INTERNAL, "re-reading initializer \"%s\" failed",
+                          gp->initializer[i]->name);
+            break;
+        }
+        inits[i] = fresh[i];
+    }
+    if (!st) {
+        Onnx__GraphProto g2 = *gp;
+        g2.initializer = inits;
+        Onnx__ModelProto m2 = *mp;
+        m2.graph = &g2;
+        size_t len = onnx__model_proto__get_packed_size(&m2);
+        uint8_t *buf = malloc(len ? len : 1);
+        if (!buf) {
+            st = tx_oom();
+        } else {
+            onnx__model_proto__pack(&m2, buf);
+            const void *pieces[1] = {buf};
+            size_t sizes[1] = {len};
+            st = tx_write_file_atomic(path, 1, pieces, sizes);
+            free(buf);
+        }
+    }
+    for (size_t i = 0; i < ni; i++) {
+        if (fresh && fresh[i]) onnx__tensor_proto__free_unpacked(fresh[i], NULL);
+        if (blobs) free(blobs[i]);
+    }
+    free(inits);
+    free(blobs);
+    free(fresh);
+    return st;
+}

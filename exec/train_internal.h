@@ -1,0 +1,50 @@
+/*
+ * train_internal.h - the CPU training engine's internal interfaces: backward
+ * rules for standard ONNX ops (exec/backward_std.c) and the trainer that
+ * runs forward keeping every value, a loss, the backward walk and an
+ * optimizer step (exec/train.c).
+ *
+ * Backward rules work in double: the trainer hands each rule its node's
+ * forward inputs and outputs (the tensors and, for numeric ones, a double
+ * copy), the gradient of each output (double, NULL = zero) and a double
+ * buffer per input that needs a gradient (NULL = not needed), into which the
+ * rule ADDS its contribution, so fan-out sums without extra passes. Doing
+ * the backward math in double makes finite-difference checks in FP64 exact
+ * enough and costs little at the sizes the CPU path trains.
+ *
+ * Ownership: a call borrows everything it points at. Rules allocate only
+ * scratch they free before returning.
+ * Thread-safety: rules are pure over their call; the table is immutable.
+ */
+#ifndef TEEXEC_EXEC_TRAIN_INTERNAL_H
+#define TEEXEC_EXEC_TRAIN_INTERNAL_H
+
+#include "base/tensor.h"
+#include "import/ir.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct tx_bwd_call {
+    const tx_ir_node *node;
+    const tx_onnx_file *file;
+    size_t n_in;
+    const tx_tensor *const *in;   /* forward inputs; NULL = omitted */
+    const double *const *in64;    /* numeric inputs as double; NULL otherwise */
+    size_t n_out;
+    const tx_tensor *const *out;  /* forward outputs; NULL = omitted */
+    const double *const *out64;   /* as double; NULL where not numeric */
+    const double *const *gout;    /* d loss / d output; NULL = zero */
+    double *const *gin;           /* accumulate d loss / d input; NULL = not wanted */
+} tx_bwd_call;
+
+typedef teexec_status *(*tx_bwd_fn)(const tx_bwd_call *c);
+
+/* The backward rule for a standard-domain op, or NULL when there is none. */
+tx_bwd_fn tx_bwd_find(const char *domain, const char *op_type);
+
+/* True when input slot `slot` of op_type can carry a gradient at all
+ * (Reshape's shape, Gather's indices, Where's condition cannot). */
+bool tx_bwd_slot_differentiable(const char *op_type, size_t slot);
+
+#endif
