@@ -2,6 +2,8 @@
 #include "exec/cpu_ops.h"
 
 #include "base/dtype.h"
+#include "exec/cpu_ops_quant.h"
+#include "exec/cpu_te_ops.h"
 #include "import/shape_infer.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/ops.h"
@@ -335,6 +337,9 @@ static const op_entry table[] = {
 
 tx_op_fn tx_cpu_op_find(const char *domain, const char *op_type, int64_t opset)
 {
+    tx_op_fn quant = tx_cpu_quant_op_find(domain, op_type, opset); /* exec/cpu_ops_quant.c */
+    if (quant) return quant;
+    if (tx_te_domain(domain)) return tx_cpu_te_op_find(op_type, opset); /* exec/cpu_te_ops.c */
     if (domain && domain[0] && strcmp(domain, "ai.onnx") != 0) return NULL;
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
         if (strcmp(table[i].op, op_type) == 0)

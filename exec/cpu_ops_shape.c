@@ -127,6 +127,11 @@ teexec_status *tx_cpu_op_cast(const tx_op_call *c)
     int64_t sat;
     TX_TRY(tx_ir_attr_int(c->node, "saturate", 1, &sat));
     opts.saturate = sat != 0;
+    const char *rm; /* Cast-25: rounding of casts to FLOAT8E8M0 */
+    TX_TRY(tx_ir_attr_string(c->node, "round_mode", "up", &rm, NULL));
+    int mode = tx_e8m0_round_from_name(rm);
+    if (mode < 0) return ERR(tx_error(TEEXEC_ERR_BAD_MODEL, "round_mode must be up, down or nearest"));
+    opts.e8m0_round = (tx_e8m0_round)mode;
     if (x->dtype == TEEXEC_DTYPE_STRING || y->dtype == TEEXEC_DTYPE_STRING)
         return ERR(tx_error(TEEXEC_ERR_UNSUPPORTED, "casts from or to string are not supported"));
     if (x->numel != y->numel)

@@ -4,6 +4,7 @@
 
 #include "base/checked.h"
 #include "base/dtype.h"
+#include "exec/cpu_te_ops.h"
 #include "exec/tensor_internal.h"
 #include "format/tensor_proto.h"
 
@@ -249,7 +250,7 @@ static teexec_status *make_plan(teexec_session *s, const teexec_dtype *dts, cons
             if (v >= 0 && !p->vals[v].value) all_values = false;
         }
         memset(outs, 0, n->n_outputs * sizeof(outs[0]));
-        st = tx_infer_node(n, s->model->file, pins, outs);
+        st = tx_exec_infer_node(n, s->model->file, pins, outs);
         if (st) {
             for (size_t j = 0; j < n->n_outputs; j++) tx_infer_value_clear(&outs[j]);
             break;
@@ -649,7 +650,7 @@ static teexec_status *infer_now(teexec_session *s, const tx_ir_node *n, const tx
         pins[k] = &iv[k];
     }
     memset(outs, 0, n->n_outputs * sizeof(*outs));
-    return tx_infer_node(n, s->model->file, pins, outs);
+    return tx_exec_infer_node(n, s->model->file, pins, outs);
 }
 
 static teexec_status *execute(teexec_session *s, tx_plan *p, const tx_tensor **bound,

@@ -332,7 +332,7 @@ teexec_status *tx_external_read(tx_external_cache *cache, const char *base_dir,
                         (unsigned long long)ref->length, (unsigned long long)expected);
     if (pthread_mutex_lock(&cache->mu) != 0)
         return tx_error(TEEXEC_ERR_INTERNAL, "cannot lock the external data cache");
-    ext_entry *e;
+    ext_entry *e = NULL;
     teexec_status *st = get_entry(cache, base_dir, ref->location, max_external_bytes, &e);
     /* Copy the entry: another thread may grow the array once unlocked. The
      * mapping and descriptor themselves live until the cache is freed. */

@@ -196,6 +196,32 @@ static teexec_status *count_elements(scanner *s, const ProtobufCFieldDescriptor 
     return NULL;
 }
 
+/* protobuf-c merges a singular message field that occurs twice (repeated
+ * fields inside it are concatenated, so dims could grow past what this scan
+ * counted) and replaces one oneof member by another. Valid protobuf, but no
+ * ONNX writer emits either, so both are refused to keep the counts exact. */
+static teexec_status *single_message(scanner *s, const ProtobufCFieldDescriptor *fd, size_t at)
+{
+    frame *f = &s->stack[s->depth - 1];
+    const ProtobufCMessageDescriptor *d = f->desc;
+    if (f->counts[fd - d->fields]++)
+        return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                        "field %s.%s occurs twice at byte %zu; merging singular messages is "
+                        "not supported",
+                        d->short_name, fd->name, at);
+    if (fd->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+        for (unsigned i = 0; i < d->n_fields; i++) {
+            const ProtobufCFieldDescriptor *o = &d->fields[i];
+            if (o != fd && (o->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+                o->quantifier_offset == fd->quantifier_offset && f->counts[i])
+                return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                                "%s sets both %s and %s of one oneof (at byte %zu)",
+                                d->short_name, o->name, fd->name, at);
+        }
+    }
+    return NULL;
+}
+
 static bool is_scalar_repeatable(ProtobufCType t)
 {
     return t != PROTOBUF_C_TYPE_STRING && t != PROTOBUF_C_TYPE_BYTES &&
@@ -289,11 +315,13 @@ static teexec_status *scan_field(scanner *s, size_t tag_at, size_t *pos)
                      wire_type_name(wt), wire_type_name(want));
             return malformed_field(s, tag_at, fd, msg);
         }
-        uint64_t n;
+        uint64_t n = 0;
         TX_TRY(scan_packed(s, fd, vstart, vend, &n));
         return fd->label == PROTOBUF_C_LABEL_REPEATED ? count_elements(s, fd, n, tag_at) : NULL;
     }
     if (fd->label == PROTOBUF_C_LABEL_REPEATED) TX_TRY(count_elements(s, fd, 1, tag_at));
+    if (fd->label != PROTOBUF_C_LABEL_REPEATED && fd->type == PROTOBUF_C_TYPE_MESSAGE)
+        TX_TRY(single_message(s, fd, tag_at));
     if (fd->type == PROTOBUF_C_TYPE_STRING && memchr(s->p + vstart, 0, vend - vstart))
         return malformed_field(s, vstart, fd, "string contains a NUL byte");
     if (fd->type == PROTOBUF_C_TYPE_MESSAGE) {

@@ -20,7 +20,10 @@
  *     max_attributes, more dims in one TensorProto / SparseTensorProto /
  *     TensorShapeProto than max_rank;
  *   - a repeated field whose element count would overflow protobuf-c's
- *     `size * count` allocation arithmetic.
+ *     `size * count` allocation arithmetic;
+ *   - a singular message field given twice, or two members of one oneof
+ *     (protobuf-c would merge them, concatenating repeated fields past the
+ *     counts above): TEEXEC_ERR_UNSUPPORTED, as no ONNX writer emits them.
  * Budget overruns return TEEXEC_ERR_LIMIT naming the budget; malformed bytes
  * return TEEXEC_ERR_BAD_MODEL with the byte offset and the field.
  *

@@ -1,5 +1,6 @@
 /* shape_infer.c - shape/type inference for the standard ONNX ops teexec runs. */
 #include "import/shape_infer.h"
+#include "import/shape_infer_quant.h"
 
 #include "base/checked.h"
 #include "base/dtype.h"
@@ -1048,13 +1049,16 @@ static const op_rule *find_rule(const char *domain, const char *op_type, int64_t
 
 bool tx_infer_op_known(const char *domain, const char *op_type, int64_t opset)
 {
-    return find_rule(domain, op_type, opset) != NULL;
+    return find_rule(domain, op_type, opset) != NULL ||
+           tx_infer_quant_known(domain, op_type, opset); /* shape_infer_quant.c */
 }
 
 teexec_status *tx_infer_node(const tx_ir_node *node, const tx_onnx_file *file,
                              const tx_infer_value *const *inputs, tx_infer_value *outputs)
 {
     const op_rule *r = find_rule(node->domain, node->op_type, node->opset);
+    if (!r && tx_infer_quant_known(node->domain, node->op_type, node->opset))
+        return tx_infer_quant_node(node, inputs, outputs);
     if (!r)
         return tx_status_with_node(
             tx_error(TEEXEC_ERR_UNSUPPORTED, "unsupported op %s (domain \"%s\", opset %lld)",

@@ -22,4 +22,7 @@ int cmd_run(int argc, char **argv);
 /* teexec ops [--markdown] (tools/cmd_ops.c, the TE op domain's) */
 int cmd_ops(int argc, char **argv);
 
+/* teexec train MODEL.onnx --data FILE.npz [...] (tools/cmd_train.c) */
+int cmd_train(int argc, char **argv);
+
 #endif

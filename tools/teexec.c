@@ -25,7 +25,7 @@ static const command commands[] = {
     {"inspect", cmd_inspect, "show a model's inputs, outputs, opsets, ops and parameters"},
     {"convert", NULL, "rewrite a model (e.g. with a quantization recipe)"},
     {"plan", NULL, "show how a model is fused and quantized"},
-    {"train", NULL, "fine-tune a model"},
+    {"train", cmd_train, "fine-tune a model"},
     {"bench", NULL, "time a model"},
     {"ops", cmd_ops, "list the TE operation domain's ops (--markdown: the full spec)"},
 };

@@ -32,6 +32,20 @@ if command -v taskset >/dev/null 2>&1 && [ "$(nproc)" -ge "$threads" ]; then
     pin="taskset -c 0-$((threads - 1))"
 fi
 
+# OpenBLAS 0.3.21 (Debian 12) does not recognise AVX-512 AMD CPUs (Zen 4) and
+# runs its AVX2 "Haswell" GEMM kernels there, while ORT's MLAS uses AVX-512:
+# about 20% more teexec time on this block. Its AVX-512 kernels are picked by
+# OPENBLAS_CORETYPE (read when OpenBLAS loads, so it has to be set here, not by
+# the library); a value the caller set is kept.
+blas_core=${OPENBLAS_CORETYPE:-}
+if [ -z "$blas_core" ]; then
+    flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)
+    case "$flags " in *" avx512f "*) case "$flags " in *" avx512bw "*)
+        case "$flags " in *" avx512vl "*) blas_core=SkylakeX ;; esac ;; esac ;; esac
+fi
+# an empty OPENBLAS_CORETYPE is not the same as none: export only a value
+[ -n "$blas_core" ] && export OPENBLAS_CORETYPE="$blas_core"
+
 # 1. ONNX Runtime for Node (bench/cpu/package.json pins the version).
 if [ ! -d bench/cpu/node_modules/onnxruntime-node ]; then
     echo "run.sh: installing onnxruntime-node (npm ci)" >&2
@@ -125,7 +139,7 @@ EOF
         if [ -n "${ORT_ONLY:-}" ]; then
             tx_desc="teexec not run"
         else
-            tx_desc="$("$build/tools/teexec" --version 2>/dev/null || echo teexec) (release build, --device cpu, OPENBLAS_NUM_THREADS=$threads)"
+            tx_desc="$("$build/tools/teexec" --version 2>/dev/null || echo teexec) (release build, --device cpu, OPENBLAS_NUM_THREADS=$threads${blas_core:+, OPENBLAS_CORETYPE=$blas_core})"
         fi
         echo "- engines: onnxruntime-node $ort_ver (CPU EP, intra-op threads $threads, graph optimization all); $tx_desc${pin:+; both pinned with \`$pin\`}"
         [ -n "${NOTE:-}" ] && echo "- note: $NOTE"

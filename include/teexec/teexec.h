@@ -470,6 +470,103 @@ typedef enum teexec_te_ops_format {
  * ran out while building it, or for an unknown format. Thread-safe. */
 TEEXEC_API const char *teexec_te_ops_text(teexec_te_ops_format format);
 
+/* ================================================================== */
+/* Training                                                            */
+/* ================================================================== */
+
+/* A trainer runs a model forward on the CPU keeping what backward needs,
+ * applies a loss to one output, walks backward to every trainable
+ * initializer (a float initializer whose value reaches the loss; integer
+ * initializers and shape constants are not trainable) and steps an
+ * optimizer. Parameters are kept by the trainer (FP32 master copies for
+ * bf16/fp16 weights); the model is only read and must outlive the trainer.
+ * A trainer is used by one thread at a time. */
+typedef struct teexec_trainer teexec_trainer;
+
+typedef enum teexec_loss_kind {
+    TEEXEC_LOSS_MSE = 0,          /* mean((output - target)^2); data "target" */
+    TEEXEC_LOSS_CROSS_ENTROPY = 1 /* mean softmax cross-entropy over the last
+                                     dim of the logits; int64 data "labels" */
+} teexec_loss_kind;
+
+typedef enum teexec_optimizer_kind {
+    TEEXEC_OPTIMIZER_ADAMW = 0, /* decoupled weight decay, as torch.optim.AdamW */
+    TEEXEC_OPTIMIZER_SGD = 1    /* momentum, L2 weight decay, as torch.optim.SGD */
+} teexec_optimizer_kind;
+
+typedef struct teexec_train_options {
+    teexec_loss_kind loss;
+    const char *loss_output;   /* model output the loss reads; NULL = the first */
+    int64_t ignore_index;      /* cross-entropy label to skip [-100] */
+    teexec_optimizer_kind optimizer;
+    double lr;                 /* [1e-3] */
+    double weight_decay;       /* [0.01] */
+    double momentum;           /* SGD [0] */
+    double beta1, beta2, eps;  /* AdamW [0.9, 0.999, 1e-8] */
+    uint64_t seed;             /* for ops that draw random numbers [0] */
+} teexec_train_options;
+
+/* Fills *options with the defaults in brackets above. */
+TEEXEC_API void teexec_train_options_init(teexec_train_options *options);
+
+/* Creates a trainer. Fails with TEEXEC_ERR_UNSUPPORTED naming the op when an
+ * op on the path from a parameter to the loss has no backward rule, and
+ * with TEEXEC_ERR_INVALID_ARGUMENT for bad options. `options` is copied
+ * (loss_output included). On success *out owns the trainer. */
+TEEXEC_API teexec_status *teexec_trainer_create(const teexec_model *model,
+                                                const teexec_train_options *options,
+                                                teexec_trainer **out_trainer);
+
+/* One step: forward on the named tensors (every model input, plus "target"
+ * for MSE or "labels" for cross-entropy), loss, backward, optimizer update.
+ * *out_loss (may be NULL) gets the loss before the update. Tensors are
+ * borrowed for the call only. */
+TEEXEC_API teexec_status *teexec_trainer_step(teexec_trainer *trainer, size_t count,
+                                              const char *const *names,
+                                              const teexec_tensor *const *tensors,
+                                              double *out_loss);
+
+/* Trainable initializers, in the model's initializer order. The name lives
+ * as long as the trainer; NULL when index is out of range. */
+TEEXEC_API size_t teexec_trainer_param_count(const teexec_trainer *trainer);
+TEEXEC_API const char *teexec_trainer_param_name(const teexec_trainer *trainer, size_t index);
+
+/* The gradient of the last step's loss with respect to the trainable
+ * initializer or float model input `name`, with that value's name, dtype
+ * and layout exactly as in the model. A new tensor owned by the caller.
+ * TEEXEC_ERR_INVALID_ARGUMENT for a name without a gradient or before the
+ * first step. */
+TEEXEC_API teexec_status *teexec_trainer_grad(const teexec_trainer *trainer, const char *name,
+                                              teexec_tensor **out_tensor);
+
+/* The current value of a trainable initializer (a copy owned by the caller). */
+TEEXEC_API teexec_status *teexec_trainer_param(const teexec_trainer *trainer, const char *name,
+                                               teexec_tensor **out_tensor);
+
+/* Writes the model with its trainable initializers replaced by the trained
+ * values to `path`: a temporary file in the same folder, fsynced, then
+ * renamed over `path`, so a crash leaves either the old file or the new one.
+ * Initializers are stored inline. */
+TEEXEC_API teexec_status *teexec_trainer_save_model(const teexec_trainer *trainer,
+                                                    const char *path);
+
+/* Releases a trainer. Accepts NULL. */
+TEEXEC_API void teexec_trainer_destroy(teexec_trainer *trainer);
+
+/* Training data: the arrays of a NumPy .npz file (stored or deflated
+ * members), by name ("x.npy" is array "x"). The dataset owns its tensors;
+ * the pointers it returns live until teexec_dataset_destroy. Read-only use
+ * from several threads is fine. */
+typedef struct teexec_dataset teexec_dataset;
+
+TEEXEC_API teexec_status *teexec_dataset_load_npz(const char *path, teexec_dataset **out_dataset);
+TEEXEC_API size_t teexec_dataset_count(const teexec_dataset *dataset);
+/* NULL when index is out of range. */
+TEEXEC_API const char *teexec_dataset_name(const teexec_dataset *dataset, size_t index);
+TEEXEC_API const teexec_tensor *teexec_dataset_tensor(const teexec_dataset *dataset, size_t index);
+/* Releases a dataset. Accepts NULL. */
+TEEXEC_API void teexec_dataset_destroy(teexec_dataset *dataset);
+
 #ifdef __cplusplus
 }
 #endif

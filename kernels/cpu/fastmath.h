@@ -24,14 +24,21 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline float tx_fm_bits_to_f(uint32_t u)
+/* Always inlined: a call inside a hot loop would stop its vectorization. */
+#if defined(__GNUC__)
+#define TX_FM_INLINE static inline __attribute__((always_inline))
+#else
+#define TX_FM_INLINE static inline
+#endif
+
+TX_FM_INLINE float tx_fm_bits_to_f(uint32_t u)
 {
     float f;
     memcpy(&f, &u, 4);
     return f;
 }
 
-static inline uint32_t tx_fm_f_to_bits(float f)
+TX_FM_INLINE uint32_t tx_fm_f_to_bits(float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
@@ -39,7 +46,7 @@ static inline uint32_t tx_fm_f_to_bits(float f)
 }
 
 /* e^x. */
-static inline float tx_expf_fast(float x)
+TX_FM_INLINE float tx_expf_fast(float x)
 {
     /* below -104 the result underflows to 0; above 88.73 it is +inf */
     float xc = x < -104.0f ? -104.0f : x;
@@ -70,7 +77,7 @@ static inline float tx_expf_fast(float x)
 }
 
 /* erf(x). */
-static inline float tx_erff_fast(float x)
+TX_FM_INLINE float tx_erff_fast(float x)
 {
     float z = x < 0 ? -x : x;
     z = z > 4.0f ? 4.0f : z; /* erf(4) rounds to 1 in float */
@@ -100,7 +107,7 @@ static inline float tx_erff_fast(float x)
 }
 
 /* tanh(x). */
-static inline float tx_tanhf_fast(float x)
+TX_FM_INLINE float tx_tanhf_fast(float x)
 {
     float z = x < 0 ? -x : x;
     float z2 = z * z;

@@ -525,6 +525,26 @@ static void wire_level_errors(void **state)
     expect_error(tx_onnx_load_memory(b.p, b.n, NULL, NULL, &f), TEEXEC_ERR_BAD_MODEL, "NUL byte");
     b.n = 0;
 
+    /* a singular message twice (protobuf-c would merge them) and two
+     * members of the TypeProto oneof */
+    put_len(&b, 7, "", 0);
+    put_len(&b, 7, "", 0);
+    expect_error(tx_onnx_load_memory(b.p, b.n, NULL, NULL, &f), TEEXEC_ERR_UNSUPPORTED,
+                 "ModelProto.graph occurs twice");
+    b.n = 0;
+    {
+        buf ty = {0}, vi = {0}, g = {0};
+        put_len(&ty, 1, "\x08\x01", 2); /* tensor_type { elem_type: 1 } */
+        put_len(&ty, 4, "", 0);         /* sequence_type {} */
+        put_len(&vi, 2, ty.p, ty.n);
+        put_len(&g, 11, vi.p, vi.n);
+        put_len(&b, 7, g.p, g.n);
+        expect_error(tx_onnx_load_memory(b.p, b.n, NULL, NULL, &f), TEEXEC_ERR_UNSUPPORTED,
+                     "sets both tensor_type and sequence_type");
+        free(ty.p), free(vi.p), free(g.p);
+        b.n = 0;
+    }
+
     /* Unknown fields of every wire type are skipped; packed and unpacked dims
      * are both accepted. */
     buf t = {0};

@@ -443,6 +443,56 @@ static void subgraph_reading_later_outer_value(void **state)
     unload(&l);
 }
 
+static void nested_subgraph_reads_grandparent_value(void **state)
+{
+    (void)state;
+    Onnx__GraphProto *g;
+    Onnx__ModelProto *m = base_model(&g);
+    mb_input(g, "cond", ONNX__TENSOR_PROTO__DATA_TYPE__BOOL, "");
+    mb_input(g, "x", FLOAT, "n");
+    mb_node(g, "pre", "Relu", "", "x", "outer_x");
+    Onnx__NodeProto *if1 = mb_node(g, "if1", "If", "", "cond", "y");
+    Onnx__GraphProto *mid = mb_graph("mid");
+    Onnx__NodeProto *if2 = mb_node(mid, "if2", "If", "", "cond", "mid_y");
+    mb_output(mid, "mid_y", FLOAT, NULL);
+    Onnx__GraphProto *inner = mb_graph("inner");
+    mb_node(inner, "deep", "Neg", "", "outer_x", "inner_y");
+    mb_output(inner, "inner_y", FLOAT, NULL);
+    mb_attr_graph(if2, "then_branch", inner);
+    mb_attr_graph(if1, "then_branch", mid);
+    mb_output(g, "y", FLOAT, "n");
+    loaded l;
+    assert_null(load(m, &l));
+    const tx_ir_graph *ig = l.ir->graph;
+    int32_t ox = tx_ir_graph_find_value(ig, "outer_x");
+    int32_t cond = tx_ir_graph_find_value(ig, "cond");
+    const tx_ir_node *n1 = &ig->nodes[1];
+    /* if1's subgraph reads cond (if2's input) and, through if2, outer_x. */
+    assert_int_equal(n1->n_implicit_inputs, 2);
+    assert_true((n1->implicit_inputs[0] == ox && n1->implicit_inputs[1] == cond) ||
+                (n1->implicit_inputs[0] == cond && n1->implicit_inputs[1] == ox));
+
+    const tx_ir_graph *mg = n1->attrs[0].g;
+    int32_t mid_ox = tx_ir_graph_find_value(mg, "outer_x");
+    assert_true(mid_ox >= 0);
+    assert_true(mg->values[mid_ox].flags & TX_IR_VALUE_OUTER);
+    assert_int_equal(mg->values[mid_ox].outer, ox);
+    assert_int_equal(mg->values[mid_ox].n_consumers, 0); /* only if2's subgraph reads it */
+    const tx_ir_node *n2 = &mg->nodes[0];
+    assert_int_equal(n2->n_implicit_inputs, 1);
+    assert_int_equal(n2->implicit_inputs[0], mid_ox);
+
+    const tx_ir_graph *deep = n2->attrs[0].g;
+    assert_ptr_equal(deep->parent, mg);
+    int32_t deep_ox = tx_ir_graph_find_value(deep, "outer_x");
+    assert_int_equal(deep->values[deep_ox].outer, mid_ox);
+    const tx_ir_graph *owner;
+    const tx_ir_value *def = tx_ir_value_resolve(deep, deep_ox, &owner);
+    assert_ptr_equal(owner, ig);
+    assert_ptr_equal(def, &ig->values[ox]);
+    unload(&l);
+}
+
 static void function_is_kept(void **state)
 {
     (void)state;
@@ -626,6 +676,7 @@ int main(void)
         cmocka_unit_test(subgraph_reads_outer_value),
         cmocka_unit_test(subgraph_undefined_read_names_inner_node),
         cmocka_unit_test(subgraph_reading_later_outer_value),
+        cmocka_unit_test(nested_subgraph_reads_grandparent_value),
         cmocka_unit_test(function_is_kept),
         cmocka_unit_test(function_body_error_is_reported),
         cmocka_unit_test(attribute_accessors),

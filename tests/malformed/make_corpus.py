@@ -153,6 +153,7 @@ def main():
           "runs past the end")
     write("overlong_varint.onnx", tag(1, 0) + b"\xff" * 10 + b"\x01", BAD_MODEL,
           "overlong varint")
+    write("merge_graph_twice.onnx", good + ld(7, b""), UNSUPPORTED, "occurs twice")
     write("string_with_nul.onnx", ld(2, b"pro\x00ducer") + good, BAD_MODEL, "NUL byte")
 
     # ---- dims and payloads ----

@@ -120,7 +120,7 @@ static void corpus(void **state)
         substr = strchr(code_s, '\t');
         if (!substr) fail_msg("bad manifest line for %s", file);
         *substr++ = 0;
-        teexec_code code;
+        teexec_code code = TEEXEC_OK;
         if (!parse_code(code_s, &code)) fail_msg("unknown code %s", code_s);
         int ir = !strncmp(file, "ir:", 3);
         if (ir) file += 3;
