@@ -32,19 +32,11 @@ if command -v taskset >/dev/null 2>&1 && [ "$(nproc)" -ge "$threads" ]; then
     pin="taskset -c 0-$((threads - 1))"
 fi
 
-# OpenBLAS 0.3.21 (Debian 12) does not recognise AVX-512 AMD CPUs (Zen 4) and
-# runs its AVX2 "Haswell" GEMM kernels there, while ORT's MLAS uses AVX-512:
-# about 20% more teexec time on this block. Its AVX-512 kernels are picked by
-# OPENBLAS_CORETYPE (read when OpenBLAS loads, so it has to be set here, not by
-# the library); a value the caller set is kept.
+# OPENBLAS_CORETYPE pins OpenBLAS's kernels: "Haswell" (AVX2) on an AVX-512
+# CPU costs teexec 20-40% here while ORT's MLAS picks AVX-512 by itself. The
+# bench keeps whatever the caller set (or OpenBLAS's own detection) and
+# records it; see README.md.
 blas_core=${OPENBLAS_CORETYPE:-}
-if [ -z "$blas_core" ]; then
-    flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)
-    case "$flags " in *" avx512f "*) case "$flags " in *" avx512bw "*)
-        case "$flags " in *" avx512vl "*) blas_core=SkylakeX ;; esac ;; esac ;; esac
-fi
-# an empty OPENBLAS_CORETYPE is not the same as none: export only a value
-[ -n "$blas_core" ] && export OPENBLAS_CORETYPE="$blas_core"
 
 # 1. ONNX Runtime for Node (bench/cpu/package.json pins the version).
 if [ ! -d bench/cpu/node_modules/onnxruntime-node ]; then
