@@ -596,6 +596,8 @@ static const struct {
 } table[] = {
     {"Identity", bwd_identity}, {"Reshape", bwd_identity}, {"Squeeze", bwd_identity},
     {"Unsqueeze", bwd_identity}, {"Flatten", bwd_identity}, {"Cast", bwd_identity},
+    /* Dropout: the forward is the identity (training_mode true is refused,
+     * exec/cpu_ops_shape.c); te.ops Dropout is the one that drops. */
     {"CastLike", bwd_identity}, {"Dropout", bwd_identity},
     {"Relu", bwd_unary}, {"Sqrt", bwd_unary}, {"Erf", bwd_unary}, {"Tanh", bwd_unary},
     {"Sigmoid", bwd_unary}, {"Neg", bwd_unary}, {"Exp", bwd_unary}, {"Log", bwd_unary},

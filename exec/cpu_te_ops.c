@@ -16,7 +16,14 @@ typedef struct te_node {
     tx_te_attr_value attrs[TX_TE_MAX_ATTRS];
     int n_params;
     size_t first_param; /* node input index of the first parameter */
+    size_t n_slots;     /* main + extra inputs + parameters; the node may
+                         * have fewer (omitted trailing optional inputs) */
 } te_node;
+
+/* The registry's arrays are indexed up to n_slots, the node's only up to
+ * its n_inputs: the bridge copies into buffers of this many entries, NULL
+ * past the node's end. */
+#define TX_TE_MAX_SLOTS 64
 
 static teexec_status *node_err(const tx_ir_node *n, teexec_code code, const char *msg)
 {
@@ -77,8 +84,24 @@ static teexec_status *te_decode(const tx_ir_node *n, te_node *d)
     }
     TX_TRY(tx_te_param_count(s, d->attrs, &d->n_params));
     d->first_param = 1 + (size_t)s->n_extra_inputs;
+    d->n_slots = d->first_param + (size_t)d->n_params;
     if (n->n_inputs < 1 || n->inputs[0] < 0) return node_err(n, TEEXEC_ERR_BAD_MODEL, "needs its main input");
-    if (n->n_inputs != d->first_param + (size_t)d->n_params)
+    if (d->n_slots > TX_TE_MAX_SLOTS) return node_err(n, TEEXEC_ERR_LIMIT, "too many inputs");
+    if (n->n_inputs < d->n_slots && d->n_params == 0) {
+        /* ONNX lets a node leave out trailing optional inputs. Only an op
+         * without parameters can: otherwise the parameters' positions
+         * would shift, so their slots must be written as "". */
+        for (size_t k = n->n_inputs; k < d->n_slots; k++) {
+            const tx_te_port *p = &s->extra_inputs[k - 1];
+            if (!(p->flags & TX_TE_PORT_OPTIONAL))
+                return tx_status_with_node(
+                    tx_error(TEEXEC_ERR_BAD_MODEL,
+                             "node \"%s\" (te.ops %s): has %zu inputs; its required extra input "
+                             "'%s' (input %zu) is missing",
+                             n->label, n->op_type, n->n_inputs, p->name, k),
+                    n->label);
+        }
+    } else if (n->n_inputs != d->n_slots)
         return tx_status_with_node(
             tx_error(TEEXEC_ERR_BAD_MODEL,
                      "node \"%s\" (te.ops %s): has %zu inputs, the op takes %zu (main, %d extra, "
@@ -91,6 +114,54 @@ static teexec_status *te_decode(const tx_ir_node *n, te_node *d)
     return NULL;
 }
 
+/* Copies the node's n_in tensors into buf (n_slots entries): omitted
+ * trailing inputs become NULL, the registry's "absent". */
+static void pad_inputs(const te_node *d, size_t n_in, const tx_tensor *const *in, const tx_tensor **buf)
+{
+    for (size_t k = 0; k < d->n_slots; k++) buf[k] = k < n_in ? in[k] : NULL;
+}
+
+/* The registry's shape rule over actual tensors (in: n_slots entries). */
+static teexec_status *infer_tensors(const te_node *d, const tx_tensor *const *in, tx_te_infer_out *out)
+{
+    tx_te_tinfo ti[TX_TE_MAX_SLOTS];
+    const tx_te_tinfo *ptrs[TX_TE_MAX_SLOTS];
+    for (size_t k = 0; k < d->n_slots; k++) {
+        ptrs[k] = NULL;
+        if (!in[k]) continue;
+        ti[k].dtype = in[k]->dtype;
+        ti[k].shape = tx_shape_of(in[k]);
+        ptrs[k] = &ti[k];
+    }
+    tx_te_infer_in iin = {d->attrs, ptrs[0], ptrs + 1, d->s->n_extra_inputs, ptrs + d->first_param,
+                          d->n_params};
+    memset(out, 0, sizeof(*out));
+    return tx_te_infer(d->s, &iin, out);
+}
+
+static void fill_fwd(const te_node *d, const tx_tensor *const *in, size_t n_out,
+                     tx_tensor *const *out, tx_te_fwd_args *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->op = d->s->id;
+    a->attrs = d->attrs;
+    a->input = in[0];
+    a->extra_inputs = in + 1;
+    a->n_extra_inputs = d->s->n_extra_inputs;
+    a->params = in + d->first_param;
+    a->n_params = d->n_params;
+    a->output = out[0];
+    a->extra_outputs = out + 1;
+    a->n_extra_outputs = (int)n_out - 1;
+}
+
+static teexec_status *with_node(const tx_ir_node *n, teexec_status *st, const char *what)
+{
+    if (st && !teexec_status_node(st))
+        st = tx_status_with_node(tx_status_prefix(st, "node \"%s\"%s", n->label, what), n->label);
+    return st;
+}
+
 /* ---- inference ---------------------------------------------------------- */
 
 teexec_status *tx_te_infer_node(const tx_ir_node *n, const tx_infer_value *const *inputs,
@@ -98,11 +169,10 @@ teexec_status *tx_te_infer_node(const tx_ir_node *n, const tx_infer_value *const
 {
     te_node d;
     TX_TRY(te_decode(n, &d));
-    tx_te_tinfo ti[64];
-    const tx_te_tinfo *ptrs[64];
-    if (n->n_inputs > 64) return node_err(n, TEEXEC_ERR_LIMIT, "too many inputs");
-    for (size_t k = 0; k < n->n_inputs; k++) {
-        const tx_infer_value *v = inputs[k];
+    tx_te_tinfo ti[TX_TE_MAX_SLOTS];
+    const tx_te_tinfo *ptrs[TX_TE_MAX_SLOTS];
+    for (size_t k = 0; k < d.n_slots; k++) {
+        const tx_infer_value *v = k < n->n_inputs ? inputs[k] : NULL;
         ptrs[k] = NULL;
         if (!v) continue;
         if (!v->shape_known) return NULL; /* outputs stay unknown until shapes are */
@@ -134,27 +204,52 @@ teexec_status *tx_exec_infer_node(const tx_ir_node *node, const tx_onnx_file *fi
 
 /* ---- forward ------------------------------------------------------------- */
 
+/* Inference semantics: sessions run this (Dropout is the identity). */
 static teexec_status *te_forward(const tx_op_call *c)
 {
     te_node d;
     TX_TRY(te_decode(c->node, &d));
+    const tx_tensor *in[TX_TE_MAX_SLOTS];
+    pad_inputs(&d, c->n_in, c->in, in);
     tx_te_fwd_args a;
-    memset(&a, 0, sizeof(a));
-    a.op = d.s->id;
-    a.attrs = d.attrs;
-    a.input = c->in[0];
-    a.extra_inputs = c->in + 1;
-    a.n_extra_inputs = d.s->n_extra_inputs;
-    a.params = c->in + d.first_param;
-    a.n_params = d.n_params;
-    a.output = c->out[0];
-    a.extra_outputs = c->out + 1;
-    a.n_extra_outputs = (int)c->n_out - 1;
+    fill_fwd(&d, in, c->n_out, c->out, &a);
     a.training = false;
-    teexec_status *st = tx_te_cpu_forward(&a);
-    if (st && !teexec_status_node(st))
-        st = tx_status_with_node(tx_status_prefix(st, "node \"%s\"", c->node->label), c->node->label);
-    return st;
+    return with_node(c->node, tx_te_cpu_forward(&a), "");
+}
+
+teexec_status *tx_te_forward_train(const tx_op_call *c, uint64_t rng_offset, tx_tensor *aux,
+                                   int *n_aux)
+{
+    *n_aux = 0;
+    te_node d;
+    TX_TRY(te_decode(c->node, &d));
+    const tx_tensor *in[TX_TE_MAX_SLOTS];
+    pad_inputs(&d, c->n_in, c->in, in);
+    tx_te_infer_out iout;
+    TX_TRY(with_node(c->node, infer_tensors(&d, in, &iout), ""));
+    tx_tensor *auxp[TX_TE_MAX_EXTRA] = {NULL};
+    teexec_status *st = NULL;
+    for (int j = 0; j < d.s->n_aux && !st; j++) {
+        memset(&aux[j], 0, sizeof(aux[j]));
+        st = tx_tensor_alloc(&aux[j], iout.aux[j].dtype, iout.aux[j].shape.rank,
+                             iout.aux[j].shape.dims);
+        auxp[j] = &aux[j];
+        *n_aux = j + 1;
+    }
+    if (!st) {
+        tx_te_fwd_args a;
+        fill_fwd(&d, in, c->n_out, c->out, &a);
+        a.aux = auxp;
+        a.n_aux = d.s->n_aux;
+        a.training = true;
+        a.rng_offset = rng_offset;
+        st = tx_te_cpu_forward(&a);
+    }
+    if (st) {
+        for (int j = 0; j < *n_aux; j++) tx_tensor_release(&aux[j]);
+        *n_aux = 0;
+    }
+    return with_node(c->node, st, "");
 }
 
 tx_op_fn tx_cpu_te_op_find(const char *op_type, int64_t opset)
@@ -190,55 +285,54 @@ teexec_status *tx_te_bwd_rule(const tx_bwd_call *c)
     TX_TRY(te_decode(n, &d));
     const tx_te_op_schema *s = d.s;
     size_t ni = c->n_in, no = c->n_out;
-    if (ni > 64 || no > 1 + TX_TE_MAX_EXTRA) return node_err(n, TEEXEC_ERR_LIMIT, "too many tensors");
-    /* aux shapes from the registry's rule */
-    tx_te_tinfo ti[64];
-    const tx_te_tinfo *ptrs[64];
-    for (size_t k = 0; k < ni; k++) {
-        ptrs[k] = NULL;
-        if (!c->in[k]) continue;
-        ti[k].dtype = c->in[k]->dtype;
-        ti[k].shape = tx_shape_of(c->in[k]);
-        ptrs[k] = &ti[k];
-    }
-    tx_te_infer_in iin = {d.attrs, ptrs[0], ptrs + 1, s->n_extra_inputs, ptrs + d.first_param,
-                          d.n_params};
-    tx_te_infer_out iout;
-    memset(&iout, 0, sizeof(iout));
-    TX_TRY(tx_te_infer(s, &iin, &iout));
+    if (ni > TX_TE_MAX_SLOTS || no > 1 + TX_TE_MAX_EXTRA)
+        return node_err(n, TEEXEC_ERR_LIMIT, "too many tensors");
+    if (c->aux && c->n_aux != s->n_aux)
+        return node_err(n, TEEXEC_ERR_INTERNAL, "the saved aux tensors do not match the op");
+    const tx_tensor *in[TX_TE_MAX_SLOTS];
+    pad_inputs(&d, ni, c->in, in);
 
     /* scratch: recomputed outputs and aux, grads of inputs */
-    tx_tensor outs[1 + TX_TE_MAX_EXTRA], aux[TX_TE_MAX_EXTRA], gins[64];
+    tx_tensor outs[1 + TX_TE_MAX_EXTRA], aux[TX_TE_MAX_EXTRA], gins[TX_TE_MAX_SLOTS];
     memset(outs, 0, sizeof(outs));
     memset(aux, 0, sizeof(aux));
     memset(gins, 0, sizeof(gins));
     tx_tensor *outp[1 + TX_TE_MAX_EXTRA] = {NULL}, *auxp[TX_TE_MAX_EXTRA] = {NULL};
     teexec_status *st = NULL;
-    for (size_t j = 0; j < no && !st; j++) {
-        if (!c->out[j]) continue;
-        st = tx_tensor_alloc(&outs[j], c->out[j]->dtype, c->out[j]->rank, c->out[j]->dims);
-        outp[j] = &outs[j];
-    }
-    for (int j = 0; j < s->n_aux && !st; j++) {
-        st = tx_tensor_alloc(&aux[j], iout.aux[j].dtype, iout.aux[j].shape.rank, iout.aux[j].shape.dims);
-        auxp[j] = &aux[j];
-    }
     tx_te_fwd_args fa;
-    memset(&fa, 0, sizeof(fa));
-    fa.op = s->id;
-    fa.attrs = d.attrs;
-    fa.input = c->in[0];
-    fa.extra_inputs = c->in + 1;
-    fa.n_extra_inputs = s->n_extra_inputs;
-    fa.params = c->in + d.first_param;
-    fa.n_params = d.n_params;
-    fa.output = outp[0];
-    fa.extra_outputs = outp + 1;
-    fa.n_extra_outputs = (int)no - 1;
-    fa.aux = auxp;
-    fa.n_aux = s->n_aux;
-    fa.training = true;
-    if (!st) st = tx_te_cpu_forward(&fa);
+    if (c->aux) {
+        /* The forward's own saved context (the trainer keeps it): the
+         * Dropout mask is the one the forward applied. setup_context only
+         * reads the output, so lending the const forward output is safe. */
+        for (size_t j = 0; j < no; j++) outp[j] = (tx_tensor *)c->out[j];
+        for (int j = 0; j < s->n_aux; j++) auxp[j] = (tx_tensor *)c->aux[j];
+        fill_fwd(&d, in, no, outp, &fa);
+        fa.aux = auxp;
+        fa.n_aux = s->n_aux;
+        fa.training = true;
+        fa.rng_offset = c->rng_offset;
+    } else {
+        /* No saved context: run the forward again in training mode, with
+         * the caller's rng offset so Dropout redraws the same mask. */
+        tx_te_infer_out iout;
+        st = infer_tensors(&d, in, &iout);
+        for (size_t j = 0; j < no && !st; j++) {
+            if (!c->out[j]) continue;
+            st = tx_tensor_alloc(&outs[j], c->out[j]->dtype, c->out[j]->rank, c->out[j]->dims);
+            outp[j] = &outs[j];
+        }
+        for (int j = 0; j < s->n_aux && !st; j++) {
+            st = tx_tensor_alloc(&aux[j], iout.aux[j].dtype, iout.aux[j].shape.rank,
+                                 iout.aux[j].shape.dims);
+            auxp[j] = &aux[j];
+        }
+        fill_fwd(&d, in, no, outp, &fa);
+        fa.aux = auxp;
+        fa.n_aux = s->n_aux;
+        fa.training = true;
+        fa.rng_offset = c->rng_offset;
+        if (!st) st = tx_te_cpu_forward(&fa);
+    }
 
     const tx_tensor *saved[TX_TE_MAX_SAVED + 64];
     int n_saved = 0;
@@ -261,7 +355,7 @@ teexec_status *tx_te_bwd_rule(const tx_bwd_call *c)
         st = tx_tensor_wrap(&gouts[j], TEEXEC_DTYPE_DOUBLE, c->out[j]->rank, c->out[j]->dims, g);
         goutp[j] = &gouts[j];
     }
-    tx_tensor *ginp[64] = {NULL};
+    tx_tensor *ginp[TX_TE_MAX_SLOTS] = {NULL};
     for (size_t k = 0; k < ni && !st; k++) {
         if (!c->gin[k] || !c->in[k]) continue;
         st = tx_tensor_alloc(&gins[k], TEEXEC_DTYPE_DOUBLE, c->in[k]->rank, c->in[k]->dims);
@@ -293,7 +387,5 @@ teexec_status *tx_te_bwd_rule(const tx_bwd_call *c)
     release_all(outs, 1 + TX_TE_MAX_EXTRA);
     release_all(aux, TX_TE_MAX_EXTRA);
     release_all(gins, ni);
-    if (st && !teexec_status_node(st))
-        st = tx_status_with_node(tx_status_prefix(st, "node \"%s\" backward", n->label), n->label);
-    return st;
+    return with_node(n, st, " backward");
 }

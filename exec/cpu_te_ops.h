@@ -6,7 +6,9 @@
  * Node layout (the registry's order): inputs are the main input, then the
  * schema's extra inputs (an omitted optional one is ""), then the
  * parameters (GroupedLinear: weight_0..G-1, bias_0..G-1); outputs are the
- * main output, then the extra outputs. Attributes are read from the node by
+ * main output, then the extra outputs. As ONNX allows, trailing optional
+ * extra inputs may be left out entirely when the op has no parameters
+ * (they are absent); a missing required one is refused. Attributes are read from the node by
  * the schema's names and types (ENUM attributes are ONNX strings), with the
  * schema's defaults.
  *
@@ -18,6 +20,7 @@
 
 #include "exec/backend.h"
 #include "exec/train_internal.h"
+#include "format/te_schema.h"
 #include "import/shape_infer.h"
 
 /* The forward kernel of te.ops op `op_type`, or NULL when the registry has
@@ -37,9 +40,21 @@ teexec_status *tx_exec_infer_node(const tx_ir_node *node, const tx_onnx_file *fi
                                   const tx_infer_value *const *inputs,
                                   tx_infer_value *outputs) TX_NODISCARD;
 
-/* The backward rule (train_internal.h's contract) for te.ops nodes: runs the
- * forward again in training mode to get the aux tensors, collects the saved
- * context with tx_te_setup_context and calls the op's backward_impl. */
+/* The forward of a te.ops node with training semantics, as the trainer runs
+ * it: Dropout draws its mask with Philox counter offset rng_offset (the
+ * caller's rule, exec/train.c), and the op writes its aux tensors (its
+ * share of the saved context, e.g. Dropout's mask) into aux[0..*n_aux),
+ * allocated here; aux must have TX_TE_MAX_EXTRA entries and the caller
+ * releases the *n_aux written ones (none on error). */
+teexec_status *tx_te_forward_train(const tx_op_call *c, uint64_t rng_offset, tx_tensor *aux,
+                                   int *n_aux) TX_NODISCARD;
+
+/* The backward rule (train_internal.h's contract) for te.ops nodes. With
+ * the forward's aux tensors in the call (c->aux) it uses them as the saved
+ * context as they are, so Dropout's backward applies the forward's mask;
+ * without them it runs the forward again in training mode at
+ * c->rng_offset. Then it collects the saved context with
+ * tx_te_setup_context and calls the op's backward_impl. */
 teexec_status *tx_te_bwd_rule(const tx_bwd_call *c) TX_NODISCARD;
 
 /* Which inputs of a te.ops node can carry a gradient (not NO_GRAD ports). */

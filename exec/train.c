@@ -43,8 +43,21 @@ struct teexec_trainer {
     /* state of the last step */
     tx_tensor *vals;         /* per value: owned forward values of the step */
     double **grads;          /* per value */
+    tx_tensor (*aux)[TX_TE_MAX_EXTRA]; /* per node: te.ops aux (saved context) */
+    int *n_aux;              /* per node */
+    uint64_t n_steps;        /* steps begun, for tx_train_rng_offset */
     bool stepped;
 };
+
+uint64_t tx_train_rng_offset(uint64_t seed, uint64_t step, uint64_t n_nodes, uint64_t node)
+{
+    /* splitmix64's finalizer: nearby seeds get unrelated bases */
+    uint64_t z = seed + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return z + step * n_nodes + node; /* mod 2^64 */
+}
 
 static bool slot_diff(const tx_ir_node *n, size_t k)
 {
@@ -74,6 +87,11 @@ void teexec_train_options_init(teexec_train_options *o)
 
 static void clear_step(teexec_trainer *t)
 {
+    if (t->aux && t->n_aux)
+        for (size_t i = 0; i < t->g->n_nodes; i++) {
+            for (int j = 0; j < t->n_aux[i]; j++) tx_tensor_release(&t->aux[i][j]);
+            t->n_aux[i] = 0;
+        }
     if (!t->vals) return;
     for (size_t v = 0; v < t->g->n_values; v++) {
         tx_tensor_release(&t->vals[v]);
@@ -96,6 +114,8 @@ void teexec_trainer_destroy(teexec_trainer *t)
     free(t->init);
     free(t->vals);
     free(t->grads);
+    free(t->aux);
+    free(t->n_aux);
     free(t->fns);
     free(t->bwd);
     free(t->req);
@@ -273,10 +293,12 @@ teexec_status *teexec_trainer_create(const teexec_model *model, const teexec_tra
     t->param_of = malloc(nv * sizeof(*t->param_of));
     t->vals = calloc(nv, sizeof(*t->vals));
     t->grads = calloc(nv, sizeof(*t->grads));
+    t->aux = calloc(nn, sizeof(*t->aux));
+    t->n_aux = calloc(nn, sizeof(*t->n_aux));
     t->grad_inputs = calloc(g->n_inputs ? g->n_inputs : 1, sizeof(*t->grad_inputs));
     t->params = calloc(g->n_initializers ? g->n_initializers : 1, sizeof(*t->params));
     if (!t->fns || !t->bwd || !t->req || !t->reach || !t->init || !t->param_of || !t->vals ||
-        !t->grads || !t->grad_inputs || !t->params) {
+        !t->grads || !t->aux || !t->n_aux || !t->grad_inputs || !t->params) {
         st = tx_oom();
         goto fail;
     }
@@ -381,6 +403,7 @@ static teexec_status *node_error(const tx_ir_node *n, teexec_status *st)
 static teexec_status *forward(teexec_trainer *t)
 {
     const tx_ir_graph *g = t->g;
+    uint64_t step = t->n_steps++;
     size_t max_in = 1, max_out = 1;
     for (size_t i = 0; i < g->n_nodes; i++) {
         if (g->nodes[i].n_inputs > max_in) max_in = g->nodes[i].n_inputs;
@@ -431,7 +454,14 @@ static teexec_status *forward(teexec_trainer *t)
         for (size_t j = 0; j < n->n_outputs; j++) tx_infer_value_clear(&outs[j]);
         if (st) break;
         tx_op_call call = {n, t->model->file, n->n_inputs, tins, n->n_outputs, touts};
-        st = node_error(n, t->fns[i](&call));
+        /* te.ops nodes run with training semantics (Dropout drops) and keep
+         * their aux tensors as the saved context backward reads */
+        if (tx_te_domain(n->domain))
+            st = tx_te_forward_train(&call, tx_train_rng_offset(t->opt.seed, step, g->n_nodes, i),
+                                     t->aux[i], &t->n_aux[i]);
+        else
+            st = t->fns[i](&call);
+        st = node_error(n, st);
     }
     free(pv);
     free(pins);
@@ -500,8 +530,16 @@ static teexec_status *backward(teexec_trainer *t)
             st = to_f64(out[j], &out64[j]);
         }
         if (!st) {
-            tx_bwd_call c = {n,  t->model->file, ni, in, (const double *const *)in64, no, out,
-                             (const double *const *)out64, gout, gin};
+            tx_bwd_call c = {.node = n, .file = t->model->file, .n_in = ni, .in = in,
+                             .in64 = (const double *const *)in64, .n_out = no, .out = out,
+                             .out64 = (const double *const *)out64, .gout = gout, .gin = gin};
+            const tx_tensor *auxp[TX_TE_MAX_EXTRA] = {NULL};
+            if (tx_te_domain(n->domain)) {
+                for (int j = 0; j < t->n_aux[i]; j++) auxp[j] = &t->aux[i][j];
+                c.aux = auxp;
+                c.n_aux = t->n_aux[i];
+                c.rng_offset = tx_train_rng_offset(t->opt.seed, t->n_steps - 1, g->n_nodes, i);
+            }
             st = node_error(n, t->bwd[i](&c));
         }
         for (size_t k = 0; k < ni && in64; k++) free(in64[k]);

@@ -36,9 +36,32 @@ typedef struct tx_bwd_call {
     const double *const *out64;   /* as double; NULL where not numeric */
     const double *const *gout;    /* d loss / d output; NULL = zero */
     double *const *gin;           /* accumulate d loss / d input; NULL = not wanted */
+    /* te.ops nodes only (standard rules ignore these): the aux tensors the
+     * training forward wrote (NULL = none kept, recompute) and the Philox
+     * offset that forward used (exec/train.c says how it is chosen). */
+    const tx_tensor *const *aux;
+    int n_aux;
+    uint64_t rng_offset;
 } tx_bwd_call;
 
 typedef teexec_status *(*tx_bwd_fn)(const tx_bwd_call *c);
+
+/* The Philox counter offset a training step gives te.ops node `node` (its
+ * index in the graph, of n_nodes) in step `step` (0 = the trainer's first
+ * teexec_trainer_step): Dropout keys Philox with its `seed` attribute and
+ * puts this offset in the high half of the counter
+ * (kernels/cpu/te_dropout.c), so distinct offsets draw disjoint streams.
+ *   offset = mix64(options.seed) + step * n_nodes + node   (mod 2^64)
+ * with mix64 splitmix64's finalizer. Within one trainer (step, node) ->
+ * offset is one-to-one, so every step and every Dropout node draws its own
+ * mask; the same options.seed reproduces the masks exactly, and a
+ * different one moves the whole sequence to an unrelated base.
+ *
+ * Standard ONNX Dropout is not drawn from this: the trainer runs it as the
+ * CPU kernel does (exec/cpu_ops_shape.c), the identity unless its
+ * training_mode input is true, which is refused as unsupported; its
+ * backward rule (exec/backward_std.c) is therefore the identity too. */
+uint64_t tx_train_rng_offset(uint64_t seed, uint64_t step, uint64_t n_nodes, uint64_t node);
 
 /* The backward rule for a standard-domain op, or NULL when there is none. */
 tx_bwd_fn tx_bwd_find(const char *domain, const char *op_type);

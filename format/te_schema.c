@@ -418,7 +418,8 @@ static const tx_te_saved_schema scaled_saved[] = {
 
 static const tx_te_attr_schema dropout_attrs[] = {
     {"p", TX_TE_ATTR_FLOAT, true, 0, 0, NULL, "drop probability, 0 <= p < 1"},
-    {"seed", TX_TE_ATTR_INT, false, 0, 0, NULL, "Philox key; the executor supplies the counter offset per call"}};
+    {"seed", TX_TE_ATTR_INT, false, 0, 0, NULL, "Philox key; the executor supplies the counter offset per call (the trainer: a "
+     "distinct one per step and node, from its seed option, the step and the node index)"}};
 static const tx_te_port dropout_aux[] = {
     {"mask", "uint8", "[ceil(numel/8)]", 0, "1 bit per element, bit (i mod 8) of byte i/8, 1 = kept"}};
 static const tx_te_saved_schema dropout_saved[] = {{"mask", TX_TE_SRC_AUX, 0, TX_TE_FOR_DX}};

@@ -10,6 +10,10 @@
  * does (so p acts in steps of 1/256), kept values are scaled by 1/(1 - p)
  * with the exact p. The saved mask is one bit per element, bit (i mod 8) of
  * byte i / 8, 1 = kept.
+ *
+ * The offset is the caller's: the trainer gives each step and node its own
+ * (tx_train_rng_offset, exec/train_internal.h) and hands the saved mask to
+ * the backward; inference (training false) is the identity and draws none.
  */
 #include "kernels/cpu/philox.h"
 #include "kernels/cpu/te_common.h"
