@@ -8,7 +8,8 @@
 # apt-get line is printed and the script exits 2.
 
 TEEXEC_PACKAGES="meson ninja-build pkg-config gcc protobuf-c-compiler libprotobuf-c-dev \
-libonnx-dev libonnx-testdata libcmocka-dev zlib1g-dev libopenblas-dev clang"
+libonnx-dev libonnx-testdata libcmocka-dev zlib1g-dev libopenblas-dev clang \
+libclang-rt-14-dev"
 
 teexec_missing_packages() {
     missing=""
