@@ -34,6 +34,103 @@ __global__ void __launch_bounds__(512) amax_kernel(const T *x, size_t nvec, size
     }
 }
 
+/* Per-tensor cast(+transpose). One scale for the whole tensor, so an
+ * element's FP8 byte is the same in both usages: each element is converted
+ * once, in the row sweep, and the transposed copy is a byte transpose of
+ * the staged codes (1 byte per element of shared memory instead of the
+ * input's 2 or 4, and no second conversion). A block of 256 threads owns
+ * 128 rows x 128 columns as fp8_tile_kernel does. The byte tile's 4-byte
+ * words are XOR-swizzled by row group so that the transpose reads (8 row
+ * groups x 4 word columns per warp) hit 32 distinct banks. */
+constexpr int PT_R = 128, PT_C = 128, PT_NT = 256;
+
+__device__ __forceinline__ int pt_word(int r, int w) { return r * (PT_C / 4) + (w ^ (((r >> 4) & 7) << 2)); }
+
+template <typename T, bool ROW, bool COL>
+__global__ void __launch_bounds__(PT_NT) fp8_pt_kernel(txq::Fp8TileParams p)
+{
+    __shared__ __align__(16) uint32_t qs[COL ? PT_R * PT_C / 4 : 1];
+
+    const bool E5M2 = p.e5m2 != 0;
+    const int tid = threadIdx.x, lane = tid & 31;
+    const int l16 = tid & 15, rg = tid >> 4;
+    const size_t kb = blockIdx.x % p.ncb;
+    const size_t r0 = (blockIdx.x / p.ncb) * PT_R, c0 = kb * PT_C;
+    const size_t M = p.rows, K = p.cols;
+    const T *x = static_cast<const T *>(p.x);
+    const size_t c = c0 + (size_t)l16 * 8;
+    const bool cin = c < K;
+
+    txq::Raw8<T> rv[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const size_t r = r0 + rg + 16 * i;
+        if (cin && r < M) rv[i].load(x + r * K + c);
+        else rv[i].zero();
+    }
+    const float s = __ldg(p.scale);
+
+    float tamax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int rl = rg + 16 * i;
+        const size_t r = r0 + rl;
+        float v[8];
+        rv[i].get(v);
+        if (p.amax)
+#pragma unroll
+            for (int j = 0; j < 8; j++) tamax = fmaxf(tamax, fabsf(v[j]));
+        uint2 q;
+        q.x = txq::quant_fp8x4(E5M2, v, s);
+        q.y = txq::quant_fp8x4(E5M2, v + 4, s);
+        if (ROW && cin && r < M) *reinterpret_cast<uint2 *>(p.row_data + r * K + c) = q;
+        if (COL) *reinterpret_cast<uint2 *>(&qs[pt_word(rl, 2 * l16)]) = q;
+    }
+    if (p.amax) {
+        tamax = txq::warp_max_xor(tamax, 32);
+        if (lane == 0 && tamax > 0.0f)
+            atomicMax(reinterpret_cast<unsigned int *>(p.amax), __float_as_uint(tamax));
+    }
+    if (!COL) return;
+    __syncthreads();
+
+    /* byte transpose: thread owns input columns 4*cg..4*cg+3 (output rows)
+     * and input rows 16*rb..16*rb+15; the 8 threads of one cg are adjacent
+     * lanes, so each store instruction writes whole 128-byte output rows */
+    const int rb = tid & 7, cg = tid >> 3;
+    if (r0 + rb * 16 >= M) return; /* M % 16 == 0: chunks are whole */
+    uint32_t o[4][4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const int rr = rb * 16 + k * 4;
+        const uint32_t a = qs[pt_word(rr, cg)], b = qs[pt_word(rr + 1, cg)];
+        const uint32_t cq = qs[pt_word(rr + 2, cg)], d = qs[pt_word(rr + 3, cg)];
+        const uint32_t t0 = __byte_perm(a, b, 0x5140), t1 = __byte_perm(cq, d, 0x5140);
+        const uint32_t t2 = __byte_perm(a, b, 0x7362), t3 = __byte_perm(cq, d, 0x7362);
+        o[0][k] = __byte_perm(t0, t1, 0x5410);
+        o[1][k] = __byte_perm(t0, t1, 0x7632);
+        o[2][k] = __byte_perm(t2, t3, 0x5410);
+        o[3][k] = __byte_perm(t2, t3, 0x7632);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const size_t cc = c0 + (size_t)cg * 4 + j;
+        if (cc < K)
+            *reinterpret_cast<uint4 *>(p.col_data + cc * M + r0 + rb * 16) =
+                make_uint4(o[j][0], o[j][1], o[j][2], o[j][3]);
+    }
+}
+
+template <typename T>
+cudaError_t pt_dispatch(const txq::Fp8TileParams &p, unsigned blocks, cudaStream_t s)
+{
+    const bool row = p.row_data != NULL, col = p.col_data != NULL;
+    if (row && col) fp8_pt_kernel<T, true, true><<<blocks, PT_NT, 0, s>>>(p);
+    else if (row) fp8_pt_kernel<T, true, false><<<blocks, PT_NT, 0, s>>>(p);
+    else fp8_pt_kernel<T, false, true><<<blocks, PT_NT, 0, s>>>(p);
+    return cudaGetLastError();
+}
+
 __global__ void scale_kernel(float *amax, float fp8_max, float eps, int pow2, float *scale,
                              float *scale_inv)
 {
@@ -79,9 +176,10 @@ teexec_status *cast(const tx_cuda_fp8_args *a, float *amax, cudaStream_t s, cons
     if (blocks > 0x7fffffffu)
         return tx_error(TEEXEC_ERR_LIMIT, "%s: tensor too large for one launch", what);
     p.e5m2 = a->fmt == TEEXEC_DTYPE_FLOAT8E5M2;
-    TX_CUDA_TRY(txq::fp8_tile_dispatch<txq::FP8_PER_TENSOR>(p, a->x_dtype == TEEXEC_DTYPE_BFLOAT16,
-                                                            (unsigned)blocks, s),
-                "fp8_tile_kernel (per-tensor)");
+    TX_CUDA_TRY(a->x_dtype == TEEXEC_DTYPE_BFLOAT16
+                    ? pt_dispatch<__nv_bfloat16>(p, (unsigned)blocks, s)
+                    : pt_dispatch<float>(p, (unsigned)blocks, s),
+                "fp8_pt_kernel");
     return NULL;
 }
 
