@@ -257,7 +257,7 @@ teexec_status *tx_shape_reduce(const tx_shape *in, const int64_t *axes, size_t n
             for (int32_t i = 0; i < in->rank; i++) red[i] = true;
     } else {
         for (size_t i = 0; i < naxes; i++) {
-            int32_t ax;
+            int32_t ax = 0;
             TX_TRY(tx_shape_normalize_axis(axes[i], in->rank, &ax));
             if (red[ax])
                 return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "reduction axis %lld repeated",
@@ -282,7 +282,7 @@ teexec_status *tx_shape_concat(size_t n, const tx_shape *const *in, int64_t axis
                                tx_shape *out)
 {
     if (n == 0) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "Concat of no inputs");
-    int32_t rank = in[0]->rank, ax;
+    int32_t rank = in[0]->rank, ax = 0;
     TX_TRY(tx_shape_normalize_axis(axis, rank, &ax));
     tx_shape r = *in[0];
     TX_TRY(check_dims(&r));
@@ -329,7 +329,7 @@ teexec_status *tx_shape_slice(const tx_shape *in, const int64_t *starts, const i
         sp[i] = 1;
     }
     for (size_t i = 0; i < n; i++) {
-        int32_t ax;
+        int32_t ax = 0;
         TX_TRY(tx_shape_normalize_axis(axes ? axes[i] : (int64_t)i, in->rank, &ax));
         if (seen[ax])
             return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "Slice axis %d repeated", (int)ax);
@@ -370,7 +370,7 @@ teexec_status *tx_shape_gather(const tx_shape *data, const tx_shape *indices, in
 {
     TX_TRY(check_dims(data));
     TX_TRY(check_dims(indices));
-    int32_t ax;
+    int32_t ax = 0;
     TX_TRY(tx_shape_normalize_axis(axis, data->rank, &ax));
     if (data->rank - 1 + indices->rank > TX_MAX_RANK)
         return tx_error(TEEXEC_ERR_LIMIT, "Gather result rank is over the limit");
@@ -479,7 +479,7 @@ teexec_status *tx_shape_squeeze(const tx_shape *in, const int64_t *axes, size_t 
         for (int32_t i = 0; i < in->rank; i++) drop[i] = in->dims[i] == 1;
     } else {
         for (size_t i = 0; i < naxes; i++) {
-            int32_t ax;
+            int32_t ax = 0;
             TX_TRY(tx_shape_normalize_axis(axes[i], in->rank, &ax));
             if (in->dims[ax] != 1)
                 return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
@@ -505,7 +505,7 @@ teexec_status *tx_shape_unsqueeze(const tx_shape *in, const int64_t *axes, size_
     int32_t orank = in->rank + (int32_t)naxes;
     bool ins[TX_MAX_RANK] = {false};
     for (size_t i = 0; i < naxes; i++) {
-        int32_t ax;
+        int32_t ax = 0;
         TX_TRY(tx_shape_normalize_axis(axes[i], orank, &ax));
         if (ins[ax])
             return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "Unsqueeze axis %lld repeated",
@@ -524,7 +524,7 @@ teexec_status *tx_shape_unsqueeze(const tx_shape *in, const int64_t *axes, size_
 teexec_status *tx_shape_flatten(const tx_shape *in, int64_t axis, tx_shape *out)
 {
     TX_TRY(check_dims(in));
-    int32_t ax;
+    int32_t ax = 0;
     /* Flatten's axis lies in [-rank, rank] and a negative one counts from
      * rank (-1 is rank-1), so normalize it before the rank+1 range check. */
     if (axis < 0) axis += in->rank;

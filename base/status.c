@@ -31,17 +31,25 @@ teexec_status *tx_status_vnew(teexec_code code, const char *file,
     teexec_status *st = calloc(1, sizeof(*st));
     if (!st) return &oom_status;
     st->code = code;
+    /* Most messages fit a small buffer; longer ones are formatted twice. */
+    char small[256];
     va_list ap2;
     va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap2);
+    int n = vsnprintf(small, sizeof(small), fmt, ap2);
     va_end(ap2);
-    if (n < 0) n = 0;
+    if (n < 0) {
+        n = 0;
+        small[0] = '\0';
+    }
     st->message = malloc((size_t)n + 1);
     if (!st->message) {
         free(st);
         return &oom_status;
     }
-    vsnprintf(st->message, (size_t)n + 1, fmt, ap);
+    if ((size_t)n < sizeof(small))
+        memcpy(st->message, small, (size_t)n + 1);
+    else
+        vsnprintf(st->message, (size_t)n + 1, fmt, ap);
     st->file = dup_or_null(file);
     st->node = dup_or_null(node);
     if ((file && !st->file) || (node && !st->node)) {

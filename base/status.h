@@ -30,7 +30,8 @@ teexec_status *tx_status_new(teexec_code code, const char *file,
                              const char *node, const char *fmt, ...)
     TX_PRINTF(4, 5);
 teexec_status *tx_status_vnew(teexec_code code, const char *file,
-                              const char *node, const char *fmt, va_list ap);
+                              const char *node, const char *fmt, va_list ap)
+    TX_PRINTF(4, 0);
 
 /* Shorthands for the most common codes. */
 #define tx_error(code, ...) tx_status_new((code), NULL, NULL, __VA_ARGS__)

@@ -402,9 +402,11 @@ static teexec_status *bwd_transpose(const tx_bwd_call *c)
     size_t np;
     TX_TRY(tx_ir_attr_ints(c->node, "perm", &perm, &np));
     int32_t r = X->rank;
+    /* Check before reading perm[k]: a short perm must not be read past its end. */
+    if (np && np != (size_t)r) return bad(c, "perm length differs from rank");
+    if (r < 0 || r > TX_MAX_RANK) return bad(c, "rank out of range");
     int64_t p[TX_MAX_RANK];
     for (int32_t k = 0; k < r; k++) p[k] = np ? perm[k] : r - 1 - k;
-    if (np && np != (size_t)r) return bad(c, "perm length differs from rank");
     tx_shape xs = tx_shape_of(X);
     int64_t xst[TX_MAX_RANK];
     tx_shape_strides(&xs, xst);

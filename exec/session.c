@@ -169,7 +169,7 @@ static teexec_status *plan_buffers(teexec_session *s, tx_plan *p)
             const tx_ir_value *val = &g->values[o];
             tx_infer_value *iv = &p->vals[o];
             if (!iv->shape_known || (val->flags & TX_IR_VALUE_GRAPH_OUTPUT)) continue;
-            size_t bytes;
+            size_t bytes = 0;
             st = storage_bytes(iv->dtype, &iv->shape, &bytes);
             if (st) break;
             bytes = (bytes + 63) & ~(size_t)63;

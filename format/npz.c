@@ -358,7 +358,7 @@ static uint32_t crc32_u64(const uint8_t *p, uint64_t n)
 static teexec_status *decode_member(const uint8_t *d, const cd_loc *loc, const member *m,
                                     const char *name, tx_npz_array *arr)
 {
-    const uint8_t *data;
+    const uint8_t *data = NULL;
     TX_TRY(locate_data(d, loc, m, name, &data));
     if (m->usize > SIZE_MAX / 2)
         return tx_status_new(TEEXEC_ERR_LIMIT, name, NULL, "zip member too large");
@@ -451,7 +451,7 @@ teexec_status *tx_npz_read_memory(const void *data, size_t size, const char *nam
     if (!data && size) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "tx_npz_read_memory: no data");
     if (!max_total_bytes) max_total_bytes = TX_NPZ_DEFAULT_MAX_BYTES;
     const uint8_t *d = data;
-    cd_loc loc;
+    cd_loc loc = {0};
     TX_TRY(find_central_directory(d, size, name, &loc));
 
     member *ms = malloc((loc.entries ? (size_t)loc.entries : 1) * sizeof *ms);

@@ -816,7 +816,7 @@ teexec_status *tx_te_infer(const tx_te_op_schema *s, const tx_te_infer_in *in, t
         }
         TX_TRY(check_type(s, "extra input", p, in->extra_inputs[i]));
     }
-    int np;
+    int np = 0;
     TX_TRY(tx_te_param_count(s, in->attrs, &np));
     if (in->n_params != np || (np && !in->params))
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,

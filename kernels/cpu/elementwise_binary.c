@@ -354,8 +354,8 @@ teexec_status *tx_cpu_binary(tx_binary_op op, const tx_tensor *a, const tx_tenso
     const char *name = tx_binary_op_name(op);
     TX_TRY(tx_check_tensor(name, "A", a));
     TX_TRY(tx_check_tensor(name, "B", b));
-    domain dom;
-    teexec_dtype ydt;
+    domain dom = DOM_F32;
+    teexec_dtype ydt = TEEXEC_DTYPE_UNDEFINED;
     TX_TRY(plan_types(op, a, b, &dom, &ydt));
     tx_shape sa = tx_shape_of(a), sb = tx_shape_of(b), so;
     TX_TRY(tx_status_prefix(tx_shape_broadcast2(&sa, &sb, &so), "%s", name));

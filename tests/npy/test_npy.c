@@ -126,7 +126,7 @@ static void refuses_fortran_object_structured_complex(void **state)
 static void refuses_truncated_and_overlong_payload(void **state)
 {
     (void)state;
-    size_t size;
+    size_t size = 0;
     unsigned char *buf = slurp("le_f4.npy", &size);
     assert_non_null(buf);
     tx_tensor t;
