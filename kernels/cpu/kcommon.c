@@ -84,6 +84,15 @@ int64_t tx_f64_to_i64(double v)
     case TEEXEC_DTYPE_UINT64: STORE_ONE(uint64_t, TO_U64(src[i]))                          \
     case TEEXEC_DTYPE_BOOL: STORE_ONE(uint8_t, src[i] != 0)
 
+/* Integer sources into the float types. fp16/bf16 go through float, so an
+ * integer beyond 2^24 rounds twice; the integer kernels rarely store such
+ * values into half types, and Cast uses tx_convert, which rounds once. */
+#define STORE_FLOAT_CASES                                                                  \
+    case TEEXEC_DTYPE_FLOAT: STORE_ONE(float, (float)src[i])                               \
+    case TEEXEC_DTYPE_DOUBLE: STORE_ONE(double, (double)src[i])                            \
+    case TEEXEC_DTYPE_FLOAT16: STORE_ONE(uint16_t, tx_f32_to_f16((float)src[i]))           \
+    case TEEXEC_DTYPE_BFLOAT16: STORE_ONE(uint16_t, tx_f32_to_bf16((float)src[i]))
+
 static inline float f16f(uint16_t h) { return tx_f16_to_f32(h); }
 static inline float bf16f(uint16_t h) { return tx_bf16_to_f32(h); }
 static inline double f16d(uint16_t h) { return tx_f16_to_f32(h); }
@@ -194,26 +203,7 @@ void tx_store_f64(teexec_dtype dt, void *base, size_t off, size_t n, const doubl
 void tx_store_i64(teexec_dtype dt, void *base, size_t off, size_t n, const int64_t *src)
 {
     switch (dt) {
-    case TEEXEC_DTYPE_FLOAT: {
-        float *d = (float *)base + off;
-        for (size_t i = 0; i < n; i++) d[i] = (float)src[i];
-        break;
-    }
-    case TEEXEC_DTYPE_DOUBLE: {
-        double *d = (double *)base + off;
-        for (size_t i = 0; i < n; i++) d[i] = (double)src[i];
-        break;
-    }
-    case TEEXEC_DTYPE_FLOAT16: {
-        uint16_t *d = (uint16_t *)base + off;
-        for (size_t i = 0; i < n; i++) d[i] = tx_f32_to_f16((float)src[i]);
-        break;
-    }
-    case TEEXEC_DTYPE_BFLOAT16: {
-        uint16_t *d = (uint16_t *)base + off;
-        for (size_t i = 0; i < n; i++) d[i] = tx_f32_to_bf16((float)src[i]);
-        break;
-    }
+    STORE_FLOAT_CASES
     STORE_INT_CASES(int64_t, i64_to_u64bits)
     default: break;
     }
@@ -222,26 +212,7 @@ void tx_store_i64(teexec_dtype dt, void *base, size_t off, size_t n, const int64
 void tx_store_u64(teexec_dtype dt, void *base, size_t off, size_t n, const uint64_t *src)
 {
     switch (dt) {
-    case TEEXEC_DTYPE_FLOAT: {
-        float *d = (float *)base + off;
-        for (size_t i = 0; i < n; i++) d[i] = (float)src[i];
-        break;
-    }
-    case TEEXEC_DTYPE_DOUBLE: {
-        double *d = (double *)base + off;
-        for (size_t i = 0; i < n; i++) d[i] = (double)src[i];
-        break;
-    }
-    case TEEXEC_DTYPE_FLOAT16: {
-        uint16_t *d = (uint16_t *)base + off;
-        for (size_t i = 0; i < n; i++) d[i] = tx_f32_to_f16((float)src[i]);
-        break;
-    }
-    case TEEXEC_DTYPE_BFLOAT16: {
-        uint16_t *d = (uint16_t *)base + off;
-        for (size_t i = 0; i < n; i++) d[i] = tx_f32_to_bf16((float)src[i]);
-        break;
-    }
+    STORE_FLOAT_CASES
     STORE_INT_CASES(uint64_t, u64_to_u64bits)
     default: break;
     }
