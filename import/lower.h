@@ -1,0 +1,107 @@
+/*
+ * lower.h - lowering of standard ONNX subgraphs (as PyTorch's exporters
+ * write them) into TE basic ops (domain te.ops), over a rewrite graph
+ * (import/rewrite.h). Patterns match by structure and constant values,
+ * never by node names; anything not lowered stays a standard op.
+ *
+ * Passes, in the order tx_lower runs them (each its own file):
+ *   lower_attention.c  scaled-dot-product attention subgraphs -> DotProductAttention
+ *   lower_norm.c       LayerNormalization and its decomposed forms -> LayerNorm;
+ *                      x*rsqrt(mean(x^2)+eps)*w forms -> RMSNorm
+ *   lower_linear.c     MatMul / Gemm (+Add) with a constant weight -> Linear (+Bias)
+ *   lower_act.c        erf / tanh GELU formulas -> GELU; x*Sigmoid(x) -> SiLU;
+ *                      SiLU(a)*b -> SwiGLU (the two Linears merged when they
+ *                      read the same input)
+ *   lower_quant.c      Q->DQ pairs on a Linear's operands -> annotation attributes
+ *   lower_residual.c   residual Add -> AddExtraInput; fan-out -> MakeExtraOutput
+ *
+ * What a lowered node remembers of the user's model (attributes outside the
+ * te.ops schema, ignored by the kernels, kept by the converter):
+ *   Linear:  weight_source  the original initializer name(s), "a" or "a,b"
+ *                           when two Linears were merged (rows concatenated)
+ *            weight_layout  "NK" (as TE stores it) or "KN" (the original was
+ *                           the transpose: MatMul's [K, N])
+ *            weight_split   INTS: rows of each source when merged
+ *            quant_input, quant_weight, quant_grad_output
+ *                           format annotations from Q/DQ pairs (tx_qann
+ *                           names: "fp8-tensor", "mxfp8", "nvfp4", "blocked",
+ *                           "other") or "none" to keep high precision
+ *   Bias:    bias_source, bias_split (same meaning)
+ * The lowered weight keeps the original initializer's name when it is not
+ * merged (transposed in place when its layout was KN); a merged weight gets
+ * a fresh name.
+ *
+ * Ownership: the report is malloc'd, freed with tx_lower_report_free.
+ * Thread-safety: a pass edits only the graph it is given.
+ */
+#ifndef TEEXEC_IMPORT_LOWER_H
+#define TEEXEC_IMPORT_LOWER_H
+
+#include "import/rewrite.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct tx_lower_options {
+    bool attention, norms, linear, activations, quant, residual;
+} tx_lower_options;
+
+/* Every pass on. */
+void tx_lower_options_default(tx_lower_options *o);
+
+/* One pattern found: lowered, or recognized but left as standard ops with
+ * the reason (for `teexec plan --explain` and `teexec convert`'s summary). */
+typedef struct tx_lower_note {
+    char *pattern;   /* "Linear", "GELU(tanh)", "DotProductAttention", ... */
+    char *node;      /* the anchor node's name (first node of the match) */
+    bool lowered;
+    char *reason;    /* NULL when lowered */
+} tx_lower_note;
+
+typedef struct tx_lower_report {
+    tx_lower_note *notes;
+    size_t n_notes, cap_notes;
+} tx_lower_report;
+
+void tx_lower_report_free(tx_lower_report *r);
+/* Adds a note (copies the strings; reason may be NULL). */
+teexec_status *tx_lower_note_add(tx_lower_report *r, const char *pattern, const char *node,
+                                 bool lowered, const char *reason) TX_NODISCARD;
+
+/* Runs the passes `o` enables (NULL = all) over g. *report (may be NULL)
+ * gets what was found. Lowering a graph already in te.ops changes nothing. */
+teexec_status *tx_lower(tx_rw_graph *g, const tx_lower_options *o,
+                        tx_lower_report **report) TX_NODISCARD;
+
+/* The passes, for tests and for tx_lower. Each appends its notes to r. */
+teexec_status *tx_lower_attention(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
+teexec_status *tx_lower_norms(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
+teexec_status *tx_lower_linear(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
+teexec_status *tx_lower_activations(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
+teexec_status *tx_lower_quant(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
+teexec_status *tx_lower_residual(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
+
+/* ---- mapping lowered parameters back to the user's initializers ---------- */
+
+/* One original initializer and where it lives in a lowered model. */
+typedef struct tx_param_source {
+    char *original;     /* the user's initializer name */
+    char *lowered;      /* the lowered model's initializer holding it */
+    bool transposed;    /* original = transpose of the lowered rows */
+    int64_t row_offset; /* first row in `lowered` (merged weights) */
+    int64_t rows;       /* rows of `lowered` that belong to it; -1 = all */
+} tx_param_source;
+
+/* Reads the weight_source / bias_source annotations of a lowered model's
+ * te.ops nodes; initializers without annotations map to themselves.
+ * *out malloc'd; free with tx_param_sources_free. */
+teexec_status *tx_param_sources(const tx_ir_graph *lowered, tx_param_source **out,
+                                size_t *n) TX_NODISCARD;
+void tx_param_sources_free(tx_param_source *s, size_t n);
+
+/* The gradient (or value) of `src->original` from the lowered tensor t:
+ * rows selected, transposed back when needed. *out allocated (release). */
+teexec_status *tx_param_to_original(const tx_param_source *src, const tx_tensor *t,
+                                    tx_tensor *out) TX_NODISCARD;
+
+#endif
