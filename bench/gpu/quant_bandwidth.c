@@ -133,6 +133,15 @@ static void run_fp8_delayed(void *ctx)
     die_status(tx_cuda_fp8_quantize_delayed(&a, NULL), "fp8 delayed");
 }
 
+/* diagnostic: the delayed cast without its amax reduction */
+static void run_fp8_delayed_noamax(void *ctx)
+{
+    (void)ctx;
+    tx_cuda_fp8_args a = fp8_args(1, 1);
+    a.amax = NULL;
+    die_status(tx_cuda_fp8_quantize_delayed(&a, NULL), "fp8 delayed, no amax");
+}
+
 static void run_fp8_delayed_row(void *ctx)
 {
     (void)ctx;
@@ -286,6 +295,7 @@ int main(int argc, char **argv)
     RUN("fp8 delayed rowwise", 2 * n + n, run_fp8_delayed_row, NULL);
     RUN("fp8 delayed rowwise+columnwise", 2 * n + 2 * n, run_fp8_delayed, NULL);
     RUN("fp8 current rowwise+columnwise (2 passes)", 2 * n + 2 * n, run_fp8_current, NULL);
+    RUN("fp8 delayed rowwise+columnwise, no amax (diag.)", 2 * n + 2 * n, run_fp8_delayed_noamax, NULL);
     RUN("mxfp8 rowwise+columnwise (1x32, 32x1)", 2 * n + 2 * n + 2 * n / 32, run_mxfp8, &zero);
     RUN("mxfp8 rowwise+columnwise 32x32", 2 * n + 2 * n + 2 * n / 32, run_mxfp8, &one_i);
     RUN("fp8 block 1x128 rowwise+columnwise", 2 * n + 2 * n + 2 * 4 * n / 128, run_block, &zero);

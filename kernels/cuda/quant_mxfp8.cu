@@ -1,28 +1,16 @@
 /* quant_mxfp8.cu - MXFP8 quantizer (rowwise 1x32, columnwise 32x1, 2-D
  * 32x32), one pass over the input. See quant_mxfp8.h.
  *
- * A tile is 32 rows x 256 columns; 256 threads. Each thread
- * loads 8 consecutive elements of 4 rows with 16-byte loads: four lanes
- * hold one rowwise 32-block, so its amax is a 4-lane shuffle and the
- * rowwise bytes go straight out. 1-D columnwise: the 32 rows of a column
- * are spread over the 8 warps, so each thread max-reduces its 4 rows per
- * column, the 8 partials meet in shared memory (one thread per column makes
- * the E8M0 scale), and each thread quantizes the elements still in its
- * registers with the 8 column multipliers: no staged copy of the tile and
- * no second pass over it. 2-D: the tile is staged in shared memory, one
- * thread per column finds each 32x32 block's amax (warp shuffle) and
- * quantizes once; those bytes are gathered in shared memory again so that
- * both usages go out as 16-byte stores. */
+ * One warp per 32 x 64 tile, no shared memory (the warp-tile kernel
+ * below). H200, 256 MiB bf16 input: 83% (1-D) and 89% (32x32) of a
+ * device-to-device copy's bandwidth (bench/results/
+ * gpu_quant_2026-11-30-session2.md). */
 #include "kernels/cuda/quant_mxfp8.h"
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/quant_common.cuh"
 
 namespace {
-
-constexpr int TR = 32;   /* tile rows = block length */
-constexpr int TC = 256;  /* tile columns */
-constexpr int NT = 256;  /* threads */
 
 struct Params {
     const void *x;
@@ -32,16 +20,6 @@ struct Params {
     uint8_t *col_data, *col_scales;
     size_t col_ld, col_pad_cols;
     int e5m2, swz; /* runtime: uniform branches, half the instantiations */
-};
-
-template <typename T> struct Stage;
-template <> struct Stage<__nv_bfloat16> {
-    typedef unsigned short type;
-    static __device__ __forceinline__ float unpack(type h) { return __uint_as_float((uint32_t)h << 16); }
-};
-template <> struct Stage<float> {
-    typedef float type;
-    static __device__ __forceinline__ float unpack(type h) { return h; }
 };
 
 __device__ __forceinline__ size_t scale_off(bool swz, size_t r, size_t c, size_t ld, size_t pad_cols)
@@ -64,10 +42,10 @@ __device__ __forceinline__ uint32_t quant_fp8x4_v(bool e5m2, const float x[4], c
     return w;
 }
 
-/* The raw words again, through an opaque move: otherwise the compiler
- * keeps the unpacked floats of the row sweep alive across the barriers of
- * the column step (32 more registers, half the occupancy) instead of
- * unpacking a second time, which costs one instruction per element. */
+/* The raw words again, through an opaque move: otherwise the compiler may
+ * keep floats unpacked for an earlier pass alive (up to 64 more registers)
+ * instead of unpacking a second time, which costs one instruction per
+ * element. */
 template <typename R>
 __device__ __forceinline__ R opaque(const R &in)
 {
@@ -78,194 +56,363 @@ __device__ __forceinline__ R opaque(const R &in)
     return r;
 }
 
-/* Persistent: each block walks tiles blockIdx.x, +gridDim.x, ... and loads
- * the next tile's rows into registers before working on the current one,
- * so the loads of one tile overlap the arithmetic of the previous. */
-/* 1-D: at least 3 blocks per SM (<= 80 registers). Unbounded, the 1-D
- * kernel took ~106 registers (2 blocks per SM) and was slower than the
- * staged version it replaced (H200: 54% vs 57% of copy); a bound of 4
- * (64 registers) spilled 60-190 bytes and reached 50%; 3 gave 61%. */
-template <typename T, bool ROW, bool COL, bool TWO_D>
-__global__ void __launch_bounds__(NT, TWO_D ? 1 : 3) mxfp8_kernel(Params p)
-{
-    typedef typename Stage<T>::type S;
-    /* 2-D stages the tile; 1-D columnwise keeps its elements in registers
-     * and only exchanges per-column partial amaxes and multipliers */
-    constexpr bool STAGE = TWO_D;
-    constexpr bool COL1 = COL && !TWO_D;
-    __shared__ __align__(16) S xs[STAGE ? TR : 1][STAGE ? TC : 1];
-    __shared__ __align__(16) uint8_t qs[STAGE ? TR : 1][STAGE ? TC : 16];
-    __shared__ __align__(16) float cpart[COL1 ? NT / 32 : 1][COL1 ? TC : 4];
-    __shared__ __align__(16) float cmul[COL1 ? TC : 4];
+/* ---- warp-tile kernel -----------------------------------------------------
+ *
+ * Each warp owns a 32-row x 64-column tile on its own: no shared memory and
+ * no barriers. Lane l holds 8 columns (8*(l%8)..+7) of rows l/8 + 4i,
+ * i = 0..7, loaded with eight 16-byte loads (each load instruction reads 4
+ * whole 128-byte row segments). A rowwise 1x32 block is then 4 lanes
+ * (xor 1, 2), a columnwise 32x1 block 4 lanes x 8 registers (xor 8, 16), a
+ * 32x32 block 16 lanes (xor 1, 2, 8, 16). Both usages are quantized from
+ * the same registers and stored as 8-byte pieces of whole 64-byte row
+ * segments.
+ *
+ * NaN: the amaxes are first reduced with max.NaN, so a NaN anywhere in the
+ * warp's tile shows up for free; only such tiles take the careful path
+ * (amaxes again with fmaxf, which drops NaN as the CPU does, and the FP8
+ * codes checked for NaN to give them the input's sign). Without NaN
+ * inputs no product can be NaN (multipliers are finite and > 0), so the
+ * fast path converts without looking. */
+constexpr int WT_R = 32, WT_C = 64, WT_NT = 128, WT_WARPS = WT_NT / 32;
 
+/* fp8(x[j] * m[j]) for 4 values with their own multipliers, no NaN look-up
+ * (the fast path's counterpart of quant_fp8x4_v). */
+__device__ __forceinline__ uint32_t quant_fp8x4_v_fast(bool e5m2, const float x[4], const float m[4])
+{
+    return txq::cvt_fp8x2(e5m2, __fmul_rn(x[0], m[0]), __fmul_rn(x[1], m[1])) |
+           (txq::cvt_fp8x2(e5m2, __fmul_rn(x[2], m[2]), __fmul_rn(x[3], m[3])) << 16);
+}
+
+/* e8m0 code back from its multiplier 2^(127-e) (e8m0_rcp_fin): exponent
+ * field 254-e, and e = 254 (multiplier 2^-127, field 0) fits the same rule. */
+__device__ __forceinline__ uint32_t e8m0_of_rcp(float m) { return 254u - (__float_as_uint(m) >> 23); }
+
+/* The fast path: quantizes and stores one warp tile whose raw elements are
+ * in `v8` and which has no NaN. ra[i] / ca[j] (1-D) or ra[0] (2-D) hold this
+ * thread's partial amaxes. Offsets are a first one plus a step (rows of a
+ * thread are 4 apart: 4 rows of data, 64 bytes of a swizzled scale tile;
+ * its 8 columns are 16 swizzled bytes apart), which keeps the address
+ * registers few. */
+template <typename T, bool ROW, bool COL, bool TWO_D>
+__device__ __forceinline__ void wt_tile(const Params &p, const txq::Raw8<T> (&v8)[8], const float (&ra)[8],
+                                        const float (&ca)[8], size_t rb, size_t c, int rq, int cg)
+{
     const bool E5M2 = p.e5m2 != 0, SWZ = p.swz != 0;
     const float rcp = E5M2 ? 1.0f / 57344.0f : 1.0f / 448.0f;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const size_t K = p.cols;
-    const T *x = static_cast<const T *>(p.x);
-    const size_t ntiles = (p.rows / TR) * p.ncb;
-
-    txq::Raw8<T> cur[4], nxt[4];
-    auto load_tile = [&](size_t t, txq::Raw8<T> (&dst)[4]) {
-        const size_t r0 = (t / p.ncb) * TR, c = (t % p.ncb) * TC + (size_t)lane * 8;
+    const bool cin = c < K; /* K % 32 == 0: a 32-column block is all in or out */
+    /* multipliers: rm[i] for row i (1-D) or the block's (2-D, rm[0]); cm[j]
+     * for column j (1-D) */
+    float rm[8], cm[8];
+    if (TWO_D) {
+        float a = ra[0];
+        a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
+        a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 2));
+        a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 8));
+        a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 16));
+        rm[0] = txq::e8m0_rcp_fin(txq::e8m0_up_fin(a * rcp));
+    } else {
+        if (ROW)
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            if (t < ntiles && c < K) dst[i].load(x + (r0 + warp * 4 + i) * K + c);
-            else dst[i].zero();
-        }
-    };
-    load_tile(blockIdx.x, cur);
-
-    for (size_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
-        load_tile(t + gridDim.x, nxt);
-        const size_t rb = t / p.ncb;
-        const size_t r0 = rb * TR, c0 = (t % p.ncb) * TC;
-
-        /* ---- rowwise sweep ---------------------------------------------- */
-        const size_t c = c0 + (size_t)lane * 8;
-        const bool cin = c < K; /* K % 32 == 0: a 4-lane group is all in or out */
-        float pa[8]; /* 1-D columnwise: max |x| of this thread's 4 rows, per column */
-#pragma unroll
-        for (int j = 0; j < 8; j++) pa[j] = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int rr = warp * 4 + i;
-            if (STAGE && cin) cur[i].stage(&xs[rr][lane * 8]);
-            if (COL1) {
-                float v[8];
-                cur[i].get(v);
-#pragma unroll
-                for (int j = 0; j < 8; j++) pa[j] = fmaxf(pa[j], fabsf(v[j]));
+            for (int i = 0; i < 8; i++) {
+                float a = ra[i];
+                a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
+                a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 2));
+                rm[i] = txq::e8m0_rcp_fin(txq::e8m0_up_fin(a * rcp));
             }
-            if (ROW && !TWO_D) {
-                float v[8];
-                cur[i].get(v);
-                float amax = 0.0f;
+        if (COL)
 #pragma unroll
-                for (int j = 0; j < 8; j++) amax = fmaxf(amax, fabsf(v[j]));
-                amax = txq::warp_max_xor(amax, 4);
-                const uint32_t e = txq::e8m0_up(amax * rcp);
-                const float m = txq::e8m0_rcp(e);
-                if (cin) {
-                    const size_t r = r0 + rr;
-                    uint2 q;
-                    q.x = txq::quant_fp8x4(E5M2, v, m);
-                    q.y = txq::quant_fp8x4(E5M2, v + 4, m);
-                    *reinterpret_cast<uint2 *>(p.row_data + r * K + c) = q;
-                    if ((lane & 3) == 0)
-                        p.row_scales[scale_off(SWZ, r, c / 32, p.row_ld, p.row_pad_cols)] = (uint8_t)e;
-                }
+            for (int j = 0; j < 8; j++) {
+                float a = ca[j];
+                a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 8));
+                a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 16));
+                cm[j] = txq::e8m0_rcp_fin(txq::e8m0_up_fin(a * rcp));
             }
+    }
+    if (!cin) return;
+    const size_t r = rb * WT_R + rq; /* this thread's first row; then +4 */
+    const size_t dstep = 4 * K;
+    uint8_t *rd = ROW ? p.row_data + r * K + c : NULL;
+    uint8_t *cd = COL ? p.col_data + r * K + c : NULL;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        float v[8];
+        opaque(v8[i]).get(v); /* unpack again rather than keep 64 floats live */
+        if (TWO_D) {
+            uint2 q;
+            q.x = txq::quant_fp8x4_fast(E5M2, v, rm[0]);
+            q.y = txq::quant_fp8x4_fast(E5M2, v + 4, rm[0]);
+            if (ROW) *reinterpret_cast<uint2 *>(rd + i * dstep) = q;
+            if (COL) *reinterpret_cast<uint2 *>(cd + i * dstep) = q;
+            continue;
         }
-        if (COL1) {
-            /* the 32 rows of a column are 4 rows in each of the 8 warps */
-            reinterpret_cast<float4 *>(&cpart[warp][lane * 8])[0] = make_float4(pa[0], pa[1], pa[2], pa[3]);
-            reinterpret_cast<float4 *>(&cpart[warp][lane * 8])[1] = make_float4(pa[4], pa[5], pa[6], pa[7]);
-            __syncthreads();
-            float a = cpart[0][tid];
-#pragma unroll
-            for (int w = 1; w < NT / 32; w++) a = fmaxf(a, cpart[w][tid]);
-            const uint32_t e = txq::e8m0_up(a * rcp);
-            cmul[tid] = txq::e8m0_rcp(e);
-            const size_t cc = c0 + tid;
-            if (cc < K)
-                p.col_scales[SWZ ? txq::swizzle128x4(cc, rb, p.col_pad_cols) : rb * p.col_ld + cc] =
-                    (uint8_t)e;
-            __syncthreads();
-            /* the next tile's writes to cpart/cmul come after its first
-             * barrier, which every thread reaches only after these reads */
-            const float4 m0 = reinterpret_cast<const float4 *>(&cmul[lane * 8])[0];
-            const float4 m1 = reinterpret_cast<const float4 *>(&cmul[lane * 8])[1];
-            const float mlo[4] = {m0.x, m0.y, m0.z, m0.w}, mhi[4] = {m1.x, m1.y, m1.z, m1.w};
-            if (cin) {
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    float v[8];
-                    opaque(cur[i]).get(v);
-                    uint2 q;
-                    q.x = quant_fp8x4_v(E5M2, v, mlo);
-                    q.y = quant_fp8x4_v(E5M2, v + 4, mhi);
-                    *reinterpret_cast<uint2 *>(p.col_data + (r0 + warp * 4 + i) * K + c) = q;
-                }
-            }
+        if (ROW) {
+            uint2 q;
+            q.x = txq::quant_fp8x4_fast(E5M2, v, rm[i]);
+            q.y = txq::quant_fp8x4_fast(E5M2, v + 4, rm[i]);
+            *reinterpret_cast<uint2 *>(rd + i * dstep) = q;
         }
-#pragma unroll
-        for (int i = 0; i < 4; i++) cur[i] = nxt[i];
-        if (!STAGE) continue;
-        __syncthreads();
-
-        /* ---- columnwise sweep: thread tid owns column c0 + tid ------------ */
-        const size_t cc = c0 + tid;
-        const bool ccin = cc < K;
-        float amax = 0.0f;
-#pragma unroll 8
-        for (int r = 0; r < TR; r++) amax = fmaxf(amax, fabsf(Stage<T>::unpack(xs[r][tid])));
-        if (TWO_D) amax = txq::warp_max_xor(amax, 32); /* a warp = 32 columns */
-        const uint32_t e = txq::e8m0_up(amax * rcp);
-        const float m = txq::e8m0_rcp(e);
-#pragma unroll 2
-        for (int r = 0; r < TR; r += 4) {
-            float y[4];
-#pragma unroll
-            for (int j = 0; j < 4; j++) y[j] = Stage<T>::unpack(xs[r + j][tid]);
-            const uint32_t q = txq::quant_fp8x4(E5M2, y, m);
-#pragma unroll
-            for (int j = 0; j < 4; j++) qs[r + j][tid] = (uint8_t)(q >> (8 * j));
+        if (COL) {
+            uint2 q;
+            q.x = quant_fp8x4_v_fast(E5M2, v, cm);
+            q.y = quant_fp8x4_v_fast(E5M2, v + 4, cm + 4);
+            *reinterpret_cast<uint2 *>(cd + i * dstep) = q;
         }
-        if (ccin) {
-            /* swizzled with rows and columns exchanged: the 128-long side
-             * of a tile runs along the columns of the data */
-            if (COL)
-                p.col_scales[SWZ ? txq::swizzle128x4(cc, rb, p.col_pad_cols) : rb * p.col_ld + cc] =
-                    (uint8_t)e;
-            if (TWO_D && ROW)
-                /* lane l writes the scale of row l of this 32x32 block */
-                p.row_scales[scale_off(SWZ, r0 + lane, cc / 32, p.row_ld, p.row_pad_cols)] = (uint8_t)e;
-        }
-        __syncthreads();
-
-        /* ---- 16-byte stores of the staged bytes ------------------------- */
+    }
+    if (ROW && (cg & 3) == 0) {
+        uint8_t *sp = p.row_scales + scale_off(SWZ, r, c / 32, p.row_ld, p.row_pad_cols);
+        const size_t step = SWZ ? 64 : 4 * p.row_ld;
 #pragma unroll
-        for (int k = 0; k < (TR * TC / 16) / NT; k++) {
-            const int chunk = tid + k * NT;
-            const int rr = chunk / (TC / 16), cb = (chunk % (TC / 16)) * 16;
-            if (c0 + cb < K) {
-                const uint4 w = *reinterpret_cast<const uint4 *>(&qs[rr][cb]);
-                const size_t off = (r0 + rr) * K + c0 + cb;
-                if (COL) *reinterpret_cast<uint4 *>(p.col_data + off) = w;
-                if (TWO_D && ROW) *reinterpret_cast<uint4 *>(p.row_data + off) = w;
-            }
-        }
-        /* the next iteration's first barrier keeps its shared-memory writes
-         * behind every thread's reads here */
+        for (int i = 0; i < 8; i++) sp[i * step] = (uint8_t)e8m0_of_rcp(rm[TWO_D ? 0 : i]);
+    }
+    if (COL && rq == 0) {
+        uint8_t *sp = p.col_scales + (SWZ ? txq::swizzle128x4(c, rb, p.col_pad_cols) : rb * p.col_ld + c);
+        const size_t step = SWZ ? 16 : 1;
+#pragma unroll
+        for (int j = 0; j < 8; j++) sp[j * step] = (uint8_t)e8m0_of_rcp(TWO_D ? rm[0] : cm[j]);
     }
 }
 
-template <typename Kern>
-cudaError_t launch_persistent(Kern k, const Params &p, size_t tiles, cudaStream_t s)
+/* The careful path, for warp tiles with a NaN input: amaxes with fmaxf (NaN
+ * ignored, as the CPU) and FP8 codes checked for NaN. Rare, so written for
+ * few registers rather than speed: the tile is copied to a local array and
+ * the loops are rolled (dynamic indices keep those arrays in local memory).
+ * Inlined and unrolled like the fast path, it set the kernel's register
+ * count to ~128 (from ~60) for every tile. */
+template <typename T, bool ROW, bool COL, bool TWO_D>
+__device__ __forceinline__ void wt_tile_careful(const Params &p, const txq::Raw8<T> (&v8)[8], unsigned rb,
+                                                size_t c, int rq, int cg)
 {
-    int dev = 0, sms = 0, per_sm = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, NT, 0);
-    if (e != cudaSuccess) return e;
-    size_t grid = (size_t)sms * (size_t)(per_sm > 0 ? per_sm : 1);
-    if (grid > tiles) grid = tiles;
-    k<<<(unsigned)grid, NT, 0, s>>>(p);
+    const bool E5M2 = p.e5m2 != 0, SWZ = p.swz != 0;
+    const float rcp = E5M2 ? 1.0f / 57344.0f : 1.0f / 448.0f;
+    const size_t K = p.cols;
+    const bool cin = c < K;
+    txq::Raw8<T> tile[8];
+    float rm[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) tile[i] = v8[i];
+    float cm[8], bm = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; j++) cm[j] = 0.0f;
+#pragma unroll 1
+    for (int i = 0; i < 8; i++) {
+        float v[8], a = 0.0f;
+        tile[i].get(v);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            a = fmaxf(a, fabsf(v[j]));
+            cm[j] = fmaxf(cm[j], fabsf(v[j])); /* column amaxes for now */
+        }
+        rm[i] = a; /* row amaxes for now */
+        bm = fmaxf(bm, a);
+    }
+    if (TWO_D) {
+        bm = fmaxf(bm, __shfl_xor_sync(0xffffffffu, bm, 1));
+        bm = fmaxf(bm, __shfl_xor_sync(0xffffffffu, bm, 2));
+        bm = fmaxf(bm, __shfl_xor_sync(0xffffffffu, bm, 8));
+        bm = fmaxf(bm, __shfl_xor_sync(0xffffffffu, bm, 16));
+        bm = txq::e8m0_rcp_fin(txq::e8m0_up_fin(bm * rcp));
+    }
+    if (ROW && !TWO_D)
+#pragma unroll 1
+        for (int i = 0; i < 8; i++) {
+            float a = rm[i];
+            a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
+            a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 2));
+            rm[i] = txq::e8m0_rcp_fin(txq::e8m0_up_fin(a * rcp));
+        }
+    if (COL && !TWO_D)
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            float a = cm[j];
+            a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 8));
+            a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 16));
+            cm[j] = txq::e8m0_rcp_fin(txq::e8m0_up_fin(a * rcp));
+        }
+    if (TWO_D)
+#pragma unroll
+        for (int j = 0; j < 8; j++) cm[j] = bm;
+    if (!cin) return;
+    const size_t r = (size_t)rb * WT_R + rq;
+#pragma unroll 1
+    for (int i = 0; i < 8; i++) {
+        float v[8];
+        tile[i].get(v);
+        const size_t off = (r + 4 * i) * K + c;
+        if (ROW) {
+            const float m = TWO_D ? bm : rm[i];
+            uint2 q;
+            q.x = txq::quant_fp8x4(E5M2, v, m);
+            q.y = txq::quant_fp8x4(E5M2, v + 4, m);
+            *reinterpret_cast<uint2 *>(p.row_data + off) = q;
+        }
+        if (COL) {
+            uint2 q;
+            q.x = quant_fp8x4_v(E5M2, v, cm);
+            q.y = quant_fp8x4_v(E5M2, v + 4, cm + 4);
+            *reinterpret_cast<uint2 *>(p.col_data + off) = q;
+        }
+    }
+    if (ROW && (cg & 3) == 0)
+#pragma unroll 1
+        for (int i = 0; i < 8; i++)
+            p.row_scales[scale_off(SWZ, r + 4 * i, c / 32, p.row_ld, p.row_pad_cols)] =
+                (uint8_t)e8m0_of_rcp(TWO_D ? bm : rm[i]);
+    if (COL && rq == 0)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            p.col_scales[SWZ ? txq::swizzle128x4(c + j, rb, p.col_pad_cols) : (size_t)rb * p.col_ld + c + j] =
+                (uint8_t)e8m0_of_rcp(cm[j]);
+}
+
+/* The fast path's amaxes, NaN-propagating (max.NaN) so that a NaN input
+ * is noticed. bf16: on packed pairs, |x| by clearing the sign bits and
+ * max.NaN.bf16x2 (exact, one instruction per two elements), which also
+ * keeps these values apart from the unpacked floats of the quantization
+ * pass (ptxas would otherwise share them and keep 64 floats live). */
+__device__ __forceinline__ uint32_t hmax2_nan(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+__device__ __forceinline__ float bf_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+
+template <bool ROW, bool COL, bool TWO_D>
+__device__ __forceinline__ void amax_pass(const txq::Raw8<__nv_bfloat16> (&v8)[8], float (&ra)[8],
+                                          float (&ca)[8])
+{
+    uint32_t cp[4] = {0u, 0u, 0u, 0u}, bp = 0u;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const uint32_t w0 = v8[i].r.x & 0x7fff7fffu, w1 = v8[i].r.y & 0x7fff7fffu;
+        const uint32_t w2 = v8[i].r.z & 0x7fff7fffu, w3 = v8[i].r.w & 0x7fff7fffu;
+        if (TWO_D) {
+            bp = hmax2_nan(bp, hmax2_nan(hmax2_nan(w0, w1), hmax2_nan(w2, w3)));
+            continue;
+        }
+        if (ROW) {
+            const uint32_t m = hmax2_nan(hmax2_nan(w0, w1), hmax2_nan(w2, w3));
+            ra[i] = txq::fmax_nan(bf_lo(m), bf_hi(m));
+        }
+        if (COL) {
+            cp[0] = hmax2_nan(cp[0], w0);
+            cp[1] = hmax2_nan(cp[1], w1);
+            cp[2] = hmax2_nan(cp[2], w2);
+            cp[3] = hmax2_nan(cp[3], w3);
+        }
+    }
+    if (TWO_D) ra[0] = txq::fmax_nan(bf_lo(bp), bf_hi(bp));
+    if (COL && !TWO_D)
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            ca[2 * k] = bf_lo(cp[k]);
+            ca[2 * k + 1] = bf_hi(cp[k]);
+        }
+}
+
+template <bool ROW, bool COL, bool TWO_D>
+__device__ __forceinline__ void amax_pass(const txq::Raw8<float> (&v8)[8], float (&ra)[8], float (&ca)[8])
+{
+#pragma unroll
+    for (int j = 0; j < 8; j++) ra[j] = ca[j] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        float v[8];
+        v8[i].get(v);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const float a = fabsf(v[j]);
+            if (TWO_D) ra[0] = txq::fmax_nan(ra[0], a);
+            else {
+                if (ROW) ra[i] = txq::fmax_nan(ra[i], a);
+                if (COL) ca[j] = txq::fmax_nan(ca[j], a);
+            }
+        }
+    }
+}
+
+/* Warps walk tiles t = global warp id, + all warps, ...; tiles are
+ * row-block-major so that neighbouring warps read neighbouring columns.
+ * The launch gives every warp one tile: with ~55-70 registers, 7-9 blocks
+ * of 4 warps per SM keep enough loads in flight. (H200, 256 MiB bf16:
+ * persistent grids were slower, 71-78% of copy against 83-89%, also with
+ * the next tile prefetched into registers, which cost ~95-120 registers.) */
+template <typename T, bool ROW, bool COL, bool TWO_D>
+__global__ void __launch_bounds__(WT_NT) mxfp8_wt_kernel(Params p)
+{
+    const int lane = threadIdx.x & 31, cg = lane & 7, rq = lane >> 3;
+    const size_t K = p.cols;
+    /* 32-bit tile arithmetic (the host checks the count): a 64-bit
+     * division per tile costs a subroutine and a dozen registers */
+    const unsigned ns = (unsigned)p.ncb; /* 64-column strips */
+    const unsigned ntiles = (unsigned)(p.rows / WT_R) * ns;
+    const unsigned step = gridDim.x * WT_WARPS;
+    const T *x = static_cast<const T *>(p.x);
+    auto load = [&](unsigned t, txq::Raw8<T>(&d)[8]) {
+        const unsigned rb = t / ns;
+        const size_t c = (size_t)(t - rb * ns) * WT_C + (size_t)cg * 8;
+        if (t < ntiles && c < K) {
+            const T *xp = x + ((size_t)rb * WT_R + rq) * K + c;
+#pragma unroll
+            for (int i = 0; i < 8; i++) d[i].load(xp + i * 4 * K);
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++) d[i].zero();
+        }
+    };
+    unsigned t = blockIdx.x * WT_WARPS + (threadIdx.x >> 5);
+    txq::Raw8<T> cur[8];
+    for (; t < ntiles; t += step) {
+        load(t, cur);
+        float ra[8], ca[8];
+        amax_pass<ROW, COL, TWO_D>(cur, ra, ca);
+        /* a NaN input makes its row's (or column's, or block's) amax NaN */
+        float chk = ROW || TWO_D ? ra[0] : ca[0];
+#pragma unroll
+        for (int j = 1; j < 8; j++)
+            if (!TWO_D) chk = txq::fmax_nan(chk, ROW ? ra[j] : ca[j]);
+        const unsigned rb = t / ns;
+        const size_t c = (size_t)(t - rb * ns) * WT_C + (size_t)cg * 8;
+        if (__any_sync(0xffffffffu, chk != chk))
+            wt_tile_careful<T, ROW, COL, TWO_D>(p, cur, rb, c, rq, cg);
+        else
+            wt_tile<T, ROW, COL, TWO_D>(p, cur, ra, ca, rb, c, rq, cg);
+    }
+}
+
+/* One warp tile per warp: tiles / 4 blocks of 128 threads (the host checks
+ * that the tile count fits the kernel's 32-bit tile index). */
+template <typename Kern>
+cudaError_t launch_wt(Kern k, const Params &p, cudaStream_t s)
+{
+    const size_t tiles = (p.rows / WT_R) * p.ncb;
+    k<<<(unsigned)((tiles + WT_WARPS - 1) / WT_WARPS), WT_NT, 0, s>>>(p);
     return cudaGetLastError();
 }
 
 template <typename T>
-cudaError_t dispatch(const Params &p, bool row, bool col, bool two_d, size_t tiles, cudaStream_t s)
+cudaError_t dispatch(const Params &p, bool row, bool col, bool two_d, cudaStream_t s)
 {
     if (two_d) {
-        if (row && col) return launch_persistent(mxfp8_kernel<T, true, true, true>, p, tiles, s);
-        if (row) return launch_persistent(mxfp8_kernel<T, true, false, true>, p, tiles, s);
-        return launch_persistent(mxfp8_kernel<T, false, true, true>, p, tiles, s);
+        if (row && col) return launch_wt(mxfp8_wt_kernel<T, true, true, true>, p, s);
+        if (row) return launch_wt(mxfp8_wt_kernel<T, true, false, true>, p, s);
+        return launch_wt(mxfp8_wt_kernel<T, false, true, true>, p, s);
     }
-    if (row && col) return launch_persistent(mxfp8_kernel<T, true, true, false>, p, tiles, s);
-    if (row) return launch_persistent(mxfp8_kernel<T, true, false, false>, p, tiles, s);
-    return launch_persistent(mxfp8_kernel<T, false, true, false>, p, tiles, s);
+    if (row && col) return launch_wt(mxfp8_wt_kernel<T, true, true, false>, p, s);
+    if (row) return launch_wt(mxfp8_wt_kernel<T, true, false, false>, p, s);
+    return launch_wt(mxfp8_wt_kernel<T, false, true, false>, p, s);
+}
+
+/* Whether the kernel writes every byte of a scale buffer (no padding, no
+ * gaps between compact rows, nothing beyond): then it need not be zeroed. */
+bool scales_dense(bool swz, size_t srows, size_t scols, size_t ld, size_t bytes, size_t row_mult,
+                  size_t col_mult)
+{
+    if (bytes != srows * scols) return false;
+    if (swz) return srows % row_mult == 0 && scols % col_mult == 0;
+    return ld == scols;
 }
 
 } /* namespace */
@@ -297,7 +444,7 @@ extern "C" teexec_status *tx_cuda_mxfp8_quantize(const tx_cuda_mxfp8_args *a, vo
     p.x = a->x;
     p.rows = a->rows;
     p.cols = a->cols;
-    p.ncb = (a->cols + TC - 1) / TC;
+    p.ncb = (a->cols + WT_C - 1) / WT_C; /* 64-column strips */
     p.row_data = a->row_data;
     p.row_scales = a->row_scales;
     p.row_ld = a->row_scale_ld;
@@ -309,18 +456,24 @@ extern "C" teexec_status *tx_cuda_mxfp8_quantize(const tx_cuda_mxfp8_args *a, vo
     if (!a->swizzled && ((row && a->row_scale_ld < a->cols / 32) || (col && a->col_scale_ld < a->cols)))
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: compact scale leading dimension too small",
                         what);
-    size_t blocks = (a->rows / TR) * p.ncb;
-    if (blocks > 0x7fffffffu)
-        return tx_error(TEEXEC_ERR_LIMIT, "%s: tensor too large for one launch", what);
+
+    if ((a->rows / WT_R) * p.ncb > 0x7fffffffu)
+        return tx_error(TEEXEC_ERR_LIMIT, "%s: tensor [%zu, %zu] too large for one launch", what,
+                        a->rows, a->cols);
 
     cudaStream_t s = (cudaStream_t)stream;
-    if (row) TX_CUDA_TRY(cudaMemsetAsync(a->row_scales, 0, a->row_scale_bytes, s), what);
-    if (col) TX_CUDA_TRY(cudaMemsetAsync(a->col_scales, 0, a->col_scale_bytes, s), what);
+    /* zero only where the kernel leaves bytes unwritten (padding): for a
+     * 256 MiB input this saves 8 MiB of writes and two launches */
+    const bool swz = a->swizzled != 0;
+    if (row && !scales_dense(swz, a->rows, a->cols / 32, a->row_scale_ld, a->row_scale_bytes, 128, 4))
+        TX_CUDA_TRY(cudaMemsetAsync(a->row_scales, 0, a->row_scale_bytes, s), what);
+    if (col && !scales_dense(swz, a->rows / 32, a->cols, a->col_scale_ld, a->col_scale_bytes, 4, 128))
+        TX_CUDA_TRY(cudaMemsetAsync(a->col_scales, 0, a->col_scale_bytes, s), what);
     p.e5m2 = a->fmt == TEEXEC_DTYPE_FLOAT8E5M2;
     p.swz = a->swizzled != 0;
     if (a->x_dtype == TEEXEC_DTYPE_BFLOAT16)
-        TX_CUDA_TRY(dispatch<__nv_bfloat16>(p, row, col, a->two_d != 0, blocks, s), "mxfp8_kernel");
+        TX_CUDA_TRY(dispatch<__nv_bfloat16>(p, row, col, a->two_d != 0, s), "mxfp8_kernel");
     else
-        TX_CUDA_TRY(dispatch<float>(p, row, col, a->two_d != 0, blocks, s), "mxfp8_kernel");
+        TX_CUDA_TRY(dispatch<float>(p, row, col, a->two_d != 0, s), "mxfp8_kernel");
     return NULL;
 }

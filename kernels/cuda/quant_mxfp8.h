@@ -7,8 +7,9 @@
  * two data arrays are then identical). Data arrays are [rows, cols] bytes
  * for both usages (MXFP8 columnwise data is not transposed). Scales are
  * written compact (row-major with the given leading dimension) or in the
- * cuBLAS 128x4-tile swizzled layout; the whole scale buffer is zeroed
- * first, so padding is 0. Numerics: te-ops.md 4.6, bit-identical to the CPU
+ * cuBLAS 128x4-tile swizzled layout; every byte of the scale buffer that
+ * holds no scale (padding, gaps, the rest of the buffer) is zeroed, so
+ * padding is 0. Numerics: te-ops.md 4.6, bit-identical to the CPU
  * quantizer.
  *
  * All pointers are device pointers owned by the caller; `stream` is a
@@ -40,7 +41,7 @@ typedef struct tx_cuda_mxfp8_args {
     uint8_t *row_data;
     uint8_t *row_scales;
     size_t row_scale_ld;    /* compact leading dimension (>= cols/32) */
-    size_t row_scale_bytes; /* whole buffer, zeroed first */
+    size_t row_scale_bytes; /* whole buffer; bytes holding no scale are zeroed */
     /* columnwise: scales [rows/32, cols] padded to (roundup(rows/32,4),
      * roundup(cols,128)); col_data NULL skips columnwise. */
     uint8_t *col_data;
