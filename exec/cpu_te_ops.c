@@ -122,6 +122,17 @@ static void pad_inputs(const te_node *d, size_t n_in, const tx_tensor *const *in
 }
 
 /* The registry's shape rule over actual tensors (in: n_slots entries). */
+teexec_status *tx_te_node_decode(const tx_ir_node *n, const tx_te_op_schema **schema,
+                                 tx_te_attr_value *attrs, int *n_params)
+{
+    te_node d;
+    TX_TRY(te_decode(n, &d));
+    *schema = d.s;
+    memcpy(attrs, d.attrs, sizeof d.attrs);
+    *n_params = d.n_params;
+    return NULL;
+}
+
 static teexec_status *infer_tensors(const te_node *d, const tx_tensor *const *in, tx_te_infer_out *out)
 {
     tx_te_tinfo ti[TX_TE_MAX_SLOTS];
@@ -175,7 +186,18 @@ teexec_status *tx_te_infer_node(const tx_ir_node *n, const tx_infer_value *const
         const tx_infer_value *v = k < n->n_inputs ? inputs[k] : NULL;
         ptrs[k] = NULL;
         if (!v) continue;
-        if (!v->shape_known) return NULL; /* outputs stay unknown until shapes are */
+        if (!v->shape_known) {
+            /* Shapes stay unknown until the inputs' are, but the type is
+             * known: every output is T, the first real-float input (the
+             * trainer needs it to see that the node is differentiable). */
+            for (size_t i = 0; i < n->n_inputs; i++) {
+                if (inputs[i] && tx_te_is_real_dtype(inputs[i]->dtype)) {
+                    for (size_t j = 0; j < n->n_outputs; j++) outputs[j].dtype = inputs[i]->dtype;
+                    break;
+                }
+            }
+            return NULL;
+        }
         ti[k].dtype = v->dtype;
         ti[k].shape = v->shape;
         ptrs[k] = &ti[k];

@@ -57,6 +57,13 @@ teexec_status *tx_te_forward_train(const tx_op_call *c, uint64_t rng_offset, tx_
  * tx_te_setup_context and calls the op's backward_impl. */
 teexec_status *tx_te_bwd_rule(const tx_bwd_call *c) TX_NODISCARD;
 
+/* A te.ops node's schema, attributes (schema order, defaults filled;
+ * TX_TE_MAX_ATTRS entries; ints borrowed from the IR) and parameter count,
+ * checked as the CPU kernels check them. Parameters are node inputs
+ * 1 + schema->n_extra_inputs onwards. */
+teexec_status *tx_te_node_decode(const tx_ir_node *n, const tx_te_op_schema **schema,
+                                 tx_te_attr_value *attrs, int *n_params) TX_NODISCARD;
+
 /* Which inputs of a te.ops node can carry a gradient (not NO_GRAD ports). */
 bool tx_te_slot_differentiable(const tx_ir_node *node, size_t slot);
 

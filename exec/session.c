@@ -5,6 +5,7 @@
 #include "base/checked.h"
 #include "base/dtype.h"
 #include "exec/cpu_te_ops.h"
+#include "exec/model_lower.h"
 #include "exec/tensor_internal.h"
 #include "format/tensor_proto.h"
 
@@ -481,12 +482,21 @@ teexec_status *teexec_session_create(const teexec_model *model,
                         "the CUDA backend is not available in this build (use --device cpu)");
     teexec_session *s = calloc(1, sizeof(*s));
     if (!s) return tx_oom();
+    if (tx_model_has_calls(model)) {
+        teexec_status *ist = tx_model_inline_calls(model, &s->owned_model);
+        if (ist) {
+            free(s);
+            return ist;
+        }
+        model = s->owned_model;
+    }
     s->model = model;
     s->g = model->ir->graph;
     s->be.vt = &tx_backend_cpu;
     tx_backend_config cfg = {.threads = options ? options->threads : 0};
     teexec_status *st = s->be.vt->create(&cfg, &s->be.state);
     if (st) {
+        teexec_model_destroy(s->owned_model);
         free(s);
         return st;
     }
@@ -519,6 +529,7 @@ void teexec_session_destroy(teexec_session *s)
     free(s->sc_outs);
     free(s->sc_out_vals);
     if (s->be.vt && s->be.state) s->be.vt->destroy(s->be.state);
+    teexec_model_destroy(s->owned_model);
     free(s);
 }
 

@@ -55,6 +55,9 @@ struct teexec_session_options {
 
 struct teexec_session {
     const teexec_model *model;
+    /* The model with its function calls inlined (a converted model's
+     * te.fused groups), when it has any; `model` then points at it. */
+    teexec_model *owned_model;
     const tx_ir_graph *g;
     tx_backend be;
     tx_op_fn *fns;           /* per node */

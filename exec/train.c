@@ -6,6 +6,7 @@
 #include "exec/cpu_ops.h"
 #include "exec/cpu_te_ops.h"
 #include "exec/model_internal.h"
+#include "exec/model_lower.h"
 #include "exec/tensor_internal.h"
 #include "format/atomic_write.h"
 #include "format/tensor_proto.h"
@@ -25,6 +26,10 @@ typedef struct tx_param {
 
 struct teexec_trainer {
     const teexec_model *model;
+    /* The model with its function calls inlined (a converted model's
+     * te.fused groups), when it has any; `model` then points at it, and a
+     * saved model is written inlined. */
+    teexec_model *owned_model;
     const tx_ir_graph *g;
     teexec_train_options opt;
     char *loss_output_name;
@@ -123,6 +128,7 @@ void teexec_trainer_destroy(teexec_trainer *t)
     free(t->param_of);
     free(t->grad_inputs);
     free(t->loss_output_name);
+    teexec_model_destroy(t->owned_model);
     free(t);
 }
 
@@ -278,6 +284,14 @@ teexec_status *teexec_trainer_create(const teexec_model *model, const teexec_tra
     if (!model) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "model is NULL");
     teexec_trainer *t = calloc(1, sizeof(*t));
     if (!t) return tx_oom();
+    if (tx_model_has_calls(model)) {
+        teexec_status *ist = tx_model_inline_calls(model, &t->owned_model);
+        if (ist) {
+            free(t);
+            return ist;
+        }
+        model = t->owned_model;
+    }
     t->model = model;
     t->g = model->ir->graph;
     if (options) t->opt = *options;

@@ -168,4 +168,10 @@ teexec_status *tx_rw_set_initializer(tx_rw_graph *g, const char *name,
 teexec_status *tx_rw_outline(tx_rw_graph *g, const size_t *nodes, size_t n, const char *domain,
                              const char *name, size_t *call) TX_NODISCARD;
 
+/* Source-model functions of `domain` are left out of what tx_rw_emit writes
+ * and may be outlined again under the same names: for the converter, whose
+ * input's te.fused groups were inlined by tx_rw_from_ir and are re-planned.
+ * A function of that domain still called by a live node makes emit fail. */
+teexec_status *tx_rw_drop_source_functions(tx_rw_graph *g, const char *domain) TX_NODISCARD;
+
 #endif

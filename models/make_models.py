@@ -14,7 +14,7 @@ Per model it writes:
   models/<name>/inputs/<input>.npy    the inputs it was run on
   models/<name>/expected/<out>.npy    PyTorch's own float32 outputs
   models/<name>/README                one line: what it is
-and, for the trainable examples (mlp, gpt2_block):
+and, for the trainable examples (mlp, gpt2_block, llama_block):
   models/<name>/train.npz             <input> [8, ...] and `target` [8, ...]
   models/<name>/expected/grads.npz    d(MSE)/d(initializer) for the first
                                       batch (samples 0..1), keyed by ONNX
@@ -95,6 +95,74 @@ class GPT2Block(nn.Module):
         y = (att @ v).transpose(1, 2).reshape(b, t, c)
         x = x + self.proj(y)
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+
+
+class RMSNorm(nn.Module):
+    """Llama's RMSNorm, written as the usual torch code so the exporter
+    spells it out (Pow, ReduceMean, Add, Sqrt, Reciprocal, Mul)."""
+
+    def __init__(self, hidden, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class LlamaBlock(nn.Module):
+    """Llama style pre-norm block: RMSNorm, q/k/v projections without bias
+    and grouped-query attention (kv_heads < heads), rotary embedding on q and
+    k (halves rotated, base 10000), causal softmax attention, o_proj,
+    residual, RMSNorm, SwiGLU MLP (down(silu(gate(x)) * up(x))), residual."""
+
+    def __init__(self, hidden=64, heads=4, kv_heads=2, ffn=128, seq=16, base=10000.0):
+        super().__init__()
+        self.heads, self.kv_heads = heads, kv_heads
+        self.hd = hidden // heads
+        self.scale = 1.0 / math.sqrt(self.hd)
+        self.attn_norm = RMSNorm(hidden)
+        self.q_proj = nn.Linear(hidden, heads * self.hd, bias=False)
+        self.k_proj = nn.Linear(hidden, kv_heads * self.hd, bias=False)
+        self.v_proj = nn.Linear(hidden, kv_heads * self.hd, bias=False)
+        self.o_proj = nn.Linear(heads * self.hd, hidden, bias=False)
+        self.mlp_norm = RMSNorm(hidden)
+        self.gate_proj = nn.Linear(hidden, ffn, bias=False)
+        self.up_proj = nn.Linear(hidden, ffn, bias=False)
+        self.down_proj = nn.Linear(ffn, hidden, bias=False)
+        inv_freq = 1.0 / (base ** (torch.arange(0, self.hd, 2, dtype=torch.float32) / self.hd))
+        angles = torch.outer(torch.arange(seq, dtype=torch.float32), inv_freq)
+        angles = torch.cat((angles, angles), dim=-1)
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    @staticmethod
+    def rotate_half(x):
+        half = x.shape[-1] // 2
+        return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+    def rope(self, x, t):
+        return x * self.cos[:t] + self.rotate_half(x) * self.sin[:t]
+
+    def forward(self, x):
+        b, t, c = x.shape
+        hd, rep = self.hd, self.heads // self.kv_heads
+        h = self.attn_norm(x)
+        q = self.q_proj(h).reshape(b, t, self.heads, hd).transpose(1, 2)
+        k = self.k_proj(h).reshape(b, t, self.kv_heads, hd).transpose(1, 2)
+        v = self.v_proj(h).reshape(b, t, self.kv_heads, hd).transpose(1, 2)
+        q, k = self.rope(q, t), self.rope(k, t)
+        # repeat_kv: each kv head serves `rep` consecutive query heads.
+        k = k[:, :, None].expand(b, self.kv_heads, rep, t, hd).reshape(b, self.heads, t, hd)
+        v = v[:, :, None].expand(b, self.kv_heads, rep, t, hd).reshape(b, self.heads, t, hd)
+        att = (q @ k.transpose(-2, -1)) * self.scale
+        causal = torch.tril(torch.ones_like(att[0, 0]))
+        att = att.masked_fill(causal == 0, float("-inf"))
+        att = torch.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, c)
+        x = x + self.o_proj(y)
+        h = self.mlp_norm(x)
+        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
 
 
 def init_weights(module, seed):
@@ -235,6 +303,12 @@ def make_all():
                         "(Reshape/Transpose), causal self-attention (Trilu mask, Where, "
                         "Softmax), projection, residual, LayerNorm, MLP 64x256 with tanh-GELU, "
                         "residual.", train=True)
+    total += make_model("llama_block", lambda: LlamaBlock(64, 4, 2, 128, 16), (2, 16, 64), 4,
+                        "Llama style pre-norm block: RMSNorm (x * rsqrt(mean(x^2) + eps) * w), "
+                        "q/k/v Linear without bias, 4 heads with 2 kv heads (GQA, repeat_kv by "
+                        "Expand/Reshape), rotary embedding (Slice/Neg/Concat), causal "
+                        "self-attention (Trilu mask, Where, Softmax), o_proj, residual, RMSNorm, "
+                        "SwiGLU MLP 64x128 (gate, up, down without bias), residual.", train=True)
     print("all models: " + ", ".join(f"{k} {v}" for k, v in sorted(total.items())))
 
 

@@ -67,6 +67,10 @@ typedef struct tx_recipe {
     bool nvfp4_rht;           /* nvfp4: random Hadamard on wgrad operands (default on) */
     bool nvfp4_stochastic;    /* nvfp4: stochastic rounding of grads (default on) */
     bool nvfp4_2d_weights;    /* nvfp4: 16x16 weight blocks (default on) */
+    /* Keep the first and the last GEMM (Linear / GroupedLinear in node
+     * order) in compute_dtype, as TE users often do for the embedding-side
+     * and logits-side layers (default off; option first_last_hp=1). */
+    bool keep_first_last_hp;
     /* The high-precision dtype around the GEMMs: BF16 for the quantized
      * recipes; for NONE the model's own dtype unless the user casts. */
     teexec_dtype compute_dtype;
@@ -139,12 +143,22 @@ typedef enum tx_fusion_id {
     TX_FUSION_COUNT
 } tx_fusion_id;
 
+/* Bit of a recipe kind in tx_fusion_info.recipes. */
+#define TX_RECIPE_BIT(kind) (1u << (unsigned)(kind))
+#define TX_RECIPES_ALL 0x3fu
+
 typedef struct tx_fusion_info {
     tx_fusion_id id;
     const char *name;     /* "ForwardLinearBiasAdd", ... */
     tx_fusion_pass pass;
     const char *pattern;  /* "Linear [Bias] AddExtraInput" (forward order) */
     const char *summary;  /* what the fused kernel does, one line */
+    /* What the fused kernels (CPU and CUDA) support; fuse_catalog.c says
+     * why. A plan never asks a fused kernel for more. */
+    unsigned recipes;       /* TX_RECIPE_BIT of each recipe kind it runs under */
+    bool deterministic;     /* same bits run to run (no float atomics) */
+    bool grad_e4m3_only;    /* a quantized grad it writes is E4M3 (never E5M2) */
+    bool needs_native_gemm; /* only where the recipe's GEMM is native */
 } tx_fusion_info;
 
 /* Static; NULL when out of range. */
@@ -171,7 +185,18 @@ typedef struct tx_plan_group {
     tx_group_kind kind;
     int32_t *nodes;            /* graph node indices, chain (forward) order */
     int32_t n_nodes;
-    tx_te_op_id *ops;          /* CHAIN: the basic op of each node */
+    tx_te_op_id *ops;          /* CHAIN: the basic op of each node (NULL for STANDARD) */
+    /* CHAIN: value indices. main_input feeds ops[0]'s main input, main_output
+     * is the last op's main output. extra_inputs: every value an op reads
+     * besides its main input and parameters that no op of the chain produces
+     * (residuals from other groups, split_sizes, scales, k/v), first use
+     * order, each once. extra_outputs: every value the chain produces besides
+     * main_output that something outside the chain reads (a MakeExtraOutput
+     * fork consumed by another group or a graph output). STANDARD groups
+     * leave these -1 / empty. */
+    int32_t main_input, main_output;
+    int32_t *extra_inputs;     int32_t n_extra_inputs;
+    int32_t *extra_outputs;    int32_t n_extra_outputs;
     /* Index of the first op whose backward must run (TE's
      * first_op_requiring_backward): n_nodes when nothing before the group's
      * end needs a gradient or when not training. */
@@ -262,6 +287,13 @@ teexec_status *tx_plan_quantization(const tx_ir_graph *g, const tx_plan_request 
                                     tx_fuser_plan *p) TX_NODISCARD;
 teexec_status *tx_plan_memory(const tx_ir_graph *g, const tx_plan_request *req,
                               tx_fuser_plan *p) TX_NODISCARD;
+
+/* Printable names, static: "chain"/"standard", "joint"/"forward"/"backward",
+ * "input"/"weight"/"grad_output", "activation"/"saved"/"grad"/"workspace". */
+const char *tx_group_kind_name(tx_group_kind k);
+const char *tx_fusion_pass_name(tx_fusion_pass p);
+const char *tx_qoperand_name(tx_qoperand q);
+const char *tx_mem_kind_name(tx_mem_kind k);
 
 /* Adds a decline (copies reason). */
 teexec_status *tx_plan_add_decline(tx_fuser_plan *p, int32_t group, int32_t first_op,

@@ -23,8 +23,8 @@ typedef struct command {
 static const command commands[] = {
     {"run", cmd_run, "run inference on a model"},
     {"inspect", cmd_inspect, "show a model's inputs, outputs, opsets, ops and parameters"},
-    {"convert", NULL, "rewrite a model (e.g. with a quantization recipe)"},
-    {"plan", NULL, "show how a model is fused and quantized"},
+    {"convert", cmd_convert, "write a model lowered to TE ops, fuser groups as te.fused functions"},
+    {"plan", cmd_plan, "show how a model is lowered, fused, quantized and laid out in memory"},
     {"train", cmd_train, "fine-tune a model"},
     {"bench", NULL, "time a model"},
     {"ops", cmd_ops, "list the TE operation domain's ops (--markdown: the full spec)"},

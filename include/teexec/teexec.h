@@ -567,6 +567,65 @@ TEEXEC_API const teexec_tensor *teexec_dataset_tensor(const teexec_dataset *data
 /* Releases a dataset. Accepts NULL. */
 TEEXEC_API void teexec_dataset_destroy(teexec_dataset *dataset);
 
+/* ================================================================== */
+/* Planning and conversion                                             */
+/* ================================================================== */
+
+/* What a plan is made for. Defaults: recipe "none", device "cpu",
+ * inference, not deterministic, every symbolic input dim 1, parameters
+ * trainable, model inputs needing no gradient. Not thread-safe to modify;
+ * calls copy what they need, so the options may be destroyed right after. */
+typedef struct teexec_plan_options teexec_plan_options;
+
+TEEXEC_API teexec_status *teexec_plan_options_create(teexec_plan_options **out_options);
+TEEXEC_API void teexec_plan_options_destroy(teexec_plan_options *options);
+/* "none", "fp8-delayed", "fp8-current", "fp8-block", "mxfp8", "nvfp4",
+ * optionally with ":hybrid" (E5M2 grads) and ",key=value" options (see
+ * `teexec plan --help`). TEEXEC_ERR_INVALID_ARGUMENT naming the accepted
+ * values otherwise. */
+TEEXEC_API teexec_status *teexec_plan_options_set_recipe(teexec_plan_options *options,
+                                                         const char *recipe);
+/* The device planned for: "cpu", "sm_90" (H100/H200), "sm_100" (B200), or a
+ * name those aliases accept ("h200", "b200"). */
+TEEXEC_API teexec_status *teexec_plan_options_set_device(teexec_plan_options *options,
+                                                         const char *device);
+/* Non-zero: plan a training step (forward + backward). */
+TEEXEC_API teexec_status *teexec_plan_options_set_training(teexec_plan_options *options,
+                                                           int training);
+/* Non-zero: only kernels whose results do not depend on scheduling. */
+TEEXEC_API teexec_status *teexec_plan_options_set_deterministic(teexec_plan_options *options,
+                                                                int deterministic);
+TEEXEC_API teexec_status *teexec_plan_options_set_dim(teexec_plan_options *options,
+                                                      const char *dim_name, int64_t value);
+
+typedef enum teexec_plan_format {
+    TEEXEC_PLAN_TEXT = 0,    /* groups, layouts, quantization, memory */
+    TEEXEC_PLAN_EXPLAIN = 1, /* the same plus every declined fusion and pattern, with why */
+    TEEXEC_PLAN_JSON = 2     /* one JSON object with everything EXPLAIN shows */
+} teexec_plan_format;
+
+/* Lowers the model (standard ONNX subgraphs -> te.ops), plans it for
+ * `options` (NULL = defaults) and describes the plan. *out_text is a new
+ * NUL-terminated string; release it with teexec_string_free(). Thread-safe
+ * for distinct calls (the model is only read). */
+TEEXEC_API teexec_status *teexec_model_plan(const teexec_model *model,
+                                            const teexec_plan_options *options,
+                                            teexec_plan_format format, char **out_text);
+
+/* Writes the lowered and planned model to `path` (atomically: temporary
+ * file, fsync, rename): te.ops nodes, each fuser group of te.ops ops as a
+ * model-local function in domain te.fused whose body uses only te.ops ops,
+ * the plan's quantization decisions as attributes, the original
+ * initializer names kept. Converting the result again writes the same bytes.
+ * `summary` (may be NULL) gets a new string saying what was lowered and
+ * grouped (release with teexec_string_free). */
+TEEXEC_API teexec_status *teexec_model_convert(const teexec_model *model,
+                                               const teexec_plan_options *options,
+                                               const char *path, char **summary);
+
+/* Releases a string the library returned. Accepts NULL. */
+TEEXEC_API void teexec_string_free(char *text);
+
 #ifdef __cplusplus
 }
 #endif

@@ -323,12 +323,124 @@ static void usage_errors_exit_2(void **state)
 static void unimplemented_command_exits_3(void **state)
 {
     (void)state;
-    const char *c[] = {"convert", "a.onnx", "b.onnx", NULL};
+    const char *c[] = {"bench", "a.onnx", NULL};
     run_result r = run(c);
     assert_int_equal(r.exit_code, 3);
     assert_one_error_line(&r);
     assert_non_null(strstr(r.err, "not implemented yet"));
     run_free(&r);
+}
+
+/* ---- plan and convert -------------------------------------------------- */
+
+static char *model_path(const char *name)
+{
+    const char *src = getenv("TEEXEC_SOURCE_ROOT");
+    assert_non_null(src);
+    static char buf[4][1024];
+    static int k;
+    char *p = buf[k++ % 4];
+    snprintf(p, 1024, "%s/models/%s/model.onnx", src, name);
+    return p;
+}
+
+static void plan_explains_gpt2_block(void **state)
+{
+    (void)state;
+    const char *c[] = {"plan", model_path("gpt2_block"), "--explain", "--train", "--recipe", "mxfp8",
+                       "--device", "sm_90", NULL};
+    run_result r = run(c);
+    if (r.exit_code) fprintf(stderr, "%s", r.err);
+    assert_int_equal(r.exit_code, 0);
+    /* lowered patterns, distinct forward / backward layouts, a decline with
+     * its reason, the quantization and memory sections */
+    assert_non_null(strstr(r.out, "lowered  DotProductAttention"));
+    assert_non_null(strstr(r.out, "forward:  ForwardLinearBiasAdd"));
+    assert_non_null(strstr(r.out, "BackwardAddNorm"));
+    assert_non_null(strstr(r.out, "not used: device sm_90 has no native MXFP8 GEMM"));
+    assert_non_null(strstr(r.out, "mxfp8 float8e4m3fn 1x32"));
+    assert_non_null(strstr(r.out, "peak training"));
+    run_free(&r);
+    const char *j[] = {"plan", model_path("mlp"), "--json", "--recipe", "fp8-current", NULL};
+    r = run(j);
+    assert_int_equal(r.exit_code, 0);
+    assert_true(r.out[0] == '{');
+    assert_non_null(strstr(r.out, "\"lowering\""));
+    run_free(&r);
+}
+
+static void plan_bad_options_exit_2(void **state)
+{
+    (void)state;
+    const char *a[] = {"plan", model_path("mlp"), "--recipe", "fp9", NULL};
+    const char *b[] = {"plan", model_path("mlp"), "--device", "sm_7", NULL};
+    const char *d[] = {"plan", model_path("mlp"), "--dim", "novalue", NULL};
+    const char *const *cases[] = {a, b, d};
+    for (size_t i = 0; i < 3; i++) {
+        run_result r = run(cases[i]);
+        assert_int_equal(r.exit_code, 2);
+        assert_one_error_line(&r);
+        run_free(&r);
+    }
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+/* Converting twice gives the same bytes; the converted model holds te.fused
+ * functions and runs (inlined) to the original's outputs. */
+static void convert_is_idempotent_and_runs(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/teexec-convert-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char a[1100], b[1100];
+    snprintf(a, sizeof a, "%s/a.onnx", dir);
+    snprintf(b, sizeof b, "%s/b.onnx", dir);
+    const char *models[] = {"mlp", "gpt2_block", "llama_block"};
+    for (size_t m = 0; m < 3; m++) {
+        const char *c1[] = {"convert", model_path(models[m]), a, "--recipe", "mxfp8", "--train", NULL};
+        run_result r = run(c1);
+        if (r.exit_code) fprintf(stderr, "%s", r.err);
+        assert_int_equal(r.exit_code, 0);
+        assert_non_null(strstr(r.out, "te.fused functions"));
+        run_free(&r);
+        const char *c2[] = {"convert", a, b, "--recipe", "mxfp8", "--train", NULL};
+        r = run(c2);
+        assert_int_equal(r.exit_code, 0);
+        run_free(&r);
+        size_t la, lb;
+        char *da = slurp(a, &la), *db = slurp(b, &lb);
+        assert_int_equal(la, lb);
+        assert_memory_equal(da, db, la);
+        free(da);
+        free(db);
+        const char *ins[] = {"inspect", a, NULL};
+        r = run(ins);
+        assert_int_equal(r.exit_code, 0);
+        assert_non_null(strstr(r.out, "te.fused"));
+        run_free(&r);
+        const char *runc[] = {"run", a, "--device", "cpu", "--output-dir", dir, NULL};
+        r = run(runc);
+        if (r.exit_code) fprintf(stderr, "%s", r.err);
+        assert_int_equal(r.exit_code, 0);
+        run_free(&r);
+    }
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
 }
 
 static void missing_file_exits_1(void **state)
@@ -595,6 +707,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(version_and_help),
         cmocka_unit_test(usage_errors_exit_2),
         cmocka_unit_test(unimplemented_command_exits_3),
+        cmocka_unit_test(plan_explains_gpt2_block),
+        cmocka_unit_test(plan_bad_options_exit_2),
+        cmocka_unit_test(convert_is_idempotent_and_runs),
         cmocka_unit_test(missing_file_exits_1),
         cmocka_unit_test(validation_error_one_line_with_node),
         cmocka_unit_test(inspect_text_and_json_of_odd_names),

@@ -1,0 +1,67 @@
+/* model_lower.c - inlined and lowered copies of a model (model_lower.h). */
+#include "exec/model_lower.h"
+
+#include "format/te_schema.h"
+#include "import/rewrite.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+bool tx_model_has_calls(const teexec_model *model)
+{
+    if (!model || !model->ir) return false;
+    const tx_ir_graph *g = model->ir->graph;
+    for (size_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].function >= 0) return true;
+    return false;
+}
+
+char *tx_model_base_dir(const teexec_model *model)
+{
+    if (!model || !model->file || !model->file->base_dir) return NULL;
+    return strdup(model->file->base_dir);
+}
+
+/* Serializes g and loads the bytes as a model, external data (borrowed
+ * tensors the writer kept as references) resolved against the source's
+ * folder. */
+static teexec_status *reload(const teexec_model *src, const tx_rw_graph *g, teexec_model **out)
+{
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    TX_TRY(tx_rw_emit(g, &bytes, &len));
+    const char *base = src->file ? src->file->base_dir : NULL;
+    teexec_status *st = teexec_model_load_memory(bytes, len, base, NULL, out);
+    free(bytes);
+    return st;
+}
+
+teexec_status *tx_model_inline_calls(const teexec_model *model, teexec_model **out)
+{
+    *out = NULL;
+    tx_rw_graph *g = NULL;
+    TX_TRY(tx_rw_from_ir(model->ir, &g));
+    teexec_status *st = tx_rw_drop_source_functions(g, TX_TE_FUSED_DOMAIN);
+    if (!st) st = reload(model, g, out);
+    tx_rw_free(g);
+    return st;
+}
+
+teexec_status *tx_model_lower(const teexec_model *model, tx_lower_report **report,
+                              teexec_model **out)
+{
+    *out = NULL;
+    if (report) *report = NULL;
+    tx_rw_graph *g = NULL;
+    TX_TRY(tx_rw_from_ir(model->ir, &g));
+    tx_lower_report *rep = NULL;
+    /* te.fused groups (a converted model's) were inlined: they are planned
+     * afresh, so the old functions go */
+    teexec_status *st = tx_rw_drop_source_functions(g, TX_TE_FUSED_DOMAIN);
+    if (!st) st = tx_lower(g, NULL, &rep);
+    if (!st) st = reload(model, g, out);
+    tx_rw_free(g);
+    if (st || !report) tx_lower_report_free(rep);
+    else *report = rep;
+    return st;
+}

@@ -1,0 +1,42 @@
+/*
+ * model_lower.h - derived models the executor and the converter work on:
+ * the model with its model-local function calls inlined (what a session
+ * runs for a converted model, whose fuser groups are te.fused functions),
+ * and the lowered model (standard subgraphs rewritten into te.ops, what the
+ * planner plans).
+ *
+ * Both go through the rewrite graph (import/rewrite.h): the result is
+ * serialized and loaded again by the normal loader, so it is checked like
+ * any file. External data of the source model is resolved against the
+ * source model's folder.
+ *
+ * Ownership: *out is a new model owned by the caller (teexec_model_destroy);
+ * *report (lowering) is owned by the caller (tx_lower_report_free).
+ * Thread-safety: pure over the (immutable) source model.
+ */
+#ifndef TEEXEC_EXEC_MODEL_LOWER_H
+#define TEEXEC_EXEC_MODEL_LOWER_H
+
+#include "exec/model_internal.h"
+#include "import/lower.h"
+
+#include <stdbool.h>
+
+/* True when the main graph calls a model-local function. */
+bool tx_model_has_calls(const teexec_model *model);
+
+/* The model with every call of a model-local function replaced by the
+ * function's body. */
+teexec_status *tx_model_inline_calls(const teexec_model *model, teexec_model **out) TX_NODISCARD;
+
+/* The model after all lowering passes (function calls inlined first).
+ * report may be NULL. */
+teexec_status *tx_model_lower(const teexec_model *model, tx_lower_report **report,
+                              teexec_model **out) TX_NODISCARD;
+
+/* The folder external data of `model` is read from ("." for a model loaded
+ * from a file without a folder part, NULL for one loaded from memory
+ * without a base folder). Malloc'd; caller frees. */
+char *tx_model_base_dir(const teexec_model *model);
+
+#endif

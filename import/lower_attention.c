@@ -1,0 +1,1265 @@
+/*
+ * lower_attention.c - tx_lower_attention (import/lower.h): scaled
+ * dot-product attention as PyTorch 1.13 exports it -> one te.ops
+ * DotProductAttention (bshd).
+ *
+ * The match is anchored on a Softmax whose probabilities feed the left
+ * operand of a MatMul (P·V). From there:
+ *   scores chain (walked back from the Softmax to the Q·Kᵀ MatMul): Mul/Div
+ *     by scalar constants (the scale, folded or not), at most one mask:
+ *     Where(cond, -inf|<= -1e4, S) / Where(cond, S, fill) or Add(S, m);
+ *   q operand: Mul/Div by scalars, Transpose(0,2,1,3) of the bshd tensor;
+ *   k operand: Transpose(0,2,3,1) of the bshd tensor, or
+ *     Transpose(0,1,3,2) of [Mul/Div by scalars, a GQA repeat,
+ *     Transpose(0,2,1,3) of the bshd tensor];
+ *   v operand: [GQA repeat], Transpose(0,2,1,3) of the bshd tensor;
+ *   output: Transpose(0,2,1,3), Reshape to [b, s, h*d_v].
+ * An operand that is [b,h,s,d] without the leading Transpose (e.g. after a
+ * rotary embedding written in standard ops) gets a new Transpose(0,2,1,3)
+ * so the DotProductAttention still reads bshd.
+ *
+ * GQA repeats whose head order is "kv head j serves query heads
+ * j*n .. j*n+n-1" (DotProductAttention's mapping) are recognized:
+ *   expand:     Reshape(Expand(Unsqueeze(K, 2), [b,hk,n,s,d]), [b,hk*n,s,d])
+ *               (Tile by [1,1,n,1,1] in place of Expand too);
+ *   interleave: Concat(axis 1) of Reshape(Expand(Unsqueeze(Split_j(K), 2)))
+ *               over the hk one-head slices of Split(K, axis 1) in order
+ *               (torch.repeat_interleave's export).
+ * The k and v repeats must agree and h = hk * n.
+ *
+ * Masks are verified by value: the mask operand is folded to a constant
+ * (import/const_eval.h: Trilu of ones, Equal, Cast, sliced buffers, ...).
+ * Causal means "masked exactly where key j > query i" on an [s, s] matrix
+ * with s_q = s_kv (top-left = bottom-right aligned then); an Add mask must be
+ * 0 on and below the diagonal and -inf or <= -1e4 above it. A mask that is
+ * all zero (Add) or masks nothing (Where) is no mask. A constant mask that is
+ * not causal becomes the DotProductAttention's mask input (a new [1, 1,
+ * s_q, s_kv] initializer; float for Add, bool for Where) when no row is
+ * fully masked. A graph input used as the mask is passed through when it
+ * already has rank 4 (a Where with the scores in its "true" slot gets a Not
+ * in front, since TE's bool mask is "true = masked out"). Anything else is
+ * noted, not lowered.
+ *
+ * Nodes of the match are removed when every value they define is read only
+ * inside the match (else: a note naming the value, nothing changed); the
+ * constant subgraphs that fed them (mask, shape arithmetic) are removed too
+ * once nothing reads them. The DotProductAttention's output keeps the name
+ * of the final Reshape's output.
+ */
+#include "import/lower.h"
+
+#include "import/const_eval.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PATTERN "DotProductAttention"
+/* Scores at or below this, added or filled in, are "masked" (the usual
+ * -10000, -1e9, finfo.min and -inf all qualify). */
+#define MASK_NEG (-1e4)
+
+/* ---- small helpers over the rewrite graph ------------------------------ */
+
+typedef struct idx_set {
+    size_t *v;
+    size_t n, cap;
+} idx_set;
+
+static teexec_status *set_add(idx_set *s, size_t i)
+{
+    for (size_t k = 0; k < s->n; k++)
+        if (s->v[k] == i) return NULL;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 32;
+        size_t *nv = realloc(s->v, cap * sizeof *nv);
+        if (!nv) return tx_oom();
+        s->v = nv;
+        s->cap = cap;
+    }
+    s->v[s->n++] = i;
+    return NULL;
+}
+
+static bool set_has(const idx_set *s, size_t i)
+{
+    for (size_t k = 0; k < s->n; k++)
+        if (s->v[k] == i) return true;
+    return false;
+}
+
+static bool is_op(const tx_rw_node *n, const char *op)
+{
+    return n && !n->dead && !n->domain[0] && strcmp(n->op_type, op) == 0;
+}
+
+/* Live producer of `value` (slot 0 only unless slot is wanted), or NULL. */
+static tx_rw_node *producer(tx_rw_graph *g, const char *value, int64_t *index, size_t *slot)
+{
+    size_t s = 0;
+    int64_t p = value && value[0] ? tx_rw_producer(g, value, &s) : -1;
+    if (index) *index = p;
+    if (slot) *slot = s;
+    if (p < 0) return NULL;
+    tx_rw_node *n = tx_rw_node_at(g, (size_t)p);
+    return n && !n->dead ? n : NULL;
+}
+
+static const tx_rw_attr *find_attr(const tx_rw_node *n, const char *name)
+{
+    for (size_t i = 0; i < n->n_attrs; i++)
+        if (strcmp(n->attrs[i].name, name) == 0) return &n->attrs[i];
+    return NULL;
+}
+
+static bool perm_is(const tx_rw_node *n, int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    if (!is_op(n, "Transpose")) return false;
+    const tx_rw_attr *p = find_attr(n, "perm");
+    return p && p->type == TX_IR_ATTR_INTS && p->n_ints == 4 && p->ints[0] == a &&
+           p->ints[1] == b && p->ints[2] == c && p->ints[3] == d;
+}
+
+static const char *label(const tx_rw_node *n)
+{
+    return n->name && n->name[0] ? n->name : (n->n_outputs ? n->outputs[0] : "?");
+}
+
+/* Single-element constant of a node's input. */
+static bool scalar_in(tx_rw_graph *g, const tx_rw_node *n, size_t slot, double *v)
+{
+    return slot < n->n_inputs && n->inputs[slot][0] && tx_rw_scalar(g, n->inputs[slot], v);
+}
+
+/* ---- the match ------------------------------------------------------------ */
+
+/* One of q, k, v: the bshd value the DotProductAttention reads, or a bhsd
+ * value that needs a new Transpose(0,2,1,3) first. dims are bshd, -1 when
+ * unknown. */
+typedef struct side {
+    const char *value;
+    bool needs_transpose;
+    int64_t dims[4];
+} side;
+
+/* A GQA repeat found on the k or v path, checked once the dims are known. */
+typedef struct repeat {
+    int64_t n;            /* repeats per kv head; 1 = none */
+    int form;             /* 0 none, 1 expand/tile, 2 interleave */
+    int64_t heads_parts;  /* interleave: number of one-head slices */
+    int64_t expand[5];    /* expand: broadcast target (or Tile repeats) */
+    bool tile;
+    int64_t reshape[4];   /* resolved target of the final Reshape(s) */
+    size_t n_reshape;
+} repeat;
+
+typedef struct match {
+    tx_rw_node *softmax;
+    const char *anchor;
+    idx_set core;
+    double scale;
+    bool scale_after_mask; /* a scale op applied after the mask (walk order) */
+    side q, k, v;
+    repeat rk, rv;
+    /* mask operand: Add (float) or Where (cond, fill, sense) */
+    int mask_kind; /* 0 none, 1 add, 2 where */
+    const char *mask_value;
+    double where_fill;
+    bool where_masked_is_true; /* cond true = masked out */
+    const char *out_value;
+    char reason[320];
+} match;
+
+static bool fail(match *m, const char *fmt, ...) TX_PRINTF(2, 3);
+static bool fail(match *m, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->reason, sizeof m->reason, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* Adds node p to the core set. Status errors are only allocation failures. */
+#define CORE(m, idx)                                                          \
+    do {                                                                      \
+        teexec_status *core_st_ = set_add(&(m)->core, (size_t)(idx));         \
+        if (core_st_) return core_st_;                                        \
+    } while (0)
+
+/* Strips Mul/Div by scalar constants walking back from *cur. */
+static teexec_status *strip_scales(tx_rw_graph *g, match *m, const char **cur)
+{
+    for (int guard = 0; guard < 8; guard++) {
+        int64_t pi;
+        tx_rw_node *p = producer(g, *cur, &pi, NULL);
+        double c;
+        if (is_op(p, "Mul") && p->n_inputs == 2 && scalar_in(g, p, 1, &c)) {
+            m->scale *= c;
+            *cur = p->inputs[0];
+        } else if (is_op(p, "Mul") && p->n_inputs == 2 && scalar_in(g, p, 0, &c)) {
+            m->scale *= c;
+            *cur = p->inputs[1];
+        } else if (is_op(p, "Div") && p->n_inputs == 2 && scalar_in(g, p, 1, &c) && c != 0) {
+            m->scale /= c;
+            *cur = p->inputs[0];
+        } else {
+            return NULL;
+        }
+        CORE(m, pi);
+    }
+    return NULL;
+}
+
+/* ONNX Reshape target resolution (allowzero 0) against known input dims
+ * (in_dims may hold -1 = unknown). Unknown results stay -1. */
+static void resolve_reshape(const int64_t *in, size_t in_rank, const int64_t *spec, size_t n,
+                            int64_t *out)
+{
+    int64_t known = 1, in_total = 1;
+    bool in_known = true;
+    int neg = -1;
+    for (size_t i = 0; i < in_rank; i++) {
+        if (in[i] < 0) in_known = false;
+        else in_total *= in[i];
+    }
+    bool all = true;
+    for (size_t i = 0; i < n; i++) {
+        int64_t d = spec[i];
+        if (d == 0) d = i < in_rank ? in[i] : -1;
+        if (d == -1 && spec[i] == -1) {
+            neg = (int)i;
+        } else if (d < 0) {
+            all = false;
+        } else {
+            known *= d;
+        }
+        out[i] = d;
+    }
+    if (neg >= 0) out[neg] = (all && in_known && known > 0 && in_total % known == 0)
+                                 ? in_total / known : -1;
+}
+
+/* The static shape of a value, derived backwards through the ops that sit
+ * between a projection and the attention in PyTorch exports (Reshape with a
+ * constant target, Transpose, elementwise ops with broadcasting, Concat,
+ * Slice with constant arguments: a rotary embedding written as torch code)
+ * from declared types and constants. False when any dim is not a number
+ * (or *budget visits run out). */
+static bool shape_of(tx_rw_graph *g, const char *value, int *budget, int32_t *rank,
+                     int64_t *dims)
+{
+    /* a visit budget, not just a depth: shared operands could make the walk
+     * exponential on a crafted graph */
+    if (!value || !value[0] || *budget <= 0) return false;
+    (*budget)--;
+    tx_rw_value_type vt;
+    if (tx_rw_value_type_of(g, value, &vt) && vt.rank >= 0 && vt.rank <= 8) {
+        bool all = true;
+        for (int32_t i = 0; i < vt.rank; i++) all = all && vt.dims[i] >= 0;
+        if (all) {
+            *rank = vt.rank;
+            memcpy(dims, vt.dims, (size_t)vt.rank * sizeof *dims);
+            return true;
+        }
+    }
+    tx_tensor t;
+    if (tx_rw_constant(g, value, &t)) {
+        bool fits = t.rank <= 8;
+        if (fits) {
+            *rank = t.rank;
+            memcpy(dims, t.dims, (size_t)t.rank * sizeof *dims);
+        }
+        tx_tensor_release(&t);
+        return fits;
+    }
+    size_t slot = 0;
+    tx_rw_node *p = producer(g, value, NULL, &slot);
+    if (!p || p->domain[0] || slot != 0) return false;
+    const char *op = p->op_type;
+    int32_t r0;
+    int64_t d0[8];
+    if (!strcmp(op, "Reshape") && p->n_inputs == 2) {
+        int64_t spec[8], in[8];
+        size_t ns = 0;
+        int32_t ri = 0;
+        if (!tx_ce_ints(g, p->inputs[1], spec, 8, &ns)) return false;
+        if (!shape_of(g, p->inputs[0], budget, &ri, in)) {
+            ri = 0;
+            for (size_t i = 0; i < ns; i++)
+                if (spec[i] <= 0) return false;
+        }
+        resolve_reshape(in, (size_t)ri, spec, ns, dims);
+        for (size_t i = 0; i < ns; i++)
+            if (dims[i] < 0) return false;
+        *rank = (int32_t)ns;
+        return true;
+    }
+    if (!strcmp(op, "Transpose") && p->n_inputs == 1) {
+        const tx_rw_attr *pa = find_attr(p, "perm");
+        if (!shape_of(g, p->inputs[0], budget, &r0, d0)) return false;
+        for (int32_t i = 0; i < r0; i++) {
+            int64_t src = pa && pa->type == TX_IR_ATTR_INTS && (size_t)r0 == pa->n_ints
+                              ? pa->ints[i] : r0 - 1 - i;
+            if (src < 0 || src >= r0) return false;
+            dims[i] = d0[src];
+        }
+        *rank = r0;
+        return true;
+    }
+    static const char *const unary[] = {"Neg", "Cast", "Identity", "Relu", "Sqrt", "Abs",
+                                        "Softmax", "Sin", "Cos", "Exp", "Tanh", "Sigmoid"};
+    for (size_t i = 0; i < sizeof unary / sizeof *unary; i++)
+        if (!strcmp(op, unary[i]) && p->n_inputs >= 1)
+            return shape_of(g, p->inputs[0], budget, rank, dims);
+    if ((!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") ||
+         !strcmp(op, "Div")) && p->n_inputs == 2) {
+        int32_t r1;
+        int64_t d1[8];
+        if (!shape_of(g, p->inputs[0], budget, &r0, d0) ||
+            !shape_of(g, p->inputs[1], budget, &r1, d1))
+            return false;
+        int32_t r = r0 > r1 ? r0 : r1;
+        for (int32_t i = 0; i < r; i++) {
+            int64_t a = i - (r - r0) >= 0 ? d0[i - (r - r0)] : 1;
+            int64_t b = i - (r - r1) >= 0 ? d1[i - (r - r1)] : 1;
+            if (a != b && a != 1 && b != 1) return false;
+            dims[i] = a == 1 ? b : a;
+        }
+        *rank = r;
+        return true;
+    }
+    if (!strcmp(op, "Concat") && p->n_inputs >= 1) {
+        const tx_rw_attr *aa = find_attr(p, "axis");
+        if (!aa || aa->type != TX_IR_ATTR_INT) return false;
+        int64_t sum = 0;
+        int32_t axis = -1;
+        for (size_t k = 0; k < p->n_inputs; k++) {
+            int32_t rk;
+            int64_t dk[8];
+            if (!shape_of(g, p->inputs[k], budget, &rk, dk)) return false;
+            if (k == 0) {
+                int64_t ax = aa->i < 0 ? aa->i + rk : aa->i;
+                if (ax < 0 || ax >= rk) return false;
+                axis = (int32_t)ax;
+                r0 = rk;
+                memcpy(d0, dk, (size_t)rk * sizeof *dk);
+            } else if (rk != r0) {
+                return false;
+            }
+            for (int32_t i = 0; i < rk; i++)
+                if (i != axis && dk[i] != d0[i]) return false;
+            sum += dk[axis];
+        }
+        d0[axis] = sum;
+        *rank = r0;
+        memcpy(dims, d0, (size_t)r0 * sizeof *d0);
+        return true;
+    }
+    if (!strcmp(op, "Slice") && p->n_inputs >= 3) {
+        int64_t st[8], en[8], ax[8], sp[8];
+        size_t ns = 0, ne = 0, na = 0, nsp = 0;
+        if (!shape_of(g, p->inputs[0], budget, &r0, d0) ||
+            !tx_ce_ints(g, p->inputs[1], st, 8, &ns) || !tx_ce_ints(g, p->inputs[2], en, 8, &ne) ||
+            ns != ne)
+            return false;
+        bool has_ax = p->n_inputs > 3 && p->inputs[3][0];
+        bool has_sp = p->n_inputs > 4 && p->inputs[4][0];
+        if ((has_ax && (!tx_ce_ints(g, p->inputs[3], ax, 8, &na) || na != ns)) ||
+            (has_sp && (!tx_ce_ints(g, p->inputs[4], sp, 8, &nsp) || nsp != ns)))
+            return false;
+        for (size_t i = 0; i < ns; i++) {
+            int64_t a = has_ax ? ax[i] : (int64_t)i, k = has_sp ? sp[i] : 1;
+            if (a < 0) a += r0;
+            if (a < 0 || a >= r0 || k != 1) return false;
+            int64_t dim = d0[a], b0 = st[i], e0 = en[i];
+            if (b0 < 0) b0 += dim;
+            if (e0 < 0) e0 += dim;
+            b0 = b0 < 0 ? 0 : (b0 > dim ? dim : b0);
+            e0 = e0 < 0 ? 0 : (e0 > dim ? dim : e0);
+            d0[a] = e0 > b0 ? e0 - b0 : 0;
+        }
+        *rank = r0;
+        memcpy(dims, d0, (size_t)r0 * sizeof *d0);
+        return true;
+    }
+    return false;
+}
+
+/* bshd dims of a q/k/v operand (given bhsd when `bhsd`), -1 when unknown. */
+static void dims_of(tx_rw_graph *g, const char *value, bool bhsd, int64_t *dims)
+{
+    for (int i = 0; i < 4; i++) dims[i] = -1;
+    int32_t r = 0;
+    int64_t d4[8];
+    int budget = 512;
+    if (!shape_of(g, value, &budget, &r, d4) || r != 4) return;
+    if (bhsd) {
+        dims[0] = d4[0];
+        dims[1] = d4[2];
+        dims[2] = d4[1];
+        dims[3] = d4[3];
+    } else {
+        memcpy(dims, d4, 4 * sizeof *d4);
+    }
+}
+
+/* Unsqueeze(x, axes=[2]) (input or attribute form). */
+static bool unsqueeze_axis2(tx_rw_graph *g, const tx_rw_node *n)
+{
+    if (!is_op(n, "Unsqueeze")) return false;
+    int64_t ax[4];
+    size_t na = 0;
+    if (n->n_inputs >= 2 && n->inputs[1][0]) {
+        if (!tx_ce_ints(g, n->inputs[1], ax, 4, &na)) return false;
+    } else {
+        const tx_rw_attr *a = find_attr(n, "axes");
+        if (!a || a->type != TX_IR_ATTR_INTS || a->n_ints > 4) return false;
+        na = a->n_ints;
+        memcpy(ax, a->ints, na * sizeof *ax);
+    }
+    return na == 1 && (ax[0] == 2 || ax[0] == -3);
+}
+
+/* Reshape(Expand|Tile(Unsqueeze(x, 2), t)): on success *inner is x, the
+ * nodes are added to the core, r gets the constants. */
+static teexec_status *match_expand(tx_rw_graph *g, match *m, const char *value, repeat *r,
+                                   const char **inner, bool *ok)
+{
+    *ok = false;
+    int64_t ri, ei, ui;
+    tx_rw_node *rs = producer(g, value, &ri, NULL);
+    if (!is_op(rs, "Reshape") || rs->n_inputs != 2) return NULL;
+    tx_rw_node *ex = producer(g, rs->inputs[0], &ei, NULL);
+    bool tile = is_op(ex, "Tile");
+    if ((!is_op(ex, "Expand") && !tile) || ex->n_inputs != 2) return NULL;
+    tx_rw_node *un = producer(g, ex->inputs[0], &ui, NULL);
+    if (!unsqueeze_axis2(g, un)) return NULL;
+    size_t ne = 0, nr = 0;
+    if (!tx_ce_ints(g, ex->inputs[1], r->expand, 5, &ne) || ne != 5 ||
+        !tx_ce_ints(g, rs->inputs[1], r->reshape, 4, &nr) || nr != 4)
+        return NULL;
+    r->tile = tile;
+    r->n_reshape = nr;
+    r->n = r->expand[2];
+    CORE(m, ri);
+    CORE(m, ei);
+    CORE(m, ui);
+    *inner = un->inputs[0];
+    *ok = true;
+    return NULL;
+}
+
+/* A GQA repeat ending at *cur (bhsd): *cur becomes the un-repeated value. */
+static teexec_status *match_repeat(tx_rw_graph *g, match *m, const char **cur, repeat *r)
+{
+    memset(r, 0, sizeof *r);
+    r->n = 1;
+    bool ok;
+    const char *inner;
+    TX_TRY(match_expand(g, m, *cur, r, &inner, &ok));
+    if (ok) {
+        r->form = 1;
+        *cur = inner;
+        return NULL;
+    }
+    int64_t ci;
+    tx_rw_node *cat = producer(g, *cur, &ci, NULL);
+    const tx_rw_attr *ax = cat ? find_attr(cat, "axis") : NULL;
+    if (!is_op(cat, "Concat") || !ax || ax->type != TX_IR_ATTR_INT || ax->i != 1 ||
+        cat->n_inputs < 2)
+        return NULL;
+    /* every part: Reshape(Expand(Unsqueeze(split output j))) of one Split */
+    const char *split_in = NULL;
+    int64_t split_idx = -1;
+    int64_t n_rep = -1;
+    size_t save_n = m->core.n;
+    for (size_t j = 0; j < cat->n_inputs; j++) {
+        repeat pr;
+        memset(&pr, 0, sizeof pr);
+        TX_TRY(match_expand(g, m, cat->inputs[j], &pr, &inner, &ok));
+        int64_t si;
+        size_t slot;
+        tx_rw_node *sp = ok ? producer(g, inner, &si, &slot) : NULL;
+        const tx_rw_attr *sax = sp ? find_attr(sp, "axis") : NULL;
+        if (!ok || !is_op(sp, "Split") || slot != j || !sax || sax->type != TX_IR_ATTR_INT ||
+            sax->i != 1 || sp->n_outputs != cat->n_inputs || (split_idx >= 0 && si != split_idx) ||
+            (n_rep >= 0 && pr.n != n_rep) || pr.tile) {
+            m->core.n = save_n; /* drop what this attempt added */
+            return NULL;
+        }
+        split_idx = si;
+        n_rep = pr.n;
+        split_in = sp->inputs[0];
+        if (j == 0) {
+            memcpy(r->expand, pr.expand, sizeof pr.expand);
+            memcpy(r->reshape, pr.reshape, sizeof pr.reshape);
+            r->n_reshape = pr.n_reshape;
+        }
+    }
+    /* the Split must cut one head per output */
+    tx_rw_node *sp = tx_rw_node_at(g, (size_t)split_idx);
+    int64_t sizes[64];
+    size_t nsz = 0;
+    if (sp->n_inputs >= 2 && sp->inputs[1][0]) {
+        if (!tx_ce_ints(g, sp->inputs[1], sizes, 64, &nsz) || nsz != sp->n_outputs) {
+            m->core.n = save_n;
+            return NULL;
+        }
+        for (size_t j = 0; j < nsz; j++)
+            if (sizes[j] != 1) {
+                m->core.n = save_n;
+                return NULL;
+            }
+    }
+    CORE(m, ci);
+    CORE(m, split_idx);
+    r->form = 2;
+    r->n = n_rep;
+    r->heads_parts = (int64_t)cat->n_inputs;
+    *cur = split_in;
+    return NULL;
+}
+
+/* The repeat's constants against the un-repeated bhsd dims [b, hk, s, d]
+ * (given as bshd in `kd`). */
+static bool check_repeat(match *m, const repeat *r, const int64_t *kd, const char *what)
+{
+    if (r->form == 0) return true;
+    int64_t b = kd[0], s = kd[1], hk = kd[2], d = kd[3];
+    if (b < 0 || s < 0 || hk < 0 || d < 0)
+        return fail(m, "the %s heads are repeated (GQA) but the shapes are not known, so the "
+                       "repeat cannot be checked", what);
+    if (r->n < 1) return fail(m, "the %s repeat count %lld is not positive", what, (long long)r->n);
+    /* the unsqueezed operand is [b, hk or 1, 1, s, d] */
+    int64_t part_h = r->form == 2 ? 1 : hk;
+    int64_t u[5] = {b, part_h, 1, s, d};
+    for (int i = 0; i < 5; i++) {
+        if (i == 2) continue;
+        bool good = r->tile ? r->expand[i] == 1 : (r->expand[i] == u[i] || r->expand[i] == 1);
+        if (!good)
+            return fail(m, "the %s repeat broadcasts dim %d (%lld -> %lld): not a per-head "
+                           "repeat", what, i, (long long)u[i], (long long)r->expand[i]);
+    }
+    int64_t in5[5] = {b, part_h, r->n, s, d}, got[4];
+    resolve_reshape(in5, 5, r->reshape, 4, got);
+    if (got[0] != b || got[1] != part_h * r->n || got[2] != s || got[3] != d)
+        return fail(m, "the %s repeat is reshaped to [%lld, %lld, %lld, %lld], not [b, h_kv*n, "
+                       "s, d] = [%lld, %lld, %lld, %lld]", what, (long long)got[0],
+                    (long long)got[1], (long long)got[2], (long long)got[3], (long long)b,
+                    (long long)(part_h * r->n), (long long)s, (long long)d);
+    if (r->form == 2 && r->heads_parts != hk)
+        return fail(m, "the %s repeat_interleave form has %lld slices for %lld kv heads", what,
+                    (long long)r->heads_parts, (long long)hk);
+    return true;
+}
+
+/* q operand of Q·Kᵀ. */
+static teexec_status *walk_q(tx_rw_graph *g, match *m, const char *a)
+{
+    const char *cur = a;
+    TX_TRY(strip_scales(g, m, &cur));
+    int64_t ti;
+    tx_rw_node *t = producer(g, cur, &ti, NULL);
+    if (perm_is(t, 0, 2, 1, 3)) {
+        CORE(m, ti);
+        cur = t->inputs[0];
+        TX_TRY(strip_scales(g, m, &cur));
+        m->q.value = cur;
+        dims_of(g, cur, false, m->q.dims);
+    } else {
+        m->q.value = cur;
+        m->q.needs_transpose = true;
+        dims_of(g, cur, true, m->q.dims);
+    }
+    return NULL;
+}
+
+/* k operand of Q·Kᵀ (Kᵀ, [b, h, d, s]). *ok false: not a transposed key. */
+static teexec_status *walk_k(tx_rw_graph *g, match *m, const char *bv, bool *ok)
+{
+    *ok = false;
+    const char *cur = bv;
+    TX_TRY(strip_scales(g, m, &cur));
+    int64_t ti;
+    tx_rw_node *t = producer(g, cur, &ti, NULL);
+    if (perm_is(t, 0, 2, 3, 1)) {
+        CORE(m, ti);
+        cur = t->inputs[0];
+        TX_TRY(strip_scales(g, m, &cur));
+        m->k.value = cur;
+        dims_of(g, cur, false, m->k.dims);
+        *ok = true;
+        return NULL;
+    }
+    if (!perm_is(t, 0, 1, 3, 2)) return NULL;
+    CORE(m, ti);
+    cur = t->inputs[0];
+    TX_TRY(strip_scales(g, m, &cur));
+    TX_TRY(match_repeat(g, m, &cur, &m->rk));
+    TX_TRY(strip_scales(g, m, &cur));
+    t = producer(g, cur, &ti, NULL);
+    if (perm_is(t, 0, 2, 1, 3)) {
+        CORE(m, ti);
+        cur = t->inputs[0];
+        TX_TRY(strip_scales(g, m, &cur));
+        m->k.value = cur;
+        dims_of(g, cur, false, m->k.dims);
+    } else {
+        m->k.value = cur;
+        m->k.needs_transpose = true;
+        dims_of(g, cur, true, m->k.dims);
+    }
+    *ok = true;
+    return NULL;
+}
+
+static teexec_status *walk_v(tx_rw_graph *g, match *m, const char *vv)
+{
+    const char *cur = vv;
+    TX_TRY(match_repeat(g, m, &cur, &m->rv));
+    int64_t ti;
+    tx_rw_node *t = producer(g, cur, &ti, NULL);
+    if (perm_is(t, 0, 2, 1, 3)) {
+        CORE(m, ti);
+        m->v.value = t->inputs[0];
+        dims_of(g, m->v.value, false, m->v.dims);
+    } else {
+        m->v.value = cur;
+        m->v.needs_transpose = true;
+        dims_of(g, cur, true, m->v.dims);
+    }
+    return NULL;
+}
+
+/* Scores chain from the Softmax input back to the Q·Kᵀ MatMul. *qk gets
+ * its index (-1 when the chain does not reach one: then m->reason says
+ * why, or is empty when this does not look like attention at all). */
+static teexec_status *walk_scores(tx_rw_graph *g, match *m, int64_t *qk)
+{
+    *qk = -1;
+    const char *cur = m->softmax->inputs[0];
+    bool seen_mask = false;
+    for (int guard = 0; guard < 16; guard++) {
+        int64_t pi;
+        tx_rw_node *p = producer(g, cur, &pi, NULL);
+        if (!p) {
+            fail(m, "the Softmax input is not computed from a MatMul of queries and keys");
+            return NULL;
+        }
+        double c;
+        if (is_op(p, "MatMul")) {
+            CORE(m, pi);
+            *qk = pi;
+            return NULL;
+        }
+        if ((is_op(p, "Mul") || is_op(p, "Div")) && p->n_inputs == 2) {
+            size_t other;
+            if (scalar_in(g, p, 1, &c)) other = 0;
+            else if (is_op(p, "Mul") && scalar_in(g, p, 0, &c)) other = 1;
+            else {
+                fail(m, "the scores are multiplied/divided by a non-scalar (%s)", label(p));
+                return NULL;
+            }
+            if (is_op(p, "Div")) {
+                if (c == 0) {
+                    fail(m, "the scores are divided by zero (%s)", label(p));
+                    return NULL;
+                }
+                c = 1.0 / c;
+            }
+            m->scale *= c;
+            if (!seen_mask) m->scale_after_mask = true;
+            CORE(m, pi);
+            cur = p->inputs[other];
+            continue;
+        }
+        if (is_op(p, "Add") && p->n_inputs == 2) {
+            if (seen_mask) {
+                fail(m, "the scores get more than one mask (%s)", label(p));
+                return NULL;
+            }
+            /* the mask operand is the one that is constant or a graph input */
+            int mi = -1;
+            for (int s = 0; s < 2 && mi < 0; s++) {
+                tx_ce_value cv;
+                bool is_c = false;
+                TX_TRY(tx_ce_eval(g, p->inputs[s], &cv, &is_c));
+                tx_ce_release(&cv);
+                if (is_c || tx_rw_is_graph_input(g, p->inputs[s])) mi = s;
+            }
+            if (mi < 0) {
+                fail(m, "the scores get an Add (%s) of a tensor computed in the graph (a bias or "
+                        "a mask that is neither constant nor a graph input)", label(p));
+                return NULL;
+            }
+            m->mask_kind = 1;
+            m->mask_value = p->inputs[mi];
+            seen_mask = true;
+            CORE(m, pi);
+            cur = p->inputs[1 - mi];
+            continue;
+        }
+        if (is_op(p, "Where") && p->n_inputs == 3) {
+            if (seen_mask) {
+                fail(m, "the scores get more than one mask (%s)", label(p));
+                return NULL;
+            }
+            size_t s_slot;
+            if (scalar_in(g, p, 1, &c)) {
+                m->where_masked_is_true = true;
+                s_slot = 2;
+            } else if (scalar_in(g, p, 2, &c)) {
+                m->where_masked_is_true = false;
+                s_slot = 1;
+            } else {
+                fail(m, "the scores go through a Where (%s) without a constant fill value",
+                     label(p));
+                return NULL;
+            }
+            if (!(c <= MASK_NEG)) {
+                fail(m, "the mask Where (%s) fills with %g, not -inf or a large negative value",
+                     label(p), c);
+                return NULL;
+            }
+            m->mask_kind = 2;
+            m->mask_value = p->inputs[0];
+            m->where_fill = c;
+            seen_mask = true;
+            CORE(m, pi);
+            cur = p->inputs[s_slot];
+            continue;
+        }
+        fail(m, "%s (%s) between the scores and the Softmax is not a scale or a mask",
+             p->op_type, label(p));
+        return NULL;
+    }
+    fail(m, "the score chain is too long");
+    return NULL;
+}
+
+/* ---- mask analysis --------------------------------------------------------- */
+
+typedef enum mask_class { MASK_NONE, MASK_CAUSAL, MASK_OTHER, MASK_ROW_EMPTY } mask_class;
+
+/* Classifies a folded mask as an [sq, skv] matrix (leading dims 1). For
+ * Add: masked = value <= MASK_NEG, kept = exactly 0 (anything else is
+ * MASK_OTHER with *mixed set). For Where: masked = (v != 0) == masked_true. */
+static bool classify(const tx_ce_value *cv, int kind, bool masked_true, int64_t sq, int64_t skv,
+                     mask_class *out, bool *soft)
+{
+    *soft = false;
+    if (cv->rank > 4) return false;
+    int64_t rows = cv->rank >= 2 ? cv->dims[cv->rank - 2] : 1;
+    int64_t cols = cv->rank >= 1 ? cv->dims[cv->rank - 1] : 1;
+    for (int32_t i = 0; i + 2 < cv->rank; i++)
+        if (cv->dims[i] != 1) return false;
+    if ((rows != 1 && rows != sq) || (cols != 1 && cols != skv)) return false;
+    bool any = false, causal = sq == skv, row_empty = false;
+    for (int64_t i = 0; i < sq; i++) {
+        bool row_all = true;
+        for (int64_t j = 0; j < skv; j++) {
+            double v = cv->v[(rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j)];
+            bool masked;
+            if (kind == 1) {
+                masked = v <= MASK_NEG;
+                if (!masked && v != 0) *soft = true;
+            } else {
+                masked = (v != 0) == masked_true;
+            }
+            any = any || masked;
+            row_all = row_all && masked;
+            if (masked != (j > i)) causal = false;
+        }
+        if (row_all) row_empty = true;
+    }
+    *out = !any && !*soft ? MASK_NONE
+           : *soft        ? MASK_OTHER
+           : causal       ? MASK_CAUSAL
+           : row_empty    ? MASK_ROW_EMPTY
+                          : MASK_OTHER;
+    return true;
+}
+
+/* ---- one attention ----------------------------------------------------- */
+
+typedef struct plan {
+    int causal;
+    const char *mask_in;     /* existing value to pass as mask, or NULL */
+    bool mask_needs_not;
+    tx_tensor mask_const;    /* a new initializer, data NULL when none */
+} plan;
+
+static teexec_status *note(tx_lower_report *r, const char *anchor, bool lowered,
+                           const char *reason)
+{
+    return r ? tx_lower_note_add(r, PATTERN, anchor, lowered, reason) : NULL;
+}
+
+/* Decides the mask; false (m->reason set) when it cannot be expressed. */
+static teexec_status *plan_mask(tx_rw_graph *g, match *m, plan *pl, bool *ok)
+{
+    *ok = false;
+    memset(pl, 0, sizeof *pl);
+    if (m->mask_kind == 0) {
+        *ok = true;
+        return NULL;
+    }
+    int64_t sq = m->q.dims[1], skv = m->k.dims[1];
+    tx_ce_value cv;
+    bool is_c = false;
+    TX_TRY(tx_ce_eval(g, m->mask_value, &cv, &is_c));
+    if (!is_c) {
+        /* PyTorch casts a bool mask to bool once more before Where */
+        for (int guard = 0; guard < 4 && m->mask_kind == 2; guard++) {
+            tx_rw_node *c = producer(g, m->mask_value, NULL, NULL);
+            const tx_rw_attr *to = c ? find_attr(c, "to") : NULL;
+            if (!is_op(c, "Cast") || !to || to->type != TX_IR_ATTR_INT ||
+                to->i != TEEXEC_DTYPE_BOOL)
+                break;
+            m->mask_value = c->inputs[0];
+        }
+        tx_rw_value_type vt;
+        bool typed = tx_rw_value_type_of(g, m->mask_value, &vt);
+        if (!tx_rw_is_graph_input(g, m->mask_value)) {
+            fail(m, "the mask '%s' is computed from non-constant values and is not a graph "
+                    "input", m->mask_value);
+            return NULL;
+        }
+        if (!typed || vt.rank != 4) {
+            fail(m, "the mask input '%s' must have rank 4 ([b|1, h|1, s_q, s_kv]) to be "
+                    "passed to DotProductAttention", m->mask_value);
+            return NULL;
+        }
+        if (m->mask_kind == 1 && m->scale_after_mask && m->scale != 1.0) {
+            fail(m, "the scale is applied after the additive mask input '%s'", m->mask_value);
+            return NULL;
+        }
+        if (m->mask_kind == 2 && !isinf(m->where_fill)) {
+            fail(m, "the mask input '%s' fills with %g, which differs from "
+                    "DotProductAttention's -inf on fully masked rows", m->mask_value,
+                 m->where_fill);
+            return NULL;
+        }
+        if (m->mask_kind == 2 && vt.dtype != TEEXEC_DTYPE_BOOL) {
+            fail(m, "the Where condition '%s' is not bool", m->mask_value);
+            return NULL;
+        }
+        pl->mask_in = m->mask_value;
+        pl->mask_needs_not = m->mask_kind == 2 && !m->where_masked_is_true;
+        *ok = true;
+        return NULL;
+    }
+    if (sq < 0 || skv < 0) {
+        tx_ce_release(&cv);
+        fail(m, "the mask is constant but the sequence lengths are not known to check it");
+        return NULL;
+    }
+    mask_class mc;
+    bool soft;
+    bool fits = classify(&cv, m->mask_kind, m->where_masked_is_true, sq, skv, &mc, &soft);
+    if (!fits) {
+        tx_ce_release(&cv);
+        fail(m, "the constant mask does not have the shape [s_q, s_kv] = [%lld, %lld] (leading "
+                "dims 1)", (long long)sq, (long long)skv);
+        return NULL;
+    }
+    teexec_status *st = NULL;
+    switch (mc) {
+    case MASK_NONE: *ok = true; break;
+    case MASK_CAUSAL: pl->causal = 1; *ok = true; break;
+    case MASK_ROW_EMPTY:
+        fail(m, "the constant mask hides every key of some query row (PyTorch gives NaN or a "
+                "uniform row there, DotProductAttention 0)");
+        break;
+    case MASK_OTHER:
+        if (m->mask_kind == 1 && m->scale_after_mask && m->scale != 1.0) {
+            fail(m, "the scale is applied after a constant additive mask that is not causal");
+            break;
+        }
+        {
+            int64_t dims[4] = {1, 1, sq, skv};
+            bool is_bool = m->mask_kind == 2 || !soft;
+            st = tx_tensor_alloc(&pl->mask_const, is_bool ? TEEXEC_DTYPE_BOOL : TEEXEC_DTYPE_FLOAT,
+                                 4, dims);
+            if (st) break;
+            int64_t rows = cv.rank >= 2 ? cv.dims[cv.rank - 2] : 1;
+            int64_t cols = cv.rank >= 1 ? cv.dims[cv.rank - 1] : 1;
+            for (int64_t i = 0; i < sq; i++)
+                for (int64_t j = 0; j < skv; j++) {
+                    double v = cv.v[(rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j)];
+                    size_t o = (size_t)(i * skv + j);
+                    if (!is_bool)
+                        ((float *)pl->mask_const.data)[o] = (float)v;
+                    else if (m->mask_kind == 1)
+                        ((uint8_t *)pl->mask_const.data)[o] = v <= MASK_NEG;
+                    else
+                        ((uint8_t *)pl->mask_const.data)[o] =
+                            (uint8_t)((v != 0) == m->where_masked_is_true);
+                }
+            *ok = true;
+        }
+        break;
+    }
+    tx_ce_release(&cv);
+    return st;
+}
+
+/* Every value a core node defines is read only by core nodes (the final
+ * Reshape's output excepted: it becomes the DotProductAttention's). */
+static bool contained(tx_rw_graph *g, match *m, size_t out_reshape)
+{
+    for (size_t k = 0; k < m->core.n; k++) {
+        if (m->core.v[k] == out_reshape) continue;
+        const tx_rw_node *n = tx_rw_node_at(g, m->core.v[k]);
+        for (size_t o = 0; o < n->n_outputs; o++) {
+            const char *val = n->outputs[o];
+            if (!val[0]) continue;
+            if (tx_rw_is_graph_output(g, val))
+                return fail(m, "'%s' (output of %s) is a graph output, so the attention "
+                               "intermediates must stay", val, label(n));
+            size_t nc = 0;
+            const tx_ir_use *u = tx_rw_consumers(g, val, &nc);
+            for (size_t c = 0; c < nc; c++)
+                if (!set_has(&m->core, (size_t)u[c].node)) {
+                    const tx_rw_node *r = tx_rw_node_at(g, (size_t)u[c].node);
+                    return fail(m, "'%s' (output of %s) is also read by %s (%s) outside the "
+                                   "attention pattern", val, label(n), label(r), r->op_type);
+                }
+        }
+    }
+    return true;
+}
+
+/* Removes the producers of `names` that nothing reads any more, and theirs. */
+static void remove_dead_feeders(tx_rw_graph *g, char **names, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        int64_t pi;
+        tx_rw_node *p = producer(g, names[i], &pi, NULL);
+        if (!p) continue;
+        bool used = false;
+        for (size_t o = 0; o < p->n_outputs && !used; o++) {
+            size_t nc = 0;
+            if (!p->outputs[o][0]) continue;
+            (void)tx_rw_consumers(g, p->outputs[o], &nc);
+            used = nc > 0 || tx_rw_is_graph_output(g, p->outputs[o]);
+        }
+        if (used) continue;
+        size_t nin = p->n_inputs;
+        char **ins = calloc(nin ? nin : 1, sizeof *ins);
+        bool copied = ins != NULL;
+        for (size_t k = 0; copied && k < nin; k++) {
+            ins[k] = strdup(p->inputs[k]);
+            if (!ins[k]) copied = false;
+        }
+        tx_rw_remove_node(g, (size_t)pi);
+        /* without the copy (out of memory) the feeders merely stay: harmless */
+        if (copied) remove_dead_feeders(g, ins, nin);
+        for (size_t k = 0; ins && k < nin; k++) free(ins[k]);
+        free(ins);
+    }
+}
+
+/* A new Transpose(0,2,1,3) of *value (bhsd -> bshd); *value, malloc'd,
+ * is replaced by the (malloc'd) name of its output. */
+static teexec_status *add_transpose(tx_rw_graph *g, char **value, const char *hint)
+{
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s_bshd", hint);
+    const char *fresh = tx_rw_fresh_name(g, nm);
+    char *out = fresh ? strdup(fresh) : NULL;
+    if (!out) return tx_oom();
+    snprintf(nm, sizeof nm, "%s/Transpose_bshd", hint);
+    const char *node_name = tx_rw_fresh_name(g, nm);
+    size_t idx = 0;
+    const char *ins[1] = {*value}, *outs[1] = {out};
+    teexec_status *st = node_name ? tx_rw_add_node(g, "Transpose", "", node_name, ins, 1, outs, 1,
+                                                   &idx)
+                                  : tx_oom();
+    static const int64_t perm[4] = {0, 2, 1, 3};
+    if (!st) st = tx_rw_set_ints(g, idx, "perm", perm, 4);
+    if (st) {
+        free(out);
+        return st;
+    }
+    free(*value);
+    *value = out;
+    return NULL;
+}
+
+/* Rewrites one match. Strings from the graph are copied first: edits
+ * invalidate them. */
+static teexec_status *rewrite(tx_rw_graph *g, match *m, plan *pl)
+{
+    teexec_status *st = NULL;
+    char *qv = strdup(m->q.value), *kv = strdup(m->k.value), *vv = strdup(m->v.value);
+    char *outv = strdup(m->out_value), *anchor = strdup(m->anchor);
+    char *maskv = pl->mask_in ? strdup(pl->mask_in) : NULL;
+    char **feeders = NULL;
+    size_t nf = 0, capf = 0;
+    if (!qv || !kv || !vv || !outv || !anchor || (pl->mask_in && !maskv)) {
+        st = tx_oom();
+        goto done;
+    }
+    /* inputs of the removed nodes, to clean up their now-dead feeders */
+    for (size_t k = 0; k < m->core.n && !st; k++) {
+        const tx_rw_node *n = tx_rw_node_at(g, m->core.v[k]);
+        for (size_t i = 0; i < n->n_inputs; i++) {
+            if (!n->inputs[i][0]) continue;
+            if (nf == capf) {
+                size_t cap = capf ? 2 * capf : 32;
+                char **nfd = realloc(feeders, cap * sizeof *nfd);
+                if (!nfd) {
+                    st = tx_oom();
+                    break;
+                }
+                feeders = nfd;
+                capf = cap;
+            }
+            feeders[nf] = strdup(n->inputs[i]);
+            if (!feeders[nf]) {
+                st = tx_oom();
+                break;
+            }
+            nf++;
+        }
+    }
+    if (st) goto done;
+    for (size_t k = 0; k < m->core.n; k++) tx_rw_remove_node(g, m->core.v[k]);
+
+    if (m->q.needs_transpose && (st = add_transpose(g, &qv, anchor))) goto done;
+    if (m->k.needs_transpose && (st = add_transpose(g, &kv, anchor))) goto done;
+    if (m->v.needs_transpose && (st = add_transpose(g, &vv, anchor))) goto done;
+    char *mc = NULL;
+    if (pl->mask_const.data) {
+        char nm[256];
+        snprintf(nm, sizeof nm, "%s/mask", anchor);
+        const char *mn = tx_rw_fresh_name(g, nm);
+        mc = mn ? strdup(mn) : NULL;
+        if (!mc) st = tx_oom();
+        if (!st) st = tx_rw_set_initializer(g, mc, &pl->mask_const);
+    } else if (!st && pl->mask_needs_not) {
+        char nm[256];
+        snprintf(nm, sizeof nm, "%s/mask_not", anchor);
+        const char *mn = tx_rw_fresh_name(g, nm);
+        mc = mn ? strdup(mn) : NULL;
+        if (!mc) st = tx_oom();
+        snprintf(nm, sizeof nm, "%s/Not", anchor);
+        const char *nn = st ? NULL : tx_rw_fresh_name(g, nm);
+        if (!st && !nn) st = tx_oom();
+        const char *ins[1] = {maskv}, *outs[1] = {mc};
+        if (!st) st = tx_rw_add_node(g, "Not", "", nn, ins, 1, outs, 1, NULL);
+    } else if (!st && maskv) {
+        mc = strdup(maskv);
+        if (!mc) st = tx_oom();
+    }
+    if (!st) {
+        char nm[256];
+        snprintf(nm, sizeof nm, "%s/DotProductAttention", anchor);
+        const char *nn = tx_rw_fresh_name(g, nm);
+        const char *ins[4] = {qv, kv, vv, mc ? mc : ""};
+        const char *outs[1] = {outv};
+        size_t idx = 0;
+        st = nn ? tx_rw_add_node(g, PATTERN, "te.ops", nn, ins, mc ? 4 : 3, outs, 1, &idx)
+                : tx_oom();
+        if (!st && m->q.dims[2] > 0)
+            st = tx_rw_set_int(g, idx, "num_attention_heads", m->q.dims[2]);
+        if (!st && m->k.dims[2] > 0)
+            st = tx_rw_set_int(g, idx, "num_gqa_groups", m->k.dims[2]);
+        if (!st) st = tx_rw_set_int(g, idx, "causal", pl->causal);
+        if (!st) st = tx_rw_set_float(g, idx, "scale", (float)m->scale);
+        if (!st) st = tx_rw_set_string(g, idx, "qkv_format", "bshd");
+    }
+    free(mc);
+    if (!st) remove_dead_feeders(g, feeders, nf);
+done:
+    for (size_t i = 0; i < nf; i++) free(feeders[i]);
+    free(feeders);
+    free(qv);
+    free(kv);
+    free(vv);
+    free(outv);
+    free(anchor);
+    free(maskv);
+    return st;
+}
+
+/* Tries the attention anchored on Softmax node `si`: lowers it, or adds a
+ * note saying why not once it looks like attention (a Softmax whose output
+ * is the left operand of a MatMul, or goes through Dropout); any other
+ * Softmax is left alone without a note. */
+static teexec_status *try_one(tx_rw_graph *g, size_t si, tx_lower_report *r)
+{
+    match m;
+    memset(&m, 0, sizeof m);
+    m.scale = 1.0;
+    m.rk.n = m.rv.n = 1;
+    m.softmax = tx_rw_node_at(g, si);
+    teexec_status *st = NULL;
+    if (!is_op(m.softmax, "Softmax") || m.softmax->n_inputs < 1 || m.softmax->n_outputs < 1)
+        return NULL;
+    char softmax_label[256];
+    snprintf(softmax_label, sizeof softmax_label, "%s", label(m.softmax));
+    m.anchor = softmax_label;
+
+    /* forward: probabilities -> [Dropout] -> MatMul(P, V) */
+    const char *probs = m.softmax->outputs[0];
+    size_t nc = 0;
+    const tx_ir_use *u = tx_rw_consumers(g, probs, &nc);
+    int64_t pv = -1;
+    bool dropout = false, other_reader = tx_rw_is_graph_output(g, probs);
+    for (size_t c = 0; c < nc; c++) {
+        tx_rw_node *n = tx_rw_node_at(g, (size_t)u[c].node);
+        if (is_op(n, "MatMul") && u[c].slot == 0) pv = u[c].node;
+        else if (is_op(n, "Dropout")) dropout = true;
+        else other_reader = true;
+    }
+    if (pv < 0 && !dropout) return NULL; /* a softmax, but not attention */
+    if (dropout) {
+        /* training-mode Dropout on P: TE's attention dropout is not modelled */
+        return note(r, softmax_label, false,
+                    "dropout on the attention probabilities (exported for training); "
+                    "DotProductAttention here has no dropout");
+    }
+    if (other_reader)
+        return note(r, softmax_label, false,
+                    "the attention probabilities (Softmax output) are read outside the pattern "
+                    "(or are a graph output)");
+    const tx_rw_attr *ax = find_attr(m.softmax, "axis");
+    tx_rw_node *pvn = tx_rw_node_at(g, (size_t)pv);
+
+    int64_t qk = -1;
+    if ((st = set_add(&m.core, si)) || (st = set_add(&m.core, (size_t)pv))) goto done;
+    if (!ax || ax->type != TX_IR_ATTR_INT || (ax->i != -1 && ax->i != 3)) {
+        st = note(r, softmax_label, false, "the Softmax is not over the last axis (axis -1)");
+        goto done;
+    }
+    if ((st = walk_scores(g, &m, &qk))) goto done;
+    if (qk < 0) {
+        st = note(r, softmax_label, false, m.reason);
+        goto done;
+    }
+    tx_rw_node *qkn = tx_rw_node_at(g, (size_t)qk);
+    char qk_label[256];
+    snprintf(qk_label, sizeof qk_label, "%s", label(qkn));
+    m.anchor = qk_label;
+    if (qkn->n_inputs != 2 || pvn->n_inputs != 2) goto done;
+    if ((st = walk_q(g, &m, qkn->inputs[0]))) goto done;
+    bool kok = false;
+    if ((st = walk_k(g, &m, qkn->inputs[1], &kok))) goto done;
+    if (!kok) {
+        st = note(r, qk_label, false,
+                  "the key operand of the score MatMul is not a transposed key "
+                  "(Transpose(0,2,3,1) of [b,s,h,d] or Transpose(0,1,3,2) of [b,h,s,d])");
+        goto done;
+    }
+    if ((st = walk_v(g, &m, pvn->inputs[1]))) goto done;
+
+    /* output: Transpose(0,2,1,3) -> Reshape [b, s, h*dv] */
+    {
+        const char *o = pvn->outputs[0];
+        size_t n1 = 0;
+        const tx_ir_use *u1 = tx_rw_consumers(g, o, &n1);
+        int64_t t_idx = n1 == 1 ? u1[0].node : -1;
+        tx_rw_node *t = t_idx >= 0 ? tx_rw_node_at(g, (size_t)t_idx) : NULL;
+        size_t n2 = 0;
+        const tx_ir_use *u2 = perm_is(t, 0, 2, 1, 3) && !tx_rw_is_graph_output(g, o)
+                                  ? tx_rw_consumers(g, t->outputs[0], &n2) : NULL;
+        tx_rw_node *rs = u2 && n2 == 1 ? tx_rw_node_at(g, (size_t)u2[0].node) : NULL;
+        if (!is_op(rs, "Reshape") || rs->n_inputs != 2 || u2[0].slot != 0 ||
+            tx_rw_is_graph_output(g, t->outputs[0])) {
+            st = note(r, qk_label, false,
+                      "the attention output is not transposed back (0,2,1,3) and reshaped to "
+                      "[b, s, h*d] with nothing else reading the intermediates");
+            goto done;
+        }
+        int64_t out_idx = u2[0].node;
+        if ((st = set_add(&m.core, (size_t)t_idx)) ||
+            (st = set_add(&m.core, (size_t)out_idx)))
+            goto done;
+        int64_t spec[4], got[4];
+        size_t ns = 0;
+        int64_t b = m.q.dims[0], s = m.q.dims[1], h = m.q.dims[2], dv = m.v.dims[3];
+        if (!tx_ce_ints(g, rs->inputs[1], spec, 4, &ns) || ns != 3) {
+            st = note(r, qk_label, false,
+                      "the attention output's Reshape target is not a constant [b, s, h*d]");
+            goto done;
+        }
+        int64_t in4[4] = {b, s, h, dv};
+        resolve_reshape(in4, 4, spec, 3, got);
+        if (b < 0 || s < 0 || h < 0 || dv < 0 || got[0] != b || got[1] != s ||
+            got[2] != h * dv) {
+            char why[256];
+            snprintf(why, sizeof why,
+                     "the attention output is reshaped to [%lld, %lld, %lld], not [b, s, h*d_v] "
+                     "= [%lld, %lld, %lld] (or the shapes are unknown)", (long long)got[0],
+                     (long long)got[1], (long long)got[2], (long long)b, (long long)s,
+                     (long long)(h * dv));
+            st = note(r, qk_label, false, why);
+            goto done;
+        }
+        m.out_value = rs->outputs[0];
+
+        /* shapes: q [b,s,h,d], k [b,skv,hk,d], v [b,skv,hk,dv] */
+        const int64_t *q = m.q.dims, *k = m.k.dims, *v = m.v.dims;
+        bool ok = true;
+        if (k[0] < 0 || k[2] < 0 || k[3] < 0 || v[0] < 0 || v[1] < 0 || v[2] < 0 || k[1] < 0)
+            ok = fail(&m, "the key/value shapes are not known");
+        else if (k[0] != b || v[0] != b || k[1] != v[1] || k[2] != v[2] || k[3] != q[3])
+            ok = fail(&m, "q [%lld,%lld,%lld,%lld], k [%lld,%lld,%lld,%lld] and v "
+                          "[%lld,%lld,%lld,%lld] do not fit one attention",
+                      (long long)q[0], (long long)q[1], (long long)q[2], (long long)q[3],
+                      (long long)k[0], (long long)k[1], (long long)k[2], (long long)k[3],
+                      (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
+        else if (m.rk.n != m.rv.n)
+            ok = fail(&m, "keys are repeated %lld times but values %lld times",
+                      (long long)m.rk.n, (long long)m.rv.n);
+        else if (!check_repeat(&m, &m.rk, k, "key") || !check_repeat(&m, &m.rv, v, "value"))
+            ok = false;
+        else if (h != k[2] * m.rk.n)
+            ok = fail(&m, "%lld query heads do not match %lld kv heads x %lld repeats",
+                      (long long)h, (long long)k[2], (long long)m.rk.n);
+        else if (m.scale == 0 || !isfinite(m.scale))
+            ok = fail(&m, "the softmax scale folds to %g", m.scale);
+        if (!ok) {
+            st = note(r, qk_label, false, m.reason);
+            goto done;
+        }
+        plan pl;
+        bool mok = false;
+        if ((st = plan_mask(g, &m, &pl, &mok))) goto done;
+        if (!mok) {
+            tx_tensor_release(&pl.mask_const);
+            st = note(r, qk_label, false, m.reason);
+            goto done;
+        }
+        if (!contained(g, &m, (size_t)out_idx)) {
+            tx_tensor_release(&pl.mask_const);
+            st = note(r, qk_label, false, m.reason);
+            goto done;
+        }
+        st = rewrite(g, &m, &pl);
+        tx_tensor_release(&pl.mask_const);
+        if (!st) st = note(r, qk_label, true, NULL);
+    }
+done:
+    free(m.core.v);
+    return st;
+}
+
+teexec_status *tx_lower_attention(tx_rw_graph *g, tx_lower_report *r)
+{
+    if (!g) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "tx_lower_attention: no graph");
+    /* Nodes appended by a rewrite are te.ops or helpers, never a Softmax,
+     * so one pass over the original count sees every candidate. */
+    size_t n = tx_rw_node_count(g);
+    for (size_t i = 0; i < n; i++) {
+        tx_rw_node *s = tx_rw_node_at(g, i);
+        if (!is_op(s, "Softmax")) continue;
+        TX_TRY(try_one(g, i, r));
+    }
+    return NULL;
+}

@@ -1,0 +1,203 @@
+/*
+ * cmd_plan.c - `teexec plan` and `teexec convert`: how a model is lowered,
+ * grouped, fused and quantized, and writing that as a te.ops model.
+ * Both parse the same planning options into a teexec_plan_options.
+ */
+#include "cli_common.h"
+#include "commands.h"
+#include "teexec/teexec.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char recipe_help[] =
+    "  --recipe R        none (default), fp8-delayed, fp8-current, fp8-block, mxfp8,\n"
+    "                    nvfp4; add :hybrid for E5M2 gradients (fp8-*, mxfp8) and\n"
+    "                    ,key=value options: history=N (fp8-delayed amax history),\n"
+    "                    2d=0|1 (2-D weight blocks), rht=0|1 and sr=0|1 (nvfp4's\n"
+    "                    Hadamard transform and stochastic rounding),\n"
+    "                    dtype=bf16|fp16|fp32 (compute dtype)\n";
+
+static void plan_usage(FILE *f)
+{
+    fprintf(f, "usage: teexec plan MODEL.onnx [--train] [--recipe R] [--device D]\n"
+               "                  [--deterministic] [--dim NAME=VALUE]... [--explain] [--json]\n"
+               "\n"
+               "Lowers the model (PyTorch-exported subgraphs -> TE ops), splits it into\n"
+               "fuser groups and shows, per group, the forward and (with --train) the\n"
+               "backward kernel layout, the quantization of every GEMM operand and the\n"
+               "memory plan's peaks. Nothing is run.\n"
+               "\n"
+               "options:\n"
+               "  --train           plan a training step (forward and backward)\n"
+               "%s"
+               "  --device D        cpu (default), sm_90 (H100/H200), sm_100 (B200)\n"
+               "  --deterministic   only kernels whose results do not depend on scheduling\n"
+               "  --dim NAME=VALUE  value of a symbolic input dim (default 1)\n"
+               "  --explain         also list every fusion and pattern not used, with why\n"
+               "  --json            print one JSON object (includes the --explain details)\n"
+               "  -h, --help        show this help\n",
+            recipe_help);
+}
+
+static void convert_usage(FILE *f)
+{
+    fprintf(f, "usage: teexec convert IN.onnx OUT.onnx [--recipe R] [--train] [--device D]\n"
+               "                     [--dim NAME=VALUE]...\n"
+               "\n"
+               "Writes IN lowered to TE ops (domain te.ops), each fuser group as a\n"
+               "model-local function in domain te.fused, the plan's quantization as\n"
+               "attributes (quant_input, quant_weight, quant_grad_output), the original\n"
+               "initializer names kept (weights stored transposed say so in\n"
+               "weight_layout). The output loads in any ONNX tool; converting it again\n"
+               "writes the same bytes. OUT is replaced atomically.\n"
+               "\n"
+               "options:\n"
+               "%s"
+               "  --train           record backward layouts too\n"
+               "  --device D        cpu (default), sm_90, sm_100\n"
+               "  --dim NAME=VALUE  value of a symbolic input dim (default 1)\n"
+               "  -h, --help        show this help\n",
+            recipe_help);
+}
+
+/* Applies one planning option at argv[*i]; returns 1 when consumed, 0 when
+ * not a planning option, or -(exit status) on error. */
+static int plan_option(const char *cmd, teexec_plan_options *o, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    teexec_status *st = NULL;
+    if (strcmp(a, "--train") == 0) {
+        st = teexec_plan_options_set_training(o, 1);
+    } else if (strcmp(a, "--deterministic") == 0) {
+        st = teexec_plan_options_set_deterministic(o, 1);
+    } else if (strcmp(a, "--recipe") == 0 || strcmp(a, "--device") == 0 ||
+               strcmp(a, "--dim") == 0) {
+        if (*i + 1 >= argc) return -cli_usage_error(cmd, "%s needs a value", a);
+        const char *v = argv[++*i];
+        if (strcmp(a, "--recipe") == 0) {
+            st = teexec_plan_options_set_recipe(o, v);
+        } else if (strcmp(a, "--device") == 0) {
+            st = teexec_plan_options_set_device(o, v);
+        } else {
+            const char *eq = strchr(v, '=');
+            if (!eq || eq == v || !eq[1])
+                return -cli_usage_error(cmd, "--dim expects NAME=VALUE, not '%s'", v);
+            char name[256];
+            size_t n = (size_t)(eq - v);
+            if (n >= sizeof name) return -cli_usage_error(cmd, "--dim name too long");
+            memcpy(name, v, n);
+            name[n] = 0;
+            errno = 0;
+            char *end = NULL;
+            long long val = strtoll(eq + 1, &end, 10);
+            if (errno || *end || val < 0)
+                return -cli_usage_error(cmd, "--dim %s: '%s' is not a non-negative integer", name,
+                                        eq + 1);
+            st = teexec_plan_options_set_dim(o, name, (int64_t)val);
+        }
+        if (st) {
+            /* a bad recipe or device name is a usage error */
+            fprintf(stderr, "teexec: %s: %s (see 'teexec %s --help')\n", cmd,
+                    teexec_status_message(st), cmd);
+            teexec_status_destroy(st);
+            return -CLI_EXIT_USAGE;
+        }
+        return 1;
+    } else {
+        return 0;
+    }
+    if (st) return -cli_report(st, NULL);
+    return 1;
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    const char *path = NULL;
+    int explain = 0, json = 0;
+    teexec_plan_options *o = NULL;
+    teexec_status *st = teexec_plan_options_create(&o);
+    if (st) return cli_report(st, NULL);
+    int rc = CLI_EXIT_OK;
+    for (int i = 1; i < argc && rc == CLI_EXIT_OK; i++) {
+        const char *a = argv[i];
+        if (cli_is_help(a)) {
+            plan_usage(stdout);
+            teexec_plan_options_destroy(o);
+            return CLI_EXIT_OK;
+        }
+        int r = plan_option("plan", o, argc, argv, &i);
+        if (r < 0) rc = -r;
+        else if (r > 0) continue;
+        else if (strcmp(a, "--explain") == 0) explain = 1;
+        else if (strcmp(a, "--json") == 0) json = 1;
+        else if (a[0] == '-' && a[1]) rc = cli_usage_error("plan", "unknown option '%s'", a);
+        else if (!path) path = a;
+        else rc = cli_usage_error("plan", "unexpected argument '%s' (one model at a time)", a);
+    }
+    if (rc == CLI_EXIT_OK && !path) rc = cli_usage_error("plan", "no model file given");
+    if (rc != CLI_EXIT_OK) {
+        teexec_plan_options_destroy(o);
+        return rc;
+    }
+    teexec_model *m = NULL;
+    st = teexec_model_load_file(path, NULL, &m);
+    char *text = NULL;
+    if (!st)
+        st = teexec_model_plan(m, o, json ? TEEXEC_PLAN_JSON
+                                          : explain ? TEEXEC_PLAN_EXPLAIN : TEEXEC_PLAN_TEXT,
+                               &text);
+    teexec_plan_options_destroy(o);
+    teexec_model_destroy(m);
+    if (st) return cli_report(st, path);
+    fputs(text, stdout);
+    teexec_string_free(text);
+    if (fflush(stdout) != 0 || ferror(stdout))
+        return cli_fail(CLI_EXIT_BAD_INPUT, "plan", "could not write the output");
+    return CLI_EXIT_OK;
+}
+
+int cmd_convert(int argc, char **argv)
+{
+    const char *in = NULL, *out = NULL;
+    teexec_plan_options *o = NULL;
+    teexec_status *st = teexec_plan_options_create(&o);
+    if (st) return cli_report(st, NULL);
+    int rc = CLI_EXIT_OK;
+    for (int i = 1; i < argc && rc == CLI_EXIT_OK; i++) {
+        const char *a = argv[i];
+        if (cli_is_help(a)) {
+            convert_usage(stdout);
+            teexec_plan_options_destroy(o);
+            return CLI_EXIT_OK;
+        }
+        int r = plan_option("convert", o, argc, argv, &i);
+        if (r < 0) rc = -r;
+        else if (r > 0) continue;
+        else if (a[0] == '-' && a[1]) rc = cli_usage_error("convert", "unknown option '%s'", a);
+        else if (!in) in = a;
+        else if (!out) out = a;
+        else rc = cli_usage_error("convert", "unexpected argument '%s'", a);
+    }
+    if (rc == CLI_EXIT_OK && (!in || !out))
+        rc = cli_usage_error("convert", "expected IN.onnx and OUT.onnx");
+    if (rc != CLI_EXIT_OK) {
+        teexec_plan_options_destroy(o);
+        return rc;
+    }
+    teexec_model *m = NULL;
+    st = teexec_model_load_file(in, NULL, &m);
+    char *summary = NULL;
+    if (!st) st = teexec_model_convert(m, o, out, &summary);
+    teexec_plan_options_destroy(o);
+    teexec_model_destroy(m);
+    if (st) return cli_report(st, in);
+    printf("%s: %s", out, summary ? summary : "written\n");
+    teexec_string_free(summary);
+    if (fflush(stdout) != 0 || ferror(stdout))
+        return cli_fail(CLI_EXIT_BAD_INPUT, "convert", "could not write the output");
+    return CLI_EXIT_OK;
+}
