@@ -1,0 +1,154 @@
+/*
+ * gemm_lt.h - the cuBLASLt GEMM layer of the CUDA backend.
+ *
+ * One call computes, in cuBLAS's column-major terms,
+ *     D = epilogue(alpha * op(A) * op(B) + beta * C)
+ * with op(A) m x k, op(B) k x n, C and D m x n (column-major, leading
+ * dimensions lda/ldb/ldc/ldd; 0 means packed). A row-major caller maps its
+ * matrices as Transformer Engine does (te-ops.md section 0): fprop
+ * Y[M,N] = X[M,K] W[N,K]^T is m = N, n = M, k = K, A = W with transa = 1,
+ * B = X with transb = 0 ("TN"); dgrad dX = dY W is "NN"; wgrad dW = dY^T X
+ * is "NT" with A = X, B = dY.
+ *
+ * Modes (chosen by the operand dtypes and scale modes in tx_gemm_desc):
+ *  - BF16 / FP16 operands, FP32 accumulation (CUBLAS_COMPUTE_32F);
+ *  - FP32 operands: CUBLAS_COMPUTE_32F, or CUBLAS_COMPUTE_32F_FAST_TF32
+ *    only when allow_tf32 is set;
+ *  - FP8 per-tensor (E4M3 x E4M3, E4M3 x E5M2, E5M2 x E4M3): scale mode
+ *    TENSOR, a/b_scale_inv point at one device FP32 each; optional d_scale
+ *    and amax_d for an FP8 output (delayed scaling only, te-ops.md 4.3;
+ *    beta must be 0 then, and an E5M2 output needs an E5M2 operand: the
+ *    H200's cuBLASLt 13.1 has no E4M3 x E4M3 -> E5M2 algorithm).
+ *    On sm_90 (Hopper) cuBLASLt runs FP8 only as "TN" (transa = 1,
+ *    transb = 0): other layouts are refused with TEEXEC_ERR_UNSUPPORTED, and
+ *    the caller passes the columnwise (transposed) copy instead. FP8 needs
+ *    m, k and lda/ldb to be multiples of 16 and A, B, C, D and every scale
+ *    and amax pointer 16-byte aligned (INVALID_ARGUMENT otherwise).
+ *    fast_accum is the caller's choice: TE turns it on for fprop and off
+ *    (split accumulation) for dgrad and wgrad.
+ *  - FP8 block scaling (fp8-block recipe): BLOCK_1D (1x128 blocks,
+ *    CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F) or BLOCK_2D (128x128,
+ *    BLK128x128_32F) per operand, not both 2-D; FP32 scale_inv arrays in
+ *    Transformer Engine's layout (kernels/cpu/qtensor.h). Runs natively
+ *    only where the runtime cuBLASLt (>= 12.9) offers it on the device:
+ *    sm_90. Elsewhere TEEXEC_ERR_UNSUPPORTED, and the caller uses the exact
+ *    emulation (gemm_emulate.h). TN only, split accumulation forced.
+ *  - MXFP8 (VEC32_UE8M0) and NVFP4 (VEC16_UE4M3; alpha_dev from the two
+ *    global amaxes, see tx_cuda_nvfp4_gemm_alpha in gemm_emu_prep.h) with
+ *    GEMM-swizzled scales: native on sm_100 and newer only (built, not yet
+ *    run on such a device); refused with TEEXEC_ERR_UNSUPPORTED on sm_90.
+ *    NVFP4 is TN only.
+ *
+ * Epilogues: NONE; BIAS (bias[m] added to every column); GELU_AUX_BIAS
+ * (D = gelu_tanh(AB + bias), aux = AB + bias, the pre-activation backward
+ * needs); DGELU_BGRAD (D = AB * gelu_tanh'(aux); bias receives the sum of
+ * D over its n columns, length m); BGRADB (bias receives the sum of op(B)
+ * over k, length n). aux_ld must be a multiple of 8 and >= m.
+ *
+ * Heuristic cache: the handle remembers the algorithm cuBLASLt chose for
+ * each (shape, leading dims, dtypes, layout, epilogue, scale modes, flags,
+ * pointer alignment) key, with its descriptors. The first call per key
+ * queries the heuristic (host only); later calls only set the pointer
+ * attributes and launch: no cudaMalloc and no host synchronization.
+ *
+ * Ownership: the handle owns its cuBLASLt handle, descriptors and a 8-byte
+ * device constant block allocated at creation. All matrix, scale, bias and
+ * aux pointers are device pointers owned by the caller; so is the
+ * workspace (at least tx_gemm_lt_workspace_bytes() bytes, 256-byte
+ * aligned). Returned statuses are owned by the caller.
+ *
+ * Thread-safety: a handle is used by one host thread at a time (like a
+ * session), with the CUDA device it was created on current; distinct
+ * handles are independent. Calls are asynchronous on the
+ * given stream (a cudaStream_t; NULL = default stream).
+ */
+#ifndef TEEXEC_KERNELS_CUDA_GEMM_LT_H
+#define TEEXEC_KERNELS_CUDA_GEMM_LT_H
+
+#include "teexec/teexec.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tx_gemm_lt tx_gemm_lt;
+
+typedef enum tx_gemm_epilogue {
+    TX_GEMM_EPI_NONE = 0,
+    TX_GEMM_EPI_BIAS = 1,
+    TX_GEMM_EPI_GELU_AUX_BIAS = 2,
+    TX_GEMM_EPI_DGELU_BGRAD = 3,
+    TX_GEMM_EPI_BGRADB = 4
+} tx_gemm_epilogue;
+
+/* How an operand's scale pointer is read. NONE for BF16/FP16/FP32
+ * operands (and FP8 with an implicit scale of 1). */
+typedef enum tx_gemm_scale_mode {
+    TX_GEMM_SCALE_NONE = 0,
+    TX_GEMM_SCALE_TENSOR = 1,   /* one FP32 */
+    TX_GEMM_SCALE_BLOCK_1D = 2, /* FP32 per 1x128 block along k */
+    TX_GEMM_SCALE_BLOCK_2D = 3, /* FP32 per 128x128 tile */
+    TX_GEMM_SCALE_MXFP8 = 4,    /* E8M0 per 32 along k, swizzled */
+    TX_GEMM_SCALE_NVFP4 = 5     /* E4M3 per 16 along k, swizzled */
+} tx_gemm_scale_mode;
+
+typedef struct tx_gemm_desc {
+    int64_t m, n, k;
+    int transa, transb;           /* 1: op(X) = X^T */
+    int64_t lda, ldb, ldc, ldd;   /* 0: packed (rows of the stored matrix) */
+    teexec_dtype a_type, b_type;  /* FLOAT, FLOAT16, BFLOAT16, FLOAT8E4M3FN,
+                                     FLOAT8E5M2, FLOAT4E2M1 */
+    teexec_dtype c_type;          /* 0: d_type, or BFLOAT16 for an FP8 D */
+    teexec_dtype d_type;
+    float alpha, beta;            /* host values */
+    /* Device FP32 alpha (NVFP4's global scale); beta must then be 0 or 1. */
+    const float *alpha_dev;
+    tx_gemm_epilogue epilogue;
+    void *bias;                   /* BIAS: read; *_BGRAD*: written */
+    teexec_dtype bias_type;       /* 0: d_type (BFLOAT16 for FP8 inputs) */
+    void *aux;                    /* GELU_AUX_BIAS: written; DGELU_BGRAD: read */
+    int64_t aux_ld;               /* 0: m rounded up to 8 */
+    tx_gemm_scale_mode a_scale_mode, b_scale_mode;
+    const void *a_scale_inv, *b_scale_inv;
+    const float *d_scale;         /* FP8 D only: multiplier into D's range */
+    float *amax_d;                /* FP8 operands: max |D| before d_scale (optional) */
+    int fast_accum;               /* FP8 per-tensor: 1 for fprop, 0 for grads */
+    int allow_tf32;               /* FP32 operands only */
+} tx_gemm_desc;
+
+typedef struct tx_gemm_lt_stats {
+    uint64_t runs;               /* successful tx_gemm_lt_run calls */
+    uint64_t heuristic_queries;  /* cublasLtMatmulAlgoGetHeuristic calls */
+    uint64_t cache_entries;
+} tx_gemm_lt_stats;
+
+/* Creates a handle on the current CUDA device. workspace_bytes is the
+ * workspace every run will be given (TE uses 32 MiB + 1 KiB on sm_90+;
+ * 0 is allowed). Queries the device capability and cublasLtGetVersion
+ * once. *out is NULL on failure. */
+teexec_status *tx_gemm_lt_create(size_t workspace_bytes, tx_gemm_lt **out);
+void tx_gemm_lt_destroy(tx_gemm_lt *h); /* accepts NULL; synchronizes nothing */
+
+size_t tx_gemm_lt_workspace_bytes(const tx_gemm_lt *h);
+/* Device compute capability (e.g. 90) and cublasLtGetVersion() (e.g. 130100). */
+int tx_gemm_lt_sm(const tx_gemm_lt *h);
+size_t tx_gemm_lt_cublas_version(const tx_gemm_lt *h);
+tx_gemm_lt_stats tx_gemm_lt_get_stats(const tx_gemm_lt *h);
+
+/* NULL when the handle's device and cuBLASLt can run this description
+ * natively, else a TEEXEC_ERR_UNSUPPORTED (or INVALID_ARGUMENT) status
+ * saying why. Checks shapes, dtypes and flags only: no CUDA call. */
+teexec_status *tx_gemm_lt_check(const tx_gemm_lt *h, const tx_gemm_desc *d);
+
+/* Runs the GEMM. C may be NULL when beta == 0. */
+teexec_status *tx_gemm_lt_run(tx_gemm_lt *h, const tx_gemm_desc *d, const void *A, const void *B,
+                              const void *C, void *D, void *workspace, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
