@@ -2,7 +2,7 @@
  * sample model in models/ for a training step under recipes none (bf16),
  * fp8-current, mxfp8 and nvfp4 on devices sm_90 and sm_100, compared byte
  * for byte with tests/planner/golden/<model>.<recipe>.<device>.json; the
- * same for the PyTorch exports (mlp, mlp_tanh, mlp_opset14, gpt2_block)
+ * same for the PyTorch exports (mlp, mlp_tanh, mlp_opset14, gpt2_block, llama_block)
  * after lowering to te.ops (golden/lowered_<model>.*.json).
  *
  * After a deliberate change to the planner, rewrite the files with
@@ -183,6 +183,7 @@ static void golden_lowered_mlp(void **state) { (void)state; golden_model("mlp", 
 static void golden_lowered_mlp_tanh(void **state) { (void)state; golden_model("mlp_tanh", true); }
 static void golden_lowered_mlp_opset14(void **state) { (void)state; golden_model("mlp_opset14", true); }
 static void golden_lowered_gpt2_block(void **state) { (void)state; golden_model("gpt2_block", true); }
+static void golden_lowered_llama_block(void **state) { (void)state; golden_model("llama_block", true); }
 
 /* te_mlp: Linear fc1, Bias, GELU. Under mxfp8:hybrid the fused dact+dbias
  * kernel (E4M3 only) must not write fc1's E5M2 grad. */
@@ -222,6 +223,7 @@ int main(void)
         cmocka_unit_test(golden_lowered_mlp_tanh),
         cmocka_unit_test(golden_lowered_mlp_opset14),
         cmocka_unit_test(golden_lowered_gpt2_block),
+        cmocka_unit_test(golden_lowered_llama_block),
         cmocka_unit_test(hybrid_declines_backward_activation_bias),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
