@@ -22,14 +22,21 @@ struct teexec_plan_options {
     size_t n_dims;
 };
 
+/* The documented defaults: recipe none, device cpu, inference. */
+static teexec_status *options_defaults(teexec_plan_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    TX_TRY(tx_recipe_parse("none", &o->recipe));
+    return tx_device_caps_parse("cpu", &o->device);
+}
+
 teexec_status *teexec_plan_options_create(teexec_plan_options **out)
 {
     if (!out) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "out_options is NULL");
     *out = NULL;
     teexec_plan_options *o = calloc(1, sizeof(*o));
     if (!o) return tx_oom();
-    teexec_status *st = tx_recipe_parse("none", &o->recipe);
-    if (!st) st = tx_device_caps_parse("cpu", &o->device);
+    teexec_status *st = options_defaults(o);
     if (st) {
         free(o);
         return st;
@@ -126,10 +133,16 @@ static void planned_free(planned *p)
     memset(p, 0, sizeof(*p));
 }
 
+/* Lowers, infers and plans model for o (NULL: the defaults). */
 static teexec_status *plan_model(const teexec_model *model, const teexec_plan_options *o,
                                  planned *p)
 {
     memset(p, 0, sizeof(*p));
+    teexec_plan_options defaults;
+    if (!o) {
+        TX_TRY(options_defaults(&defaults));
+        o = &defaults;
+    }
     teexec_status *st = tx_model_lower(model, &p->report, &p->lowered);
     const tx_ir_graph *g = st ? NULL : p->lowered->ir->graph;
     if (!st)
@@ -249,13 +262,6 @@ teexec_status *teexec_model_plan(const teexec_model *model, const teexec_plan_op
     if (!model) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "model is NULL");
     if (format != TEEXEC_PLAN_TEXT && format != TEEXEC_PLAN_EXPLAIN && format != TEEXEC_PLAN_JSON)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "unknown plan format %d", (int)format);
-    teexec_plan_options defaults;
-    if (!options) {
-        memset(&defaults, 0, sizeof(defaults));
-        TX_TRY(tx_recipe_parse("none", &defaults.recipe));
-        TX_TRY(tx_device_caps_parse("cpu", &defaults.device));
-        options = &defaults;
-    }
     planned p;
     TX_TRY(plan_model(model, options, &p));
     const tx_ir_graph *g = p.lowered->ir->graph;
@@ -395,13 +401,6 @@ teexec_status *teexec_model_convert(const teexec_model *model, const teexec_plan
 {
     if (summary) *summary = NULL;
     if (!model || !path) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "model or path is NULL");
-    teexec_plan_options defaults;
-    if (!options) {
-        memset(&defaults, 0, sizeof(defaults));
-        TX_TRY(tx_recipe_parse("none", &defaults.recipe));
-        TX_TRY(tx_device_caps_parse("cpu", &defaults.device));
-        options = &defaults;
-    }
     planned p;
     TX_TRY(plan_model(model, options, &p));
     tx_rw_graph *rw = NULL;

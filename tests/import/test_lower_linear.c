@@ -420,12 +420,12 @@ static void test_quant_fake_quantized(void **state)
             size_t N = (size_t)w.dims[0], K = (size_t)w.dims[1];
             size_t M = (size_t)(teexec_tensor_element_count(in.t[0]) / K);
             double num = 0, den = 0;
-            for (size_t r = 0; r < M; r++)
+            for (size_t row = 0; row < M; row++)
                 for (size_t c = 0; c < N; c++) {
                     double acc = ((const float *)b.data)[c];
                     for (size_t kk = 0; kk < K; kk++)
-                        acc += (double)x[r * K + kk] * ((const float *)w.data)[c * K + kk];
-                    num += (y[r * N + c] - acc) * (y[r * N + c] - acc);
+                        acc += (double)x[row * K + kk] * ((const float *)w.data)[c * K + kk];
+                    num += (y[row * N + c] - acc) * (y[row * N + c] - acc);
                     den += acc * acc;
                 }
             printf("  %s: rel-L2 to x W^T + b in float %.3g\n", names[k], sqrt(num / den));
