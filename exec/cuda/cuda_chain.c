@@ -32,6 +32,12 @@ typedef struct op_state {
     bool bias_in_gemm;         /* Bias: done by the previous Linear's GEMM */
     bool bias_by_act;          /* Bias: its grad comes from the next activation's kernel */
     bool act_with_bias;        /* activation: also writes the previous Bias's grad */
+    /* GEMM epilogues (recipe none, 16-bit dtypes): Linear, Bias, GELU(tanh)
+     * as one GEMM writing the pre-activation as aux (gemm_gelu on the
+     * Linear, act_in_gemm on the GELU); the next Linear's dgrad applying
+     * dGELU and summing dbias (dgrad_dgelu on it, act_bwd_in_gemm on the
+     * GELU). */
+    bool gemm_gelu, act_in_gemm, dgrad_dgelu, act_bwd_in_gemm;
     void *gextra;              /* MakeExtraOutput: grad of its extra output (or NULL) */
     /* fp8-current Linear */
     uint8_t *x_row, *x_col, *w_row, *w_col, *dy_row, *dy_col;
@@ -191,6 +197,16 @@ static teexec_status *shape_ops(tx_cuda_chain *c, const tx_cuda_chain_op *ops)
             return unsupported(o, "has no CUDA kernel yet");
         }
         o->out_w = w;
+    }
+    bool epi = c->cfg.recipe.kind == TX_RECIPE_NONE && c->cfg.dtype != TEEXEC_DTYPE_FLOAT;
+    for (int32_t i = 0; epi && i + 2 < c->n; i++) {
+        op_state *o = &c->ops[i], *g = &c->ops[i + 2];
+        if (o->op != TX_TE_LINEAR || !o->gemm_bias || g->op != TX_TE_GELU ||
+            g->attrs[TX_TE_A_GELU_APPROX].i != TX_TE_GELU_TANH)
+            continue;
+        o->gemm_gelu = g->act_in_gemm = true;
+        if (c->cfg.training && i + 3 < c->n && c->ops[i + 3].op == TX_TE_LINEAR)
+            c->ops[i + 3].dgrad_dgelu = g->act_bwd_in_gemm = true;
     }
     return NULL;
 }
@@ -437,6 +453,15 @@ static teexec_status *linear_fwd(tx_cuda_chain *c, op_state *o)
                       .epilogue = bias ? TX_GEMM_EPI_BIAS : TX_GEMM_EPI_NONE,
                       .bias = bias ? bias->param[0] : NULL, .bias_type = c->cfg.dtype};
     void *out = bias ? bias->out : o->out;
+    if (o->gemm_gelu) {
+        /* D = gelu(x W^T + b) into the GELU's output; aux = the
+         * pre-activation, which the GELU's backward reads as its input */
+        op_state *gelu = o + 2;
+        d.epilogue = TX_GEMM_EPI_GELU_AUX_BIAS;
+        d.aux = o->out;
+        d.aux_ld = (int64_t)n;
+        out = gelu->out;
+    }
     if (c->cfg.recipe.kind == TX_RECIPE_FP8_CURRENT) {
         bool train = c->cfg.training;
         TX_TRY(quantize(c, o->in, rows, k, fwd_fp8(), o->x_sc, o->x_row, train ? o->x_col : NULL));
@@ -456,7 +481,7 @@ teexec_status *tx_cuda_chain_forward(tx_cuda_chain *c)
     size_t rows = (size_t)c->cfg.rows;
     for (int32_t i = 0; i < c->n; i++) {
         op_state *o = &c->ops[i];
-        if (is_passthrough(o, c->cfg.training) || o->bias_in_gemm) continue;
+        if (is_passthrough(o, c->cfg.training) || o->bias_in_gemm || o->act_in_gemm) continue;
         switch (o->op) {
         case TX_TE_LINEAR: TX_TRY(linear_fwd(c, o)); break;
         case TX_TE_LAYER_NORM:
@@ -514,6 +539,16 @@ static teexec_status *linear_bwd(tx_cuda_chain *c, op_state *o, bool want_dx)
             d.a_scale_inv = &o->w_sc[4];
             d.b_scale_inv = &o->dy_sc[4];
             TX_TRY(tx_gemm_lt_run(c->gemm, &d, o->w_col, o->dy_row, NULL, o->gin, c->gemm_ws,
+                                  c->stream));
+        } else if (o->dgrad_dgelu) {
+            /* dz = (dY W) * gelu'(z) straight into the GELU's input grad,
+             * dbias = its column sums: BackwardActivationBias in the epilogue */
+            op_state *gelu = o - 1, *bias = o - 2;
+            d.epilogue = TX_GEMM_EPI_DGELU_BGRAD;
+            d.aux = gelu->in;
+            d.aux_ld = (int64_t)k;
+            d.bias = bias->gparam[0];
+            TX_TRY(tx_gemm_lt_run(c->gemm, &d, o->param[0], o->gout, NULL, gelu->gin, c->gemm_ws,
                                   c->stream));
         } else {
             TX_TRY(tx_gemm_lt_run(c->gemm, &d, o->param[0], o->gout, NULL, o->gin, c->gemm_ws,
@@ -583,7 +618,7 @@ teexec_status *tx_cuda_chain_backward(tx_cuda_chain *c)
         case TX_TE_DROPOUT:
             break; /* grads pass through (wired at creation) */
         default: {
-            if (!o->gin) break;
+            if (!o->gin || o->act_bwd_in_gemm) break;
             bool ok;
             op_state *bias = o->act_with_bias ? o - 1 : NULL;
             tx_cuda_act_args a = {.act = act_of(o, &ok), .rows = rows, .cols = (size_t)o->out_w,

@@ -13,12 +13,15 @@
  *
  * Kernels chosen (the forward and backward layouts are independent):
  *   forward   Linear+Bias as one cuBLASLt GEMM with the BIAS epilogue
- *             (ForwardLinearBiasActivation without the activation);
+ *             (ForwardLinearBiasActivation), with a following tanh-GELU
+ *             in the same GEMM (GELU_AUX_BIAS) for recipe none in 16-bit;
  *             other ops their own kernels (kernels/cuda/norm.h, act.h,
  *             elementwise.h).
  *   backward  Bias+activation as one kernel: dact and dbias together
- *             (BackwardActivationBias, deterministic column sums); a Bias
- *             alone by its column-sum kernel; Linear dgrad and wgrad GEMMs.
+ *             (BackwardActivationBias, deterministic column sums), or, after
+ *             a GELU_AUX_BIAS forward, inside the next Linear's dgrad GEMM
+ *             (DGELU_BGRAD); a Bias alone by its column-sum kernel; Linear
+ *             dgrad and wgrad GEMMs.
  *   fp8-current  each Linear quantizes x and W (rowwise for fprop,
  *             columnwise - the transposed copy Hopper's FP8 GEMM needs - for
  *             dgrad/wgrad) with current scaling, E4M3 (E5M2 grads under
