@@ -129,6 +129,14 @@ static bool is_passthrough(const op_state *o, bool training)
     return false;
 }
 
+/* Ops whose input grad is their output grad (the same buffer in backward):
+ * MakeExtraOutput is not one of them, it adds the extra output's grad. */
+static bool passes_grad(const op_state *o, bool training)
+{
+    return o->op == TX_TE_BIAS || o->op == TX_TE_ADD_EXTRA_INPUT ||
+           (is_passthrough(o, training) && o->op != TX_TE_MAKE_EXTRA_OUTPUT);
+}
+
 static teexec_status *unsupported(const op_state *o, const char *why)
 {
     const tx_te_op_schema *s = tx_te_schema(o->op);
@@ -280,21 +288,11 @@ static teexec_status *plan_memory(tx_cuda_chain *c, const tx_cuda_chain_op *ops)
         }
         /* backward buffers: a new grad for the op's input unless it passes
          * the output's grad through */
-        if (train && i > 0) {
-            bool passes = o->op == TX_TE_BIAS || o->op == TX_TE_ADD_EXTRA_INPUT ||
-                          (is_passthrough(o, train) && o->op != TX_TE_MAKE_EXTRA_OUTPUT);
-            if (o->op == TX_TE_MAKE_EXTRA_OUTPUT) passes = false;
-            if (!passes) want(&l, &o->gin, rows * (size_t)o->in_w * esz);
-        }
+        if (train && (i > 0 || c->cfg.input_needs_grad) && !passes_grad(o, train))
+            want(&l, &o->gin, rows * (size_t)o->in_w * esz);
     }
     int64_t out_w = c->n ? c->ops[c->n - 1].out_w : c->cfg.in_width;
-    if (train) {
-        want(&l, &c->grad_output, rows * (size_t)out_w * esz);
-        if (c->cfg.input_needs_grad && c->n > 0 && c->ops[0].op != TX_TE_BIAS &&
-            c->ops[0].op != TX_TE_ADD_EXTRA_INPUT &&
-            (!is_passthrough(&c->ops[0], train) || c->ops[0].op == TX_TE_MAKE_EXTRA_OUTPUT))
-            want(&l, &c->ops[0].gin, rows * (size_t)c->ops[0].in_w * esz);
-    }
+    if (train) want(&l, &c->grad_output, rows * (size_t)out_w * esz);
     want(&l, &c->workspace, (ws_floats + 1) * sizeof(float));
     want(&l, &c->gemm_ws, GEMM_WORKSPACE);
     if (l.oom) {

@@ -2,11 +2,9 @@
 #include "kernels/cuda/cublaslt_dl.h"
 
 #include "base/status.h"
+#include "kernels/cuda/dl_open.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
-#include <stdio.h>
-#include <string.h>
 
 #define TX_STR2(x) #x
 #define TX_STR(x) TX_STR2(x)
@@ -17,33 +15,14 @@ static tx_cublaslt_api api;
 static int loaded;
 static char failure[512];
 
-/* dlsym returns void *; ISO C has no function-pointer conversion for it,
- * POSIX guarantees it works, and memcpy says so without a cast warning. */
-static int resolve(void *lib, const char *name, void *slot, size_t size)
-{
-    void *p = dlsym(lib, name);
-    if (!p) {
-        const char *e = dlerror();
-        snprintf(failure, sizeof failure, "%s: %s", SONAME, e ? e : name);
-        return 0;
-    }
-    memcpy(slot, &p, size);
-    return 1;
-}
-
-#define RESOLVE(field) resolve(lib, "cublasLt" #field, &api.field, sizeof api.field)
+#define RESOLVE(field)                                                                      \
+    tx_dl_resolve(lib, SONAME, "cublasLt" #field, &api.field, sizeof api.field, failure,        \
+                  sizeof failure)
 
 static void load_once(void)
 {
-    void *lib = dlopen(SONAME, RTLD_NOW | RTLD_LOCAL);
-#ifdef TX_CUBLASLT_DIR
-    if (!lib) lib = dlopen(TX_CUBLASLT_DIR "/" SONAME, RTLD_NOW | RTLD_LOCAL);
-#endif
-    if (!lib) {
-        const char *e = dlerror();
-        snprintf(failure, sizeof failure, "%s", e ? e : "dlopen failed");
-        return;
-    }
+    void *lib = tx_dl_open(SONAME, failure, sizeof failure);
+    if (!lib) return;
     loaded = RESOLVE(Create) && RESOLVE(Destroy) && RESOLVE(GetVersion) && RESOLVE(GetStatusName) &&
              RESOLVE(GetStatusString) && RESOLVE(MatmulDescCreate) && RESOLVE(MatmulDescDestroy) &&
              RESOLVE(MatmulDescSetAttribute) && RESOLVE(MatrixLayoutCreate) &&

@@ -2,11 +2,9 @@
 #include "kernels/cuda/cudnn_dl.h"
 
 #include "base/status.h"
+#include "kernels/cuda/dl_open.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
-#include <stdio.h>
-#include <string.h>
 
 #define TX_STR2(x) #x
 #define TX_STR(x) TX_STR2(x)
@@ -17,34 +15,14 @@ static tx_cudnn_api api;
 static int loaded;
 static char failure[512];
 
-/* dlsym returns void *; POSIX makes the function-pointer conversion work,
- * memcpy states it without a cast warning. */
-static int resolve(void *lib, const char *name, void *slot, size_t size)
-{
-    void *p = dlsym(lib, name);
-    if (!p) {
-        const char *e = dlerror();
-        snprintf(failure, sizeof failure, "%s: %s", SONAME, e ? e : name);
-        return 0;
-    }
-    memcpy(slot, &p, size);
-    return 1;
-}
-
-#define RESOLVE(field) resolve(lib, "cudnn" #field, &api.field, sizeof api.field)
+#define RESOLVE(field)                                                                      \
+    tx_dl_resolve(lib, SONAME, "cudnn" #field, &api.field, sizeof api.field, failure,        \
+                  sizeof failure)
 
 static void load_once(void)
 {
-    void *lib = dlopen(SONAME, RTLD_NOW | RTLD_LOCAL);
-#ifdef TX_CUBLASLT_DIR
-    /* the toolkit's lib64 folder, where cuDNN sits beside cuBLASLt */
-    if (!lib) lib = dlopen(TX_CUBLASLT_DIR "/" SONAME, RTLD_NOW | RTLD_LOCAL);
-#endif
-    if (!lib) {
-        const char *e = dlerror();
-        snprintf(failure, sizeof failure, "%s", e ? e : "dlopen failed");
-        return;
-    }
+    void *lib = tx_dl_open(SONAME, failure, sizeof failure);
+    if (!lib) return;
     loaded = RESOLVE(GetVersion) && RESOLVE(Create) && RESOLVE(Destroy) && RESOLVE(SetStream) &&
              RESOLVE(GetErrorString) && RESOLVE(GetLastErrorString) &&
              RESOLVE(BackendCreateDescriptor) && RESOLVE(BackendDestroyDescriptor) &&
