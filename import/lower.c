@@ -2,8 +2,6 @@
  * the passes in their fixed order. */
 #include "import/lower.h"
 
-#include "import/lower_passes.h" /* generated: which pass files are in the tree */
-
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,42 +57,6 @@ teexec_status *tx_lower_note_add(tx_lower_report *r, const char *pattern, const 
     r->notes[r->n_notes++] = n;
     return NULL;
 }
-
-/* Passes whose files are not in the tree yet lower nothing. The generated
- * header says which exist, so the finished build has exactly one definition
- * of each pass and no stub. */
-#if !TX_HAVE_LOWER_ATTENTION
-teexec_status *tx_lower_attention(tx_rw_graph *g, tx_lower_report *r)
-{
-    (void)g;
-    (void)r;
-    return NULL;
-}
-#endif
-#if !TX_HAVE_LOWER_NORM
-teexec_status *tx_lower_norms(tx_rw_graph *g, tx_lower_report *r)
-{
-    (void)g;
-    (void)r;
-    return NULL;
-}
-#endif
-#if !TX_HAVE_LOWER_ACT
-teexec_status *tx_lower_activations(tx_rw_graph *g, tx_lower_report *r)
-{
-    (void)g;
-    (void)r;
-    return NULL;
-}
-#endif
-#if !TX_HAVE_LOWER_RESIDUAL
-teexec_status *tx_lower_residual(tx_rw_graph *g, tx_lower_report *r)
-{
-    (void)g;
-    (void)r;
-    return NULL;
-}
-#endif
 
 /* Removes nodes nothing reads any more (the constants and shape
  * arithmetic a lowered pattern left behind), until none is left: they

@@ -114,6 +114,36 @@ static int plan_option(const char *cmd, teexec_plan_options *o, int argc, char *
     return 1;
 }
 
+/* Parses the arguments both commands share into o and the positional
+ * arguments (max_pos of them); --explain / --json only where those flags
+ * are given (plan). Returns -1 after printing the help, otherwise an exit
+ * status: CLI_EXIT_OK to go on. */
+static int parse_args(const char *cmd, int argc, char **argv, void (*usage)(FILE *),
+                      teexec_plan_options *o, const char **pos, int max_pos, int *explain,
+                      int *json)
+{
+    int n_pos = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cli_is_help(a)) {
+            usage(stdout);
+            return -1;
+        }
+        int r = plan_option(cmd, o, argc, argv, &i);
+        if (r < 0) return -r;
+        if (r > 0) continue;
+        if (explain && strcmp(a, "--explain") == 0) *explain = 1;
+        else if (json && strcmp(a, "--json") == 0) *json = 1;
+        else if (a[0] == '-' && a[1]) return cli_usage_error(cmd, "unknown option '%s'", a);
+        else if (n_pos < max_pos) pos[n_pos++] = a;
+        else return cli_usage_error(cmd, "unexpected argument '%s'", a);
+    }
+    if (n_pos < max_pos)
+        return cli_usage_error(cmd, max_pos == 1 ? "no model file given"
+                                                 : "expected IN.onnx and OUT.onnx");
+    return CLI_EXIT_OK;
+}
+
 int cmd_plan(int argc, char **argv)
 {
     const char *path = NULL;
@@ -121,27 +151,10 @@ int cmd_plan(int argc, char **argv)
     teexec_plan_options *o = NULL;
     teexec_status *st = teexec_plan_options_create(&o);
     if (st) return cli_report(st, NULL);
-    int rc = CLI_EXIT_OK;
-    for (int i = 1; i < argc && rc == CLI_EXIT_OK; i++) {
-        const char *a = argv[i];
-        if (cli_is_help(a)) {
-            plan_usage(stdout);
-            teexec_plan_options_destroy(o);
-            return CLI_EXIT_OK;
-        }
-        int r = plan_option("plan", o, argc, argv, &i);
-        if (r < 0) rc = -r;
-        else if (r > 0) continue;
-        else if (strcmp(a, "--explain") == 0) explain = 1;
-        else if (strcmp(a, "--json") == 0) json = 1;
-        else if (a[0] == '-' && a[1]) rc = cli_usage_error("plan", "unknown option '%s'", a);
-        else if (!path) path = a;
-        else rc = cli_usage_error("plan", "unexpected argument '%s' (one model at a time)", a);
-    }
-    if (rc == CLI_EXIT_OK && !path) rc = cli_usage_error("plan", "no model file given");
+    int rc = parse_args("plan", argc, argv, plan_usage, o, &path, 1, &explain, &json);
     if (rc != CLI_EXIT_OK) {
         teexec_plan_options_destroy(o);
-        return rc;
+        return rc < 0 ? CLI_EXIT_OK : rc;
     }
     teexec_model *m = NULL;
     st = teexec_model_load_file(path, NULL, &m);
@@ -162,32 +175,16 @@ int cmd_plan(int argc, char **argv)
 
 int cmd_convert(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL;
+    const char *files[2] = {NULL, NULL};
     teexec_plan_options *o = NULL;
     teexec_status *st = teexec_plan_options_create(&o);
     if (st) return cli_report(st, NULL);
-    int rc = CLI_EXIT_OK;
-    for (int i = 1; i < argc && rc == CLI_EXIT_OK; i++) {
-        const char *a = argv[i];
-        if (cli_is_help(a)) {
-            convert_usage(stdout);
-            teexec_plan_options_destroy(o);
-            return CLI_EXIT_OK;
-        }
-        int r = plan_option("convert", o, argc, argv, &i);
-        if (r < 0) rc = -r;
-        else if (r > 0) continue;
-        else if (a[0] == '-' && a[1]) rc = cli_usage_error("convert", "unknown option '%s'", a);
-        else if (!in) in = a;
-        else if (!out) out = a;
-        else rc = cli_usage_error("convert", "unexpected argument '%s'", a);
-    }
-    if (rc == CLI_EXIT_OK && (!in || !out))
-        rc = cli_usage_error("convert", "expected IN.onnx and OUT.onnx");
+    int rc = parse_args("convert", argc, argv, convert_usage, o, files, 2, NULL, NULL);
     if (rc != CLI_EXIT_OK) {
         teexec_plan_options_destroy(o);
-        return rc;
+        return rc < 0 ? CLI_EXIT_OK : rc;
     }
+    const char *in = files[0], *out = files[1];
     teexec_model *m = NULL;
     st = teexec_model_load_file(in, NULL, &m);
     char *summary = NULL;
