@@ -7,7 +7,7 @@
 
 void tx_lower_options_default(tx_lower_options *o)
 {
-    o->attention = o->norms = o->linear = o->activations = o->quant = o->residual = true;
+    o->attention = o->rope = o->norms = o->linear = o->activations = o->quant = o->residual = true;
 }
 
 void tx_lower_report_free(tx_lower_report *r)
@@ -96,8 +96,9 @@ teexec_status *tx_lower(tx_rw_graph *g, const tx_lower_options *o, tx_lower_repo
     if (!o) o = &all;
     tx_lower_report *r = calloc(1, sizeof *r);
     if (!r) return tx_oom();
-    /* Order matters: attention and norms first (their subgraphs contain
-     * MatMuls and Adds the later passes would otherwise claim), Linear
+    /* Order matters: attention, rope and norms first (their subgraphs contain
+     * MatMuls and Adds the later passes would otherwise claim; rope after
+     * attention, whose shape walk reads standard ops only), Linear
      * before the activations (SwiGLU merges two Linears) and before quant
      * (which annotates Linears), residual last (it rewires whatever Adds
      * are left between the lowered ops). */
@@ -107,6 +108,7 @@ teexec_status *tx_lower(tx_rw_graph *g, const tx_lower_options *o, tx_lower_repo
         const char *name;
     } passes[] = {
         {o->attention, tx_lower_attention, "attention"},
+        {o->rope, tx_lower_rope, "rope"},
         {o->norms, tx_lower_norms, "norms"},
         {o->linear, tx_lower_linear, "linear"},
         {o->activations, tx_lower_activations, "activations"},

@@ -6,6 +6,7 @@
  *
  * Passes, in the order tx_lower runs them (each its own file):
  *   lower_attention.c  scaled-dot-product attention subgraphs -> DotProductAttention
+ *   lower_rope.c       x*cos + rotate_half(x)*sin with constant tables -> RotaryEmbedding
  *   lower_norm.c       LayerNormalization and its decomposed forms -> LayerNorm;
  *                      x*rsqrt(mean(x^2)+eps)*w forms -> RMSNorm
  *   lower_linear.c     MatMul / Gemm (+Add) with a constant weight -> Linear (+Bias)
@@ -43,7 +44,7 @@
 #include <stddef.h>
 
 typedef struct tx_lower_options {
-    bool attention, norms, linear, activations, quant, residual;
+    bool attention, rope, norms, linear, activations, quant, residual;
 } tx_lower_options;
 
 /* Every pass on. */
@@ -75,6 +76,7 @@ teexec_status *tx_lower(tx_rw_graph *g, const tx_lower_options *o,
 
 /* The passes, for tests and for tx_lower. Each appends its notes to r. */
 teexec_status *tx_lower_attention(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
+teexec_status *tx_lower_rope(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 teexec_status *tx_lower_norms(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 teexec_status *tx_lower_linear(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 teexec_status *tx_lower_activations(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;

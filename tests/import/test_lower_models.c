@@ -53,6 +53,8 @@ static const struct {
     /* lower_attention.c: add rows here */
     {"gpt2_block", "DotProductAttention", 1},
     {"llama_block", "DotProductAttention", 1},
+    /* lower_rope.c */
+    {"llama_block", "RotaryEmbedding", 2},
 };
 
 static bool model_dir(const char *name, char *dir, size_t size)
