@@ -1,0 +1,207 @@
+/* act_ext.cu - the activations act.h lacks, forward/backward (act_ext.h). */
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/elem_io.cuh"
+
+extern "C" {
+#include "kernels/cuda/act_ext.h"
+}
+
+#include <math.h>
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* f(x), f'(x) written as te_activation.c writes them (float pass). */
+__device__ __forceinline__ void fn_eval(int fn, float x, float p, float *f, float *df)
+{
+    switch (fn) {
+    case TX_CUDA_ACTX_GELU_TANH: {
+        float t = tanhf(0.79788456f * x * (1.0f + 0.044715f * x * x));
+        *f = 0.5f * x * (1.0f + t);
+        *df = 0.5f * x * ((1.0f - t * t) * (0.79788456f + 0.1070322243f * x * x)) +
+              0.5f * (1.0f + t);
+        return;
+    }
+    case TX_CUDA_ACTX_GELU_ERF: {
+        float c = 0.5f * (1.0f + erff(x * 0.70710678118654752440f));
+        *f = x * c;
+        *df = c + x * 0.39894228040143267794f * expf(-0.5f * x * x);
+        return;
+    }
+    case TX_CUDA_ACTX_QGELU: {
+        float s = sigm(p * x);
+        *f = x * s;
+        *df = p * x * s * (1.0f - s) + s;
+        return;
+    }
+    case TX_CUDA_ACTX_RELU:
+        *f = x > 0.0f ? x : 0.0f;
+        *df = x > 0.0f ? 1.0f : 0.0f;
+        return;
+    case TX_CUDA_ACTX_SRELU:
+        *f = x > 0.0f ? x * x : 0.0f;
+        *df = x > 0.0f ? 2.0f * x : 0.0f;
+        return;
+    case TX_CUDA_ACTX_SILU: {
+        float s = sigm(x);
+        *f = x * s;
+        *df = x * s * (1.0f - s) + s;
+        return;
+    }
+    default: { /* sigmoid */
+        float s = sigm(x);
+        *f = s;
+        *df = s * (1.0f - s);
+        return;
+    }
+    }
+}
+
+/* Element j of row r: f (gate), f', the up value b̃ and its derivative. */
+__device__ __forceinline__ void eval_at(const tx_cuda_actx_args &a, size_t r, size_t j, float *f,
+                                        float *df, float *bt, float *dbt)
+{
+    if (!a.gated) {
+        fn_eval(a.fn, tx_ld(a.x, r * a.cols + j, a.x_dtype), 1.702f, f, df);
+        *bt = 1.0f;
+        *dbt = 0.0f;
+        return;
+    }
+    size_t xi = r * 2 * a.cols + j;
+    float av = tx_ld(a.x, xi, a.x_dtype), bv = tx_ld(a.x, xi + a.cols, a.x_dtype);
+    if (!a.clamped) {
+        fn_eval(a.fn, av, 1.702f, f, df);
+        *bt = bv;
+        *dbt = 1.0f;
+        return;
+    }
+    float at = av < a.limit ? av : a.limit;
+    fn_eval(TX_CUDA_ACTX_QGELU, at, a.alpha, f, df);
+    if (av > a.limit) *df = 0.0f;
+    float bc = bv < -a.limit ? -a.limit : (bv > a.limit ? a.limit : bv);
+    *bt = bc + a.offset;
+    *dbt = fabsf(bv) <= a.limit ? 1.0f : 0.0f;
+}
+
+__global__ void actx_fwd_kernel(tx_cuda_actx_args a)
+{
+    size_t n = a.rows * a.cols;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t r = i / a.cols, j = i % a.cols;
+        float f, df, bt, dbt;
+        eval_at(a, r, j, &f, &df, &bt, &dbt);
+        float y = a.gated ? f * bt : f;
+        if (a.scales) y *= tx_ld(a.scales, r, a.scales_dtype);
+        tx_st(a.y, i, a.y_dtype, y);
+    }
+}
+
+__device__ __forceinline__ void bwd_elem(const tx_cuda_actx_args &a, size_t r, size_t j, float s,
+                                         float *contrib)
+{
+    float dy = tx_ld(a.dy, r * a.cols + j, a.dy_dtype);
+    float f, df, bt, dbt;
+    eval_at(a, r, j, &f, &df, &bt, &dbt);
+    if (a.gated) {
+        float g = dy * s;
+        if (a.dx) {
+            size_t xi = r * 2 * a.cols + j;
+            tx_st(a.dx, xi, a.dx_dtype, g * bt * df);
+            tx_st(a.dx, xi + a.cols, a.dx_dtype, g * f * dbt);
+        }
+        *contrib = dy * f * bt;
+    } else {
+        if (a.dx) tx_st(a.dx, r * a.cols + j, a.dx_dtype, dy * s * df);
+        *contrib = dy * f;
+    }
+}
+
+/* Unscaled: one thread per output element. */
+__global__ void actx_bwd_kernel(tx_cuda_actx_args a)
+{
+    size_t n = a.rows * a.cols;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float c;
+        bwd_elem(a, i / a.cols, i % a.cols, 1.0f, &c);
+    }
+}
+
+/* Scaled: one block per row, so the row's dscales sum needs no atomics. */
+__global__ void actx_bwd_rows_kernel(tx_cuda_actx_args a)
+{
+    __shared__ float red[32];
+    size_t r = blockIdx.x;
+    float s = a.scales ? tx_ld(a.scales, r, a.scales_dtype) : 1.0f;
+    float acc = 0.0f;
+    for (size_t j = threadIdx.x; j < a.cols; j += blockDim.x) {
+        float c;
+        bwd_elem(a, r, j, s, &c);
+        acc += c;
+    }
+    float total = tx_block_sum(acc, red);
+    if (threadIdx.x == 0 && a.dscales) tx_st(a.dscales, r, a.dscales_dtype, total);
+}
+
+unsigned grid_for(size_t n)
+{
+    size_t b = (n + kThreads - 1) / kThreads;
+    if (b > 132u * 32u) b = 132u * 32u;
+    return b ? (unsigned)b : 1u;
+}
+
+} // namespace
+
+static teexec_status *bad(const char *what)
+{
+    return tx_status_new(TEEXEC_ERR_INVALID_ARGUMENT, NULL, NULL, "cuda activation: %s", what);
+}
+
+static teexec_status *check(const tx_cuda_actx_args *a)
+{
+    if ((int)a->fn < 0 || a->fn >= TX_CUDA_ACTX_COUNT) return bad("unknown function");
+    if (a->clamped && (!a->gated || a->fn != TX_CUDA_ACTX_QGELU))
+        return bad("the clamp is ClampedSwiGLU's (gated QGELU)");
+    if (!tx_io_dtype_ok(a->x_dtype)) return bad("x must be float32, bfloat16 or float16");
+    if (a->scales && !tx_io_dtype_ok(a->scales_dtype)) return bad("bad scales dtype");
+    return NULL;
+}
+
+extern "C" teexec_status *tx_cuda_actx_forward(const tx_cuda_actx_args *a, void *stream)
+{
+    teexec_status *st = check(a);
+    if (st) return st;
+    if (!tx_io_dtype_ok(a->y_dtype)) return bad("bad y dtype");
+    size_t n = a->rows * a->cols;
+    if (!n) return NULL;
+    actx_fwd_kernel<<<grid_for(n), kThreads, 0, (cudaStream_t)stream>>>(*a);
+    TX_CUDA_LAUNCHED("activation forward (act_ext)");
+    return NULL;
+}
+
+extern "C" teexec_status *tx_cuda_actx_backward(const tx_cuda_actx_args *a, void *stream)
+{
+    teexec_status *st = check(a);
+    if (st) return st;
+    if (!tx_io_dtype_ok(a->dy_dtype) || (a->dx && !tx_io_dtype_ok(a->dx_dtype)) ||
+        (a->dscales && !tx_io_dtype_ok(a->dscales_dtype)))
+        return bad("bad dy / dx / dscales dtype");
+    if (!a->dx && !a->dscales) return NULL;
+    size_t n = a->rows * a->cols;
+    cudaStream_t s = (cudaStream_t)stream;
+    if (a->scales || a->dscales) {
+        if (!a->rows) return NULL;
+        if (a->rows > 0x7fffffffu) return bad("too many rows for the row grid");
+        actx_bwd_rows_kernel<<<(unsigned)a->rows, kThreads, 0, s>>>(*a);
+        TX_CUDA_LAUNCHED("activation backward rows (act_ext)");
+        return NULL;
+    }
+    if (!n) return NULL;
+    actx_bwd_kernel<<<grid_for(n), kThreads, 0, s>>>(*a);
+    TX_CUDA_LAUNCHED("activation backward (act_ext)");
+    return NULL;
+}

@@ -1,0 +1,65 @@
+/*
+ * act_ext.h - the te.ops activations that act.h does not cover, forward
+ * and backward on the GPU: QGELU, SReLU, GLU (sigmoid gate), GEGLU with
+ * the erf GELU, QGEGLU, SReGLU, ClampedSwiGLU, and the row-scaled
+ * ScaledSwiGLU / ScaledSReLU with the grad of their scales. The formulas,
+ * constants and operation order are the CPU reference's
+ * (kernels/cpu/te_activation.c, float path); any activation of that file
+ * can be expressed here, so a caller may also use it for the ones act.h has.
+ *
+ * Tensors [rows, cols] row-major, FLOAT / BFLOAT16 / FLOAT16 each (its own
+ * dtype); gated kinds read x = [a | b] with 2*cols columns (a = gate) and
+ * write cols. scales / dscales: [rows]. dscales[r] = sum_j dy*f(a)*b̃ (the
+ * un-scaled output) is summed by one block per row in a fixed order: no
+ * atomics, same bits run to run.
+ *
+ * Device pointers owned by the caller; calls are asynchronous on `stream`
+ * (cudaStream_t, NULL = default). Returned statuses (INVALID_ARGUMENT, or
+ * DEVICE naming the kernel) are owned by the caller. Stateless: thread-safe
+ * on distinct buffers.
+ */
+#ifndef TEEXEC_KERNELS_CUDA_ACT_EXT_H
+#define TEEXEC_KERNELS_CUDA_ACT_EXT_H
+
+#include "teexec/teexec.h"
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The scalar function f (of the gate, for gated kinds). */
+typedef enum tx_cuda_actx_fn {
+    TX_CUDA_ACTX_GELU_TANH = 0,
+    TX_CUDA_ACTX_GELU_ERF,
+    TX_CUDA_ACTX_QGELU,      /* x·σ(alpha·x), alpha 1.702 (ClampedSwiGLU: its attribute) */
+    TX_CUDA_ACTX_RELU,
+    TX_CUDA_ACTX_SRELU,
+    TX_CUDA_ACTX_SILU,
+    TX_CUDA_ACTX_SIGMOID,    /* GLU's gate */
+    TX_CUDA_ACTX_COUNT
+} tx_cuda_actx_fn;
+
+typedef struct tx_cuda_actx_args {
+    tx_cuda_actx_fn fn;
+    int gated;               /* y = f(a)·b̃ */
+    int clamped;             /* ClampedSwiGLU (gated, fn QGELU) */
+    float limit, alpha, offset; /* clamped only */
+    size_t rows, cols;       /* cols of the OUTPUT */
+    const void *x;      teexec_dtype x_dtype;
+    const void *scales; teexec_dtype scales_dtype; /* NULL: not scaled */
+    void *y;            teexec_dtype y_dtype;      /* forward */
+    const void *dy;     teexec_dtype dy_dtype;     /* backward */
+    void *dx;           teexec_dtype dx_dtype;     /* backward; may be NULL */
+    void *dscales;      teexec_dtype dscales_dtype; /* backward; may be NULL */
+} tx_cuda_actx_args;
+
+teexec_status *tx_cuda_actx_forward(const tx_cuda_actx_args *a, void *stream);
+teexec_status *tx_cuda_actx_backward(const tx_cuda_actx_args *a, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
