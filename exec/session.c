@@ -1,5 +1,6 @@
 /* session.c - sessions: preparation (kernels, inference, folding, buffer
  * plans per input-shape signature) and runs; the public session API. */
+#include "exec/session_cuda.h"
 #include "exec/session_internal.h"
 
 #include "base/checked.h"
@@ -21,12 +22,14 @@ teexec_status *teexec_session_options_create(teexec_session_options **out_option
     if (!out_options) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "out_options is NULL");
     *out_options = calloc(1, sizeof(**out_options));
     if (!*out_options) return tx_oom();
+    (*out_options)->deterministic = tx_env_deterministic();
     return NULL;
 }
 
 void teexec_session_options_destroy(teexec_session_options *o)
 {
     if (!o) return;
+    free(o->recipe);
     for (size_t i = 0; i < o->n_dims; i++) free(o->dim_names[i]);
     free(o->dim_names);
     free(o->dim_values);
@@ -477,9 +480,9 @@ teexec_status *teexec_session_create(const teexec_model *model,
     *out_session = NULL;
     if (!model) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "model is NULL");
     teexec_device dev = options ? options->device : TEEXEC_DEVICE_AUTO;
-    if (dev == TEEXEC_DEVICE_CUDA)
-        return tx_error(TEEXEC_ERR_UNSUPPORTED,
-                        "the CUDA backend is not available in this build (use --device cpu)");
+    bool use_cuda = false;
+    TX_TRY(tx_resolve_device(dev, options ? options->recipe : NULL,
+                             options ? options->dtype : TEEXEC_DTYPE_UNDEFINED, &use_cuda));
     teexec_session *s = calloc(1, sizeof(*s));
     if (!s) return tx_oom();
     if (tx_model_has_calls(model)) {
@@ -504,6 +507,7 @@ teexec_status *teexec_session_create(const teexec_model *model,
     if (!st) st = index_values(s);
     if (!st) st = decode_initializers(s);
     if (!st) st = initial_plan(s, options);
+    if (!st && use_cuda) st = tx_session_cuda_init(s, options);
     if (st) {
         teexec_session_destroy(s);
         return st;
@@ -515,6 +519,7 @@ teexec_status *teexec_session_create(const teexec_model *model,
 void teexec_session_destroy(teexec_session *s)
 {
     if (!s) return;
+    tx_session_cuda_free(s);
     for (size_t i = 0; i < s->n_plans; i++) plan_free(s, s->plans[i]);
     free(s->plans);
     if (s->init)
@@ -535,10 +540,15 @@ void teexec_session_destroy(teexec_session *s)
 
 const char *teexec_session_device_name(const teexec_session *s)
 {
+    if (s && s->cuda) return "cuda";
     return s && s->be.vt ? s->be.vt->name : "none";
 }
 
-size_t teexec_session_plan_count(const teexec_session *s) { return s ? s->n_plans : 0; }
+size_t teexec_session_plan_count(const teexec_session *s)
+{
+    if (s && s->cuda) return tx_session_cuda_plan_count(s);
+    return s ? s->n_plans : 0;
+}
 
 /* ---- running ----------------------------------------------------------- */
 
@@ -636,6 +646,31 @@ static teexec_status *find_plan(teexec_session *s, const tx_tensor **bound, tx_p
     free(dts);
     free(shapes);
     if (!st) st = add_plan(s, p);
+    if (st) {
+        plan_free(s, p);
+        return st;
+    }
+    *out = p;
+    return NULL;
+}
+
+teexec_status *tx_session_plan_for(teexec_session *s, const teexec_dtype *dts,
+                                   const tx_shape *shapes, const tx_plan **out)
+{
+    *out = NULL;
+    for (size_t k = 0; k < s->n_plans; k++) {
+        tx_plan *p = s->plans[k];
+        size_t i = 0;
+        for (; i < s->n_in; i++)
+            if (p->sig_dtype[i] != dts[i] || !tx_shape_equal(&p->sig_shape[i], &shapes[i])) break;
+        if (i == s->n_in) {
+            *out = p;
+            return NULL;
+        }
+    }
+    tx_plan *p = NULL;
+    TX_TRY(make_plan(s, dts, shapes, &p));
+    teexec_status *st = add_plan(s, p);
     if (st) {
         plan_free(s, p);
         return st;
@@ -750,7 +785,25 @@ teexec_status *teexec_session_run(teexec_session *s, size_t n_inputs,
     const tx_tensor **cur = calloc(g->n_values ? g->n_values : 1, sizeof(*cur));
     tx_tensor *store = calloc(g->n_values ? g->n_values : 1, sizeof(*store));
     teexec_status *st = (!bound || !cur || !store) ? tx_oom() : NULL;
-    if (!st) st = bind_inputs(s, n_inputs, input_names, input_tensors, bound);
+    /* a CUDA session called without inputs reruns on the previous ones,
+     * which are still on the device */
+    bool reuse = s->cuda && n_inputs == 0 && s->n_in > 0;
+    if (!st && !reuse) st = bind_inputs(s, n_inputs, input_names, input_tensors, bound);
+    if (!st && s->cuda) {
+        st = tx_session_cuda_run(s, reuse ? NULL : bound, n_outputs, want, out_tensors);
+        free(store);
+        free(cur);
+        free(bound);
+        free(want);
+        if (st) {
+            for (size_t j = 0; j < n_outputs; j++) {
+                teexec_tensor_destroy(out_tensors[j]);
+                out_tensors[j] = NULL;
+            }
+            return tx_status_with_file(st, model_file(s));
+        }
+        return NULL;
+    }
     tx_plan *p = NULL;
     if (!st) st = find_plan(s, bound, &p);
     if (!st) st = execute(s, p, bound, cur, store);

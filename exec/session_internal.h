@@ -51,7 +51,18 @@ struct teexec_session_options {
     char **dim_names;
     int64_t *dim_values;
     size_t n_dims;
+    char *recipe;            /* NULL = "none" */
+    bool deterministic;
+    bool no_cuda_graphs;
+    bool profile;
+    teexec_dtype dtype;      /* UNDEFINED = the model's */
 };
+
+/* CUDA sessions keep one executor per input-shape signature (each with its
+ * own captured CUDA graph); past this many the oldest is dropped. */
+#define TX_MAX_GPU_GRAPHS 4u
+
+struct tx_gpu_graph;
 
 struct teexec_session {
     const teexec_model *model;
@@ -61,6 +72,14 @@ struct teexec_session {
     const tx_ir_graph *g;
     tx_backend be;
     tx_op_fn *fns;           /* per node */
+    /* CUDA sessions: the options that shape an executor, and the executors
+     * made so far with their input shapes (n_in each). */
+    bool cuda;
+    teexec_session_options *gpu_opts;
+    struct tx_gpu_graph *gpu[TX_MAX_GPU_GRAPHS];
+    tx_shape *gpu_shapes[TX_MAX_GPU_GRAPHS];
+    size_t n_gpu;
+    size_t last_gpu;         /* the executor of the last run */
     tx_tensor *init;         /* per value: decoded initializer (data NULL otherwise) */
     int32_t *in_vals;        /* graph inputs the caller feeds, model->inputs order */
     size_t n_in;
@@ -77,5 +96,12 @@ struct teexec_session {
     tx_tensor **sc_outs;              /* max_out */
     tx_infer_value *sc_out_vals;      /* max_out */
 };
+
+/* The plan of one input signature (dtype and shape per session input, in
+ * in_vals order): found in the cache or made and cached. For the CUDA
+ * executor, which plans its lowered model through a CPU session to get every
+ * value's type and the values folded before running. */
+teexec_status *tx_session_plan_for(teexec_session *s, const teexec_dtype *dts,
+                                   const tx_shape *shapes, const tx_plan **out) TX_NODISCARD;
 
 #endif

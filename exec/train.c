@@ -5,6 +5,8 @@
 #include "base/shape.h"
 #include "exec/cpu_ops.h"
 #include "exec/cpu_te_ops.h"
+#include "exec/cuda/gpu_graph.h"
+#include "exec/session_cuda.h"
 #include "exec/model_internal.h"
 #include "exec/model_lower.h"
 #include "exec/tensor_internal.h"
@@ -52,6 +54,13 @@ struct teexec_trainer {
     int *n_aux;              /* per node */
     uint64_t n_steps;        /* steps begun, for tx_train_rng_offset */
     bool stepped;
+    /* CUDA trainers: the executor (made at creation when the inputs'
+     * shapes are declared, else at the first step) and its input shapes */
+    bool cuda;
+    char *recipe;
+    tx_gpu_graph *gpu;
+    tx_shape *gpu_shapes;
+    bool params_synced;      /* params[] hold the device's current values */
 };
 
 uint64_t tx_train_rng_offset(uint64_t seed, uint64_t step, uint64_t n_nodes, uint64_t node)
@@ -88,6 +97,9 @@ void teexec_train_options_init(teexec_train_options *o)
     o->beta1 = 0.9;
     o->beta2 = 0.999;
     o->eps = 1e-8;
+    o->device = TEEXEC_DEVICE_AUTO;
+    o->deterministic = tx_env_deterministic();
+    o->cuda_graphs = 1;
 }
 
 static void clear_step(teexec_trainer *t)
@@ -128,6 +140,9 @@ void teexec_trainer_destroy(teexec_trainer *t)
     free(t->param_of);
     free(t->grad_inputs);
     free(t->loss_output_name);
+    tx_gpu_graph_destroy(t->gpu);
+    free(t->gpu_shapes);
+    free(t->recipe);
     teexec_model_destroy(t->owned_model);
     free(t);
 }
@@ -276,6 +291,157 @@ static teexec_status *analyse(teexec_trainer *t)
     return st;
 }
 
+/* ---- the CUDA trainer ---------------------------------------------------- */
+
+static teexec_status *gpu_create(teexec_trainer *t, const tx_shape *shapes)
+{
+    const tx_ir_graph *g = t->g;
+    tx_gpu_graph_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    TX_TRY(tx_recipe_parse(t->opt.recipe ? t->opt.recipe : "none", &cfg.recipe));
+    cfg.dtype = t->opt.dtype;
+    cfg.training = true;
+    cfg.deterministic = t->opt.deterministic != 0;
+    cfg.cuda_graphs = t->opt.cuda_graphs != 0;
+    cfg.profile = t->opt.profile != 0;
+    cfg.train = &t->opt;
+    size_t n = 0;
+    const char **names = calloc(g->n_inputs ? g->n_inputs : 1, sizeof(*names));
+    if (!names) return tx_oom();
+    for (size_t i = 0; i < g->n_inputs; i++) names[n++] = g->values[g->inputs[i]].name;
+    cfg.n_inputs = n;
+    cfg.input_names = names;
+    cfg.input_shapes = shapes;
+    teexec_status *st = tx_gpu_graph_create(t->model, &cfg, &t->gpu);
+    free(names);
+    TX_TRY(st);
+    t->gpu_shapes = malloc((n ? n : 1) * sizeof(*t->gpu_shapes));
+    if (!t->gpu_shapes) return tx_oom();
+    memcpy(t->gpu_shapes, shapes, n * sizeof(*shapes));
+    return NULL;
+}
+
+/* With every input's dims declared, the device is planned now. */
+static teexec_status *gpu_create_declared(teexec_trainer *t)
+{
+    const tx_ir_graph *g = t->g;
+    tx_shape *shapes = calloc(g->n_inputs ? g->n_inputs : 1, sizeof(*shapes));
+    if (!shapes) return tx_oom();
+    for (size_t i = 0; i < g->n_inputs; i++) {
+        const tx_ir_value *val = &g->values[g->inputs[i]];
+        if (val->rank < 0) {
+            free(shapes);
+            return NULL;
+        }
+        shapes[i].rank = val->rank;
+        for (int32_t d = 0; d < val->rank; d++) {
+            if (val->dims[d] < 0) {
+                free(shapes);
+                return NULL; /* symbolic: planned at the first step */
+            }
+            shapes[i].dims[d] = val->dims[d];
+        }
+    }
+    teexec_status *st = gpu_create(t, shapes);
+    free(shapes);
+    return st;
+}
+
+static teexec_status *gpu_step(teexec_trainer *t, size_t count, const char *const *names,
+                               const teexec_tensor *const *tensors, double *out_loss)
+{
+    const tx_ir_graph *g = t->g;
+    if (count == 0 && t->gpu) {
+        /* the previous step's inputs and loss data, still on the device */
+        teexec_status *st = tx_gpu_graph_step(t->gpu, NULL, NULL, out_loss);
+        if (!st) t->params_synced = false;
+        return tx_status_with_file(st, model_path(t));
+    }
+    const char *lname = t->opt.loss == TEEXEC_LOSS_MSE ? "target" : "labels";
+    const tx_tensor **in = calloc(g->n_inputs ? g->n_inputs : 1, sizeof(*in));
+    tx_shape *shapes = calloc(g->n_inputs ? g->n_inputs : 1, sizeof(*shapes));
+    const tx_tensor *label = NULL;
+    teexec_status *st = (!in || !shapes) ? tx_oom() : NULL;
+    for (size_t k = 0; k < count && !st; k++) {
+        if (!names || !names[k] || !tensors || !tensors[k]) {
+            st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "tensor %zu or its name is NULL", k);
+            break;
+        }
+        if (!strcmp(names[k], lname)) {
+            label = &tensors[k]->t;
+            continue;
+        }
+        size_t i = 0;
+        while (i < g->n_inputs && strcmp(g->values[g->inputs[i]].name, names[k])) i++;
+        if (i == g->n_inputs)
+            st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "the model has no input \"%s\"", names[k]);
+        else in[i] = &tensors[k]->t;
+    }
+    for (size_t i = 0; i < g->n_inputs && !st; i++) {
+        if (!in[i])
+            st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "input \"%s\" is not given",
+                          g->values[g->inputs[i]].name);
+        else shapes[i] = tx_shape_of(in[i]);
+    }
+    if (!st && !label)
+        st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "the %s loss needs a tensor \"%s\"",
+                      t->opt.loss == TEEXEC_LOSS_MSE ? "mse" : "cross-entropy", lname);
+    if (!st && t->gpu) {
+        for (size_t i = 0; i < g->n_inputs && !st; i++)
+            if (!tx_shape_equal(&t->gpu_shapes[i], &shapes[i]))
+                st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                              "input \"%s\" changed shape; a CUDA trainer is planned for one "
+                              "set of input shapes (its optimizer state lives with that plan)",
+                              g->values[g->inputs[i]].name);
+    }
+    if (!st && !t->gpu) st = gpu_create(t, shapes);
+    if (!st) st = tx_gpu_graph_step(t->gpu, in, label, out_loss);
+    if (!st) {
+        t->stepped = true;
+        t->params_synced = false;
+    }
+    free(in);
+    free(shapes);
+    return tx_status_with_file(st, model_path(t));
+}
+
+/* params[] <- the device's current values (for saving). */
+static teexec_status *gpu_sync_params(teexec_trainer *t)
+{
+    if (!t->gpu || t->params_synced) return NULL;
+    for (size_t i = 0; i < t->n_params; i++) {
+        tx_param *p = &t->params[i];
+        tx_tensor h;
+        TX_TRY(tx_gpu_graph_param(t->gpu, t->g->values[p->value].name, &h));
+        teexec_status *st = NULL;
+        if (h.numel != p->data.numel)
+            st = tx_error(TEEXEC_ERR_INTERNAL, "parameter \"%s\" changed size on the device",
+                          t->g->values[p->value].name);
+        else
+            st = tx_convert(h.data, h.dtype, p->data.data, p->data.dtype, h.numel, NULL);
+        tx_tensor_release(&h);
+        TX_TRY(st);
+    }
+    t->params_synced = true;
+    return NULL;
+}
+
+const char *teexec_trainer_device_name(const teexec_trainer *t)
+{
+    return t && t->cuda ? "cuda" : "cpu";
+}
+
+teexec_status *teexec_trainer_profile(const teexec_trainer *t, char **out_text)
+{
+    if (!out_text) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "out_text is NULL");
+    *out_text = NULL;
+    if (!t || !t->cuda || !t->opt.profile)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "the trainer was not created with profiling on a CUDA device");
+    if (!t->gpu) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "nothing has run yet");
+    return tx_gpu_graph_profile(t->gpu, out_text);
+}
+
 teexec_status *teexec_trainer_create(const teexec_model *model, const teexec_train_options *options,
                                      teexec_trainer **out)
 {
@@ -396,6 +562,20 @@ teexec_status *teexec_trainer_create(const teexec_model *model, const teexec_tra
         memset(&t->init[v], 0, sizeof(t->init[v]));
         t->param_of[v] = (int32_t)t->n_params++;
         st = tx_optim_slot_init(&p->slot, &t->ocfg, &p->data);
+        if (st) goto fail;
+    }
+    st = tx_resolve_device(t->opt.device, t->opt.recipe, t->opt.dtype, &t->cuda);
+    if (st) goto fail;
+    if (t->opt.recipe) {
+        t->recipe = strdup(t->opt.recipe);
+        if (!t->recipe) {
+            st = tx_oom();
+            goto fail;
+        }
+        t->opt.recipe = t->recipe;
+    }
+    if (t->cuda) {
+        st = gpu_create_declared(t);
         if (st) goto fail;
     }
     *out = t;
@@ -602,6 +782,7 @@ teexec_status *teexec_trainer_step(teexec_trainer *t, size_t count, const char *
                                    const teexec_tensor *const *tensors, double *out_loss)
 {
     if (!t) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "trainer is NULL");
+    if (t->cuda) return gpu_step(t, count, names, tensors, out_loss);
     clear_step(t);
     t->stepped = false;
     const tx_tensor *label;
@@ -659,6 +840,13 @@ teexec_status *teexec_trainer_grad(const teexec_trainer *t, const char *name, te
     *out = NULL;
     if (!t || !name) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "trainer or name is NULL");
     if (!t->stepped) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "no step has run yet");
+    if (t->cuda) {
+        tx_tensor h;
+        TX_TRY(tx_gpu_graph_grad(t->gpu, name, &h));
+        teexec_status *st = tx_tensor_to_public(&h, out);
+        if (st) tx_tensor_release(&h);
+        return st;
+    }
     int32_t v = tx_ir_graph_find_value(t->g, name);
     const tx_tensor *like = v >= 0 ? value_tensor(t, v) : NULL;
     if (v < 0 || !t->req[v] || !like ||
@@ -682,6 +870,7 @@ teexec_status *teexec_trainer_param(const teexec_trainer *t, const char *name, t
     int32_t v = tx_ir_graph_find_value(t->g, name);
     if (v < 0 || t->param_of[v] < 0)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "\"%s\" is not a trainable initializer", name);
+    if (t->gpu) TX_TRY(gpu_sync_params((teexec_trainer *)t));
     tx_tensor r;
     TX_TRY(tx_tensor_clone(&t->params[t->param_of[v]].data, &r));
     teexec_status *st = tx_tensor_to_public(&r, out);
@@ -697,6 +886,8 @@ teexec_status *teexec_trainer_param(const teexec_trainer *t, const char *name, t
 teexec_status *teexec_trainer_save_model(const teexec_trainer *t, const char *path)
 {
     if (!t || !path) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "trainer or path is NULL");
+    /* the trainer is logically const: syncing only refreshes its host copy */
+    if (t->gpu) TX_TRY(gpu_sync_params((teexec_trainer *)t));
     const Onnx__ModelProto *mp = t->model->file->model;
     const Onnx__GraphProto *gp = mp->graph;
     size_t ni = gp->n_initializer;

@@ -404,6 +404,34 @@ TEEXEC_API teexec_status *teexec_session_options_set_threads(teexec_session_opti
  * signature is planned once and cached). Setting a name again replaces it. */
 TEEXEC_API teexec_status *teexec_session_options_set_dim(teexec_session_options *options,
                                                          const char *dim_name, int64_t value);
+/* The quantization recipe a CUDA session runs the model's Linears under:
+ * "none" (default), "fp8-delayed", "fp8-current", "fp8-block", "mxfp8",
+ * "nvfp4" (":hybrid" for E5M2 grads), as teexec_plan_options_set_recipe.
+ * CPU sessions accept "none" only (TEEXEC_ERR_UNSUPPORTED at creation). */
+TEEXEC_API teexec_status *teexec_session_options_set_recipe(teexec_session_options *options,
+                                                            const char *recipe);
+/* Deterministic mode: only kernels whose results do not depend on
+ * scheduling (no float atomics); a model with an op that has no such
+ * kernel on the chosen device is refused at creation, naming the op.
+ * Default: off, or on when the environment variable TEEXEC_DETERMINISTIC
+ * is "1" when the options are created. */
+TEEXEC_API teexec_status *teexec_session_options_set_deterministic(teexec_session_options *options,
+                                                                   int deterministic);
+/* CUDA graphs (CUDA sessions): each input-shape signature's run is
+ * captured once and replayed; a new signature is captured anew. Default on;
+ * 0 launches every kernel each run. */
+TEEXEC_API teexec_status *teexec_session_options_set_cuda_graphs(teexec_session_options *options,
+                                                                 int enabled);
+/* Per-kernel timing (CUDA sessions): events around every fuser group and
+ * kernel, summed over runs; read with teexec_session_profile. Costs time;
+ * disables CUDA graphs. Default off. */
+TEEXEC_API teexec_status *teexec_session_options_set_profile(teexec_session_options *options,
+                                                             int enabled);
+/* The compute dtype of float activations and parameters: FLOAT, BFLOAT16
+ * or FLOAT16 cast the model's float tensors; UNDEFINED (default) keeps the
+ * model's own. Inputs and outputs keep the model's dtypes. */
+TEEXEC_API teexec_status *teexec_session_options_set_dtype(teexec_session_options *options,
+                                                           teexec_dtype dtype);
 
 /* ------------------------------------------------------------------ */
 /* Sessions                                                            */
@@ -432,6 +460,11 @@ TEEXEC_API teexec_status *teexec_session_create(const teexec_model *model,
  * Symbolic dims are bound from the given inputs; a new input-shape signature
  * is planned on first use and cached for later runs.
  *
+ * A CUDA session may be called with n_inputs 0 after a first run: it runs
+ * again on that run's inputs, which stay on the device (no host transfer;
+ * what a benchmark or a repeated evaluation wants). CPU sessions need every
+ * input each time.
+ *
  * output_names selects n_outputs graph outputs by name; NULL means all graph
  * outputs in model order (then n_outputs must equal
  * teexec_model_output_count). On success out_tensors[i] receives a new
@@ -451,6 +484,13 @@ TEEXEC_API const char *teexec_session_device_name(const teexec_session *session)
  * when the model declares its input shapes; at most 32 are kept, the
  * oldest dropped first). */
 TEEXEC_API size_t teexec_session_plan_count(const teexec_session *session);
+
+/* The profile gathered so far (options_set_profile): a text table, one row
+ * per fuser group and kernel with calls, total and mean milliseconds, and
+ * each row's share; `*out_text` is owned by the caller (teexec_string_free).
+ * TEEXEC_ERR_INVALID_ARGUMENT when the session was not created with
+ * profiling. */
+TEEXEC_API teexec_status *teexec_session_profile(const teexec_session *session, char **out_text);
 
 /* Releases a session and everything it allocated. Accepts NULL. */
 TEEXEC_API void teexec_session_destroy(teexec_session *session);
@@ -504,6 +544,16 @@ typedef struct teexec_train_options {
     double momentum;           /* SGD [0] */
     double beta1, beta2, eps;  /* AdamW [0.9, 0.999, 1e-8] */
     uint64_t seed;             /* for ops that draw random numbers [0] */
+    /* Where and how (the same meanings as the session options):
+     * device [AUTO: the GPU when usable], recipe [NULL = "none"; a CUDA
+     * trainer only], dtype [UNDEFINED = the model's], deterministic
+     * [0, or 1 when TEEXEC_DETERMINISTIC=1], cuda_graphs [1], profile [0]. */
+    teexec_device device;
+    const char *recipe;
+    teexec_dtype dtype;
+    int deterministic;
+    int cuda_graphs;
+    int profile;
 } teexec_train_options;
 
 /* Fills *options with the defaults in brackets above. */
@@ -520,7 +570,9 @@ TEEXEC_API teexec_status *teexec_trainer_create(const teexec_model *model,
 /* One step: forward on the named tensors (every model input, plus "target"
  * for MSE or "labels" for cross-entropy), loss, backward, optimizer update.
  * *out_loss (may be NULL) gets the loss before the update. Tensors are
- * borrowed for the call only. */
+ * borrowed for the call only. A CUDA trainer may be called with count 0
+ * after a first step: it steps again on that step's tensors, which stay on
+ * the device. */
 TEEXEC_API teexec_status *teexec_trainer_step(teexec_trainer *trainer, size_t count,
                                               const char *const *names,
                                               const teexec_tensor *const *tensors,
@@ -551,6 +603,11 @@ TEEXEC_API teexec_status *teexec_trainer_save_model(const teexec_trainer *traine
                                                     const char *path);
 
 /* Releases a trainer. Accepts NULL. */
+/* "cpu" or "cuda". Static string. */
+TEEXEC_API const char *teexec_trainer_device_name(const teexec_trainer *trainer);
+/* As teexec_session_profile, for a trainer created with profile = 1. */
+TEEXEC_API teexec_status *teexec_trainer_profile(const teexec_trainer *trainer, char **out_text);
+
 TEEXEC_API void teexec_trainer_destroy(teexec_trainer *trainer);
 
 /* Training data: the arrays of a NumPy .npz file (stored or deflated

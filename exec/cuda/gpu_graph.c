@@ -1,0 +1,1732 @@
+/* gpu_graph.c - the CUDA executor of a whole model (gpu_graph.h): creation
+ * (lower, infer, plan, prepare, one allocation), forward, loss, backward,
+ * optimizer, CUDA graphs and the profile. */
+#include "exec/cuda/gpu_graph.h"
+
+#include "base/shape.h"
+#include "exec/cpu_te_ops.h"
+#include "exec/cuda/std_cuda.h"
+#include "exec/cuda/te_cuda.h"
+#include "exec/model_lower.h"
+#include "exec/recipe_delayed.h"
+#include "exec/session_internal.h"
+#include "exec/train_internal.h"
+#include "kernels/cpu/convert.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/gemm_lt.h"
+#include "kernels/cuda/loss_mse.h"
+#include "kernels/cuda/optim.h"
+#include "kernels/cuda/sdpa_cudnn.h"
+#include "kernels/cuda/xent.h"
+
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* cuBLASLt's workspace as TE sizes it on Hopper (32 MiB + 1 KiB). */
+#define GEMM_WORKSPACE ((size_t)32 * 1024 * 1024 + 1024)
+#define ALIGN 256u
+
+typedef enum gn_kind { GN_FOLDED, GN_TE, GN_STD } gn_kind;
+
+typedef struct gval {
+    tx_tensor dev;             /* device view: dtype (compute-mapped), dims, data */
+    teexec_dtype model_dtype;  /* the dtype inference gave (what callers see) */
+    const tx_tensor *host;     /* host value known before running (folded / initializer) */
+    bool produced;             /* written by a node that runs */
+    int32_t param;             /* index into params, or -1 */
+    bool req;                  /* carries a gradient */
+    tx_tensor grad;            /* device grad (dev's dtype) when req */
+    bool grad_live;            /* backward simulation / run: the grad buffer holds a value */
+} gval;
+
+typedef struct gnode {
+    gn_kind kind;
+    const tx_ir_node *ir;
+    int32_t index;
+    bool needs_bwd;
+    /* te.ops */
+    const tx_te_op_schema *s;
+    tx_te_attr_value attrs[TX_TE_MAX_ATTRS];
+    int n_params;
+    size_t n_slots;
+    tx_cuda_te_node *te;
+    tx_cuda_te_desc desc;
+    const tx_tensor *slot_in[64];  /* main, extras, params (NULL = absent) */
+    tx_tensor *slot_out[1 + TX_TE_MAX_EXTRA];
+    tx_tensor aux[TX_TE_MAX_EXTRA];
+    tx_tensor *auxp[TX_TE_MAX_EXTRA];
+    int n_aux;
+    tx_cuda_linear_quant q;
+    size_t state_bytes;
+    void *state;
+    tx_te_fwd_args fa;
+    tx_te_bwd_args ba;
+    const tx_tensor *saved[TX_TE_MAX_SAVED + 64];
+    const tx_tensor *gout[1 + TX_TE_MAX_EXTRA];
+    tx_tensor *gin[64];
+    /* standard */
+    tx_cuda_std_node *std;
+    bool alias;
+    const tx_tensor **s_in;
+    tx_tensor **s_out;
+    const tx_tensor **s_gout;
+    tx_tensor **s_gin;
+    /* both: per input slot, a temporary grad to add into the value's grad
+     * after the call (fan-out); data NULL = written directly */
+    tx_tensor *acc;
+    /* fused kernels */
+    int32_t fwd_fused, bwd_fused; /* index into g->fused led by this node, or -1 */
+    bool zero_gout0;              /* main output's grad is zero: cleared before backward */
+    bool fwd_covered, bwd_covered;
+    uint64_t rng_base;
+} gnode;
+
+typedef struct gfused {
+    tx_cuda_fused *f;
+    bool backward;
+    int32_t n;
+    int32_t nodes[8];
+} gfused;
+
+typedef struct gparam {
+    int32_t value;
+    const char *name;
+    float *master;             /* FP32 (== dev data when the compute dtype is FLOAT) */
+    float *m, *v;
+} gparam;
+
+typedef struct prof_row {
+    char name[96];
+    int32_t group;
+    bool backward;
+    uint64_t calls;
+    double ms;
+} prof_row;
+
+struct tx_gpu_graph {
+    tx_gpu_graph_config cfg;
+    teexec_train_options topt;
+    char *recipe_name;
+    teexec_model *lowered;
+    teexec_session *cpu;       /* CPU session on the lowered model: types and folding */
+    const tx_plan *plan;
+    const tx_ir_graph *ir;
+    tx_fuser_plan *fplan;
+    teexec_dtype compute;      /* UNDEFINED: keep the model's */
+    gval *vals;
+    gnode *nodes;
+    size_t n_nodes;
+    gfused *fused;
+    size_t n_fused, cap_fused;
+    gparam *params;
+    size_t n_params;
+    tx_param_source *sources;
+    size_t n_sources;
+    int32_t loss_value;
+    int32_t *in_values;        /* per graph input (model order) */
+    size_t n_in;
+    /* device */
+    cudaStream_t stream;
+    bool own_stream;
+    tx_cuda_env env;
+    tx_gemm_lt *gemm;
+    tx_sdpa_cudnn *sdpa;
+    void *arena;
+    size_t arena_bytes;
+    void *scratch;
+    size_t scratch_bytes;
+    void **staging;            /* per input: device staging buffer when converted */
+    float *target;             /* MSE target / xent labels (int64) */
+    double *loss_partials;
+    double *loss_dev;
+    float *xent_ws;
+    float *xent_loss;
+    tx_cuda_optim_tensor *opt_dev;
+    uint64_t opt_blocks;
+    /* fp8-delayed: one scale and amax per (node, operand) slot */
+    tx_delayed_state delayed;
+    float *delayed_dev;        /* [count] scales, then [count] amaxes */
+    uint32_t n_delayed;
+    /* CUDA graphs */
+    cudaGraphExec_t graph_exec;
+    bool graph_ok;             /* capture allowed for this graph */
+    const char *graph_off_why;
+    uint64_t steps;
+    bool stepped;
+    bool inputs_bound, target_bound; /* on the device from an earlier call */
+    /* profile */
+    prof_row *prof;
+    size_t n_prof;
+    cudaEvent_t ev[2];
+};
+
+/* ---- helpers ----------------------------------------------------------------- */
+
+static teexec_status *cuda_err(cudaError_t e, const char *what)
+{
+    return tx_error(TEEXEC_ERR_DEVICE, "cuda executor: %s: %s (%s)", what, cudaGetErrorName(e),
+                    cudaGetErrorString(e));
+}
+
+#define CU(call, what)                                                                     \
+    do {                                                                                   \
+        cudaError_t e_ = (call);                                                           \
+        if (e_ != cudaSuccess) return cuda_err(e_, what);                                  \
+    } while (0)
+
+static size_t round_up(size_t v) { return (v + ALIGN - 1) / ALIGN * ALIGN; }
+
+static bool is_float(teexec_dtype d)
+{
+    return d == TEEXEC_DTYPE_FLOAT || d == TEEXEC_DTYPE_BFLOAT16 || d == TEEXEC_DTYPE_FLOAT16;
+}
+
+static teexec_dtype map_dtype(const tx_gpu_graph *g, teexec_dtype d)
+{
+    if (g->compute != TEEXEC_DTYPE_UNDEFINED && is_float(d)) return g->compute;
+    return d;
+}
+
+static teexec_status *node_err(const tx_ir_node *n, teexec_status *st)
+{
+    if (!st || teexec_status_node(st)) return st;
+    return tx_status_with_node(tx_status_prefix(st, "node \"%s\" (%s)", n->label, n->op_type),
+                               n->label);
+}
+
+bool tx_gpu_built(void) { return true; }
+
+bool tx_gpu_available(void)
+{
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+/* ---- allocation requests: sizes first, then one cudaMalloc ------------------ */
+
+typedef struct alloc_req {
+    void **slot;
+    size_t bytes;
+} alloc_req;
+
+typedef struct alloc_list {
+    alloc_req *r;
+    size_t n, cap;
+    bool oom;
+} alloc_list;
+
+static void want(alloc_list *l, void *slot, size_t bytes)
+{
+    if (l->oom) return;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 256;
+        alloc_req *nr = realloc(l->r, cap * sizeof(*nr));
+        if (!nr) {
+            l->oom = true;
+            return;
+        }
+        l->r = nr;
+        l->cap = cap;
+    }
+    l->r[l->n++] = (alloc_req){(void **)slot, bytes ? bytes : 1};
+}
+
+static size_t tensor_bytes(const tx_tensor *t)
+{
+    size_t es = tx_dtype_elem_size(t->dtype);
+    return (size_t)t->numel * (es ? es : 1);
+}
+
+/* A shape-only tensor (data set when the arena is placed). */
+static teexec_status *shape_tensor(tx_tensor *t, teexec_dtype dt, const tx_shape *sh)
+{
+    return tx_tensor_wrap(t, dt, sh->rank, sh->dims, NULL);
+}
+
+/* ---- creation: values ----------------------------------------------------------- */
+
+static teexec_status *init_values(tx_gpu_graph *g)
+{
+    const tx_ir_graph *ir = g->ir;
+    g->vals = calloc(ir->n_values ? ir->n_values : 1, sizeof(*g->vals));
+    if (!g->vals) return tx_oom();
+    for (size_t v = 0; v < ir->n_values; v++) {
+        gval *gv = &g->vals[v];
+        gv->param = -1;
+        const tx_infer_value *iv = &g->plan->vals[v];
+        if (!iv->shape_known || iv->dtype == TEEXEC_DTYPE_UNDEFINED) continue;
+        gv->model_dtype = iv->dtype;
+        gv->host = iv->value;
+        if (iv->dtype == TEEXEC_DTYPE_STRING)
+            return tx_error(TEEXEC_ERR_UNSUPPORTED, "value \"%s\" is a string tensor",
+                            ir->values[v].name);
+        TX_TRY(shape_tensor(&gv->dev, map_dtype(g, iv->dtype), &iv->shape));
+    }
+    return NULL;
+}
+
+/* Trainable parameters: float initializers read by a running node through a
+ * slot that carries a gradient, and that reach the loss. */
+static bool slot_diff(const gnode *n, size_t k)
+{
+    if (n->kind == GN_TE) return tx_te_slot_differentiable(n->ir, k);
+    if (n->kind == GN_STD) return tx_cuda_std_differentiable(n->std, k);
+    return false;
+}
+
+static teexec_status *analyse_grads(tx_gpu_graph *g)
+{
+    const tx_ir_graph *ir = g->ir;
+    size_t nv = ir->n_values;
+    bool *fwd = calloc(nv ? nv : 1, sizeof(bool)), *reach = calloc(nv ? nv : 1, sizeof(bool));
+    if (!fwd || !reach) {
+        free(fwd);
+        free(reach);
+        return tx_oom();
+    }
+    for (size_t v = 0; v < nv; v++)
+        if ((ir->values[v].flags & TX_IR_VALUE_INITIALIZER) && is_float(g->vals[v].model_dtype))
+            fwd[v] = true;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        gnode *n = &g->nodes[i];
+        if (n->kind == GN_FOLDED) continue;
+        bool any = false;
+        for (size_t k = 0; k < n->ir->n_inputs; k++) {
+            int32_t v = n->ir->inputs[k];
+            if (v >= 0 && fwd[v] && slot_diff(n, k)) any = true;
+        }
+        if (!any) continue;
+        for (size_t j = 0; j < n->ir->n_outputs; j++) {
+            int32_t o = n->ir->outputs[j];
+            if (o >= 0 && is_float(g->vals[o].model_dtype)) fwd[o] = true;
+        }
+    }
+    reach[g->loss_value] = fwd[g->loss_value];
+    for (size_t i = g->n_nodes; i-- > 0;) {
+        gnode *n = &g->nodes[i];
+        if (n->kind == GN_FOLDED) continue;
+        bool any = false;
+        for (size_t j = 0; j < n->ir->n_outputs; j++) {
+            int32_t o = n->ir->outputs[j];
+            if (o >= 0 && reach[o]) any = true;
+        }
+        if (!any) continue;
+        n->needs_bwd = true;
+        for (size_t k = 0; k < n->ir->n_inputs; k++) {
+            int32_t v = n->ir->inputs[k];
+            if (v >= 0 && fwd[v] && slot_diff(n, k)) reach[v] = true;
+        }
+    }
+    teexec_status *st = NULL;
+    for (size_t v = 0; v < nv && !st; v++) {
+        gval *gv = &g->vals[v];
+        gv->req = fwd[v] && reach[v];
+        if (!gv->req) continue;
+        st = tx_tensor_wrap(&gv->grad, gv->dev.dtype, gv->dev.rank, gv->dev.dims, NULL);
+        if (!st && (ir->values[v].flags & TX_IR_VALUE_INITIALIZER)) {
+            gparam *np = realloc(g->params, (g->n_params + 1) * sizeof(*np));
+            if (!np) {
+                st = tx_oom();
+                break;
+            }
+            g->params = np;
+            g->params[g->n_params] = (gparam){.value = (int32_t)v, .name = ir->values[v].name};
+            gv->param = (int32_t)g->n_params++;
+        }
+    }
+    free(fwd);
+    free(reach);
+    return st;
+}
+
+/* ---- creation: nodes ------------------------------------------------------------ */
+
+static const tx_plan_quant *find_quant(const tx_gpu_graph *g, int32_t node, tx_qoperand op)
+{
+    for (size_t i = 0; g->fplan && i < g->fplan->n_quant; i++)
+        if (g->fplan->quant[i].node == node && g->fplan->quant[i].operand == op)
+            return &g->fplan->quant[i];
+    return NULL;
+}
+
+static tx_cuda_operand_q operand_q(tx_gpu_graph *g, const gnode *n, tx_qoperand operand,
+                                   bool dx, bool dp)
+{
+    tx_cuda_operand_q q;
+    memset(&q, 0, sizeof q);
+    if (g->cfg.recipe.kind == TX_RECIPE_NONE) return q;
+    const tx_plan_quant *p = find_quant(g, n->index, operand);
+    if (!p || !p->quantized) return q;
+    q.on = true;
+    q.native = p->native;
+    q.cfg.kind = p->kind;
+    q.cfg.fmt = p->data_dtype;
+    switch (operand) {
+    case TX_QOP_INPUT: q.cfg.usage = TX_QUSAGE_ROWWISE | (dp ? TX_QUSAGE_COLUMNWISE : 0u); break;
+    case TX_QOP_WEIGHT: q.cfg.usage = TX_QUSAGE_ROWWISE | (dx ? TX_QUSAGE_COLUMNWISE : 0u); break;
+    default: q.cfg.usage = (dx ? TX_QUSAGE_ROWWISE : 0u) | (dp ? TX_QUSAGE_COLUMNWISE : 0u); break;
+    }
+    q.cfg.block_2d = p->block_rows > 1 && p->block_cols > 1;
+    q.cfg.scale_layout = TX_SCALE_COMPACT;
+    if (p->kind == TX_QKIND_NVFP4) {
+        q.cfg.rht = g->cfg.recipe.nvfp4_rht && operand != TX_QOP_WEIGHT;
+        q.cfg.stochastic_rounding = g->cfg.recipe.nvfp4_stochastic && operand == TX_QOP_GRAD_OUTPUT;
+        q.cfg.seed = g->topt.seed ^ ((uint64_t)(uint32_t)n->index * 0x9E3779B97F4A7C15ull +
+                                     (uint64_t)operand);
+    }
+    if (g->cfg.recipe.kind == TX_RECIPE_FP8_DELAYED && p->kind == TX_QKIND_FP8_TENSOR &&
+        p->delayed_slot >= 0 && (uint32_t)p->delayed_slot < g->n_delayed) {
+        q.delayed_scale = g->delayed_dev + p->delayed_slot;
+        q.delayed_amax = g->delayed_dev + g->n_delayed + p->delayed_slot;
+    }
+    return q;
+}
+
+static bool slot_req(const tx_gpu_graph *g, const gnode *n, size_t k)
+{
+    int32_t v = k < n->ir->n_inputs ? n->ir->inputs[k] : -1;
+    return g->cfg.training && n->needs_bwd && v >= 0 && g->vals[v].req && slot_diff(n, k);
+}
+
+static teexec_status *prepare_te(tx_gpu_graph *g, gnode *n)
+{
+    const tx_ir_node *ir = n->ir;
+    TX_TRY(tx_te_node_decode(ir, &n->s, n->attrs, &n->n_params));
+    n->n_slots = 1 + (size_t)n->s->n_extra_inputs + (size_t)n->n_params;
+    if (n->n_slots > 64) return tx_error(TEEXEC_ERR_LIMIT, "too many inputs");
+    for (size_t k = 0; k < n->n_slots; k++) {
+        int32_t v = k < ir->n_inputs ? ir->inputs[k] : -1;
+        n->slot_in[k] = v >= 0 ? &g->vals[v].dev : NULL;
+    }
+    for (size_t j = 0; j < ir->n_outputs && j < 1 + TX_TE_MAX_EXTRA; j++) {
+        int32_t o = ir->outputs[j];
+        n->slot_out[j] = o >= 0 ? &g->vals[o].dev : NULL;
+    }
+    bool training = g->cfg.training && n->needs_bwd;
+    /* aux shapes from the registry's rule over the (mapped) tensors */
+    if (training && n->s->n_aux > 0) {
+        tx_te_tinfo ti[64];
+        const tx_te_tinfo *ptrs[64];
+        for (size_t k = 0; k < n->n_slots; k++) {
+            ptrs[k] = NULL;
+            if (!n->slot_in[k]) continue;
+            ti[k].dtype = n->slot_in[k]->dtype;
+            ti[k].shape = tx_shape_of(n->slot_in[k]);
+            ptrs[k] = &ti[k];
+        }
+        tx_te_infer_in iin = {n->attrs, ptrs[0], ptrs + 1, n->s->n_extra_inputs,
+                              ptrs + 1 + n->s->n_extra_inputs, n->n_params};
+        tx_te_infer_out iout;
+        memset(&iout, 0, sizeof iout);
+        TX_TRY(tx_te_infer(n->s, &iin, &iout));
+        for (int j = 0; j < n->s->n_aux; j++) {
+            TX_TRY(shape_tensor(&n->aux[j], iout.aux[j].dtype, &iout.aux[j].shape));
+            n->auxp[j] = &n->aux[j];
+        }
+        n->n_aux = n->s->n_aux;
+    }
+    unsigned needs = 0;
+    bool dx = slot_req(g, n, 0), dp = false, de = false;
+    for (size_t k = 1; k < n->n_slots; k++) {
+        if (!slot_req(g, n, k)) continue;
+        if (k <= (size_t)n->s->n_extra_inputs) de = true;
+        else dp = true;
+    }
+    if (dx) needs |= TX_TE_FOR_DX;
+    if (dp) needs |= TX_TE_FOR_DPARAMS;
+    if (de) needs |= TX_TE_FOR_DEXTRA;
+    bool linear = n->s->id == TX_TE_LINEAR || n->s->id == TX_TE_GROUPED_LINEAR;
+    if (linear) {
+        n->q.x = operand_q(g, n, TX_QOP_INPUT, dx, dp);
+        n->q.w = operand_q(g, n, TX_QOP_WEIGHT, dx, dp);
+        n->q.dy = training ? operand_q(g, n, TX_QOP_GRAD_OUTPUT, dx, dp) : n->q.dy;
+    }
+    tx_cuda_te_desc *d = &n->desc;
+    *d = (tx_cuda_te_desc){.op = n->s->id, .name = ir->label, .attrs = n->attrs,
+                           .input = n->slot_in[0], .extra_inputs = n->slot_in + 1,
+                           .n_extra_inputs = n->s->n_extra_inputs,
+                           .params = n->slot_in + 1 + n->s->n_extra_inputs,
+                           .n_params = n->n_params, .output = n->slot_out[0],
+                           .extra_outputs = (const tx_tensor *const *)n->slot_out + 1,
+                           .n_extra_outputs = (int)ir->n_outputs - 1, .training = training,
+                           .needs = needs, .quant = linear ? &n->q : NULL, .sm = g->env.sm,
+                           .deterministic = g->cfg.deterministic, .sdpa = g->sdpa};
+    TX_TRY(tx_cuda_te_prepare(d, &n->te));
+    n->state_bytes = tx_cuda_te_state_bytes(n->te);
+    size_t sb = tx_cuda_te_scratch_bytes(n->te);
+    if (sb > g->scratch_bytes) g->scratch_bytes = sb;
+    /* forward args (pointers into the value table; data placed later) */
+    tx_te_fwd_args *a = &n->fa;
+    memset(a, 0, sizeof *a);
+    a->op = n->s->id;
+    a->attrs = n->attrs;
+    a->input = n->slot_in[0];
+    a->extra_inputs = n->slot_in + 1;
+    a->n_extra_inputs = n->s->n_extra_inputs;
+    a->params = n->slot_in + 1 + n->s->n_extra_inputs;
+    a->n_params = n->n_params;
+    a->output = n->slot_out[0];
+    a->extra_outputs = n->slot_out + 1;
+    a->n_extra_outputs = (int)ir->n_outputs - 1;
+    a->aux = training ? n->auxp : NULL;
+    a->n_aux = training ? n->n_aux : 0;
+    a->training = training;
+    return NULL;
+}
+
+static teexec_status *prepare_std(tx_gpu_graph *g, gnode *n)
+{
+    const tx_ir_node *ir = n->ir;
+    size_t ni = ir->n_inputs, no = ir->n_outputs;
+    n->s_in = calloc(ni ? ni : 1, sizeof(*n->s_in));
+    const tx_tensor **host = calloc(ni ? ni : 1, sizeof(*host));
+    n->s_out = calloc(no ? no : 1, sizeof(*n->s_out));
+    n->s_gout = calloc(no ? no : 1, sizeof(*n->s_gout));
+    n->s_gin = calloc(ni ? ni : 1, sizeof(*n->s_gin));
+    if (!n->s_in || !host || !n->s_out || !n->s_gout || !n->s_gin) {
+        free(host);
+        return tx_oom();
+    }
+    for (size_t k = 0; k < ni; k++) {
+        int32_t v = ir->inputs[k];
+        n->s_in[k] = v >= 0 ? &g->vals[v].dev : NULL;
+        host[k] = v >= 0 ? g->vals[v].host : NULL;
+    }
+    for (size_t j = 0; j < no; j++) {
+        int32_t o = ir->outputs[j];
+        n->s_out[j] = o >= 0 ? &g->vals[o].dev : NULL;
+    }
+    tx_cuda_std_desc d = {.node = ir, .file = g->lowered->file, .n_in = ni, .in = n->s_in,
+                          .in_host = host, .n_out = no,
+                          .out = (const tx_tensor *const *)n->s_out,
+                          .training = g->cfg.training, .gemm = g->gemm};
+    teexec_status *st = tx_cuda_std_prepare(&d, &n->std);
+    free(host);
+    if (st) return st;
+    n->alias = tx_cuda_std_is_alias(n->std);
+    size_t sb = tx_cuda_std_scratch_bytes(n->std);
+    if (sb > g->scratch_bytes) g->scratch_bytes = sb;
+    return NULL;
+}
+
+/* Lists every node the GPU cannot run in one status, as sessions do. */
+static teexec_status *prepare_nodes(tx_gpu_graph *g)
+{
+    const tx_ir_graph *ir = g->ir;
+    g->n_nodes = ir->n_nodes;
+    g->nodes = calloc(g->n_nodes ? g->n_nodes : 1, sizeof(*g->nodes));
+    if (!g->nodes) return tx_oom();
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        gnode *n = &g->nodes[i];
+        n->ir = &ir->nodes[i];
+        n->index = (int32_t)i;
+        n->fwd_fused = n->bwd_fused = -1;
+        bool all_known = true;
+        for (size_t j = 0; j < n->ir->n_outputs; j++) {
+            int32_t o = n->ir->outputs[j];
+            if (o >= 0 && !g->vals[o].host) all_known = false;
+        }
+        n->kind = g->plan->skip[i] || all_known ? GN_FOLDED
+                  : tx_te_domain(n->ir->domain)  ? GN_TE
+                                                 : GN_STD;
+        if (n->kind == GN_FOLDED) continue;
+        for (size_t j = 0; j < n->ir->n_outputs; j++) {
+            int32_t o = n->ir->outputs[j];
+            if (o < 0) continue;
+            g->vals[o].produced = true;
+            g->vals[o].host = NULL; /* computed on the device */
+        }
+    }
+    return NULL;
+}
+
+static teexec_status *prepare_kernels(tx_gpu_graph *g)
+{
+    char *msg = NULL;
+    size_t len = 0;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        gnode *n = &g->nodes[i];
+        teexec_status *st = NULL;
+        if (n->kind == GN_TE) st = prepare_te(g, n);
+        else if (n->kind == GN_STD) {
+            if (!tx_cuda_std_supported(n->ir->domain, n->ir->op_type))
+                st = tx_error(TEEXEC_ERR_UNSUPPORTED,
+                              "unsupported op %s (domain \"%s\", opset %lld) on the GPU",
+                              n->ir->op_type, n->ir->domain, (long long)n->ir->opset);
+            else
+                st = prepare_std(g, n);
+        }
+        if (!st) continue;
+        if (teexec_status_code(st) != TEEXEC_ERR_UNSUPPORTED) {
+            free(msg);
+            return node_err(n->ir, st);
+        }
+        char line[1024];
+        snprintf(line, sizeof line, "%s%s", len ? "; " : "", teexec_status_message(st));
+        teexec_status_destroy(st);
+        size_t ll = strlen(line);
+        char *nm = realloc(msg, len + ll + 1);
+        if (!nm) {
+            free(msg);
+            return tx_oom();
+        }
+        msg = nm;
+        memcpy(msg + len, line, ll + 1);
+        len += ll;
+    }
+    if (!msg) return NULL;
+    teexec_status *st = tx_error(TEEXEC_ERR_UNSUPPORTED, "%s", msg);
+    free(msg);
+    return st;
+}
+
+/* Forward layouts' and backward layouts' fused kernels, where the GPU has
+ * them; the others run unfused (declines recorded in the fuser plan). */
+static teexec_status *prepare_fusions(tx_gpu_graph *g)
+{
+    for (size_t gi = 0; gi < g->fplan->n_groups; gi++) {
+        const tx_plan_group *pg = &g->fplan->groups[gi];
+        if (pg->kind != TX_GROUP_CHAIN) continue;
+        for (int pass = 0; pass < 2; pass++) {
+            bool bwd = pass == 1;
+            if (bwd && !g->cfg.training) break;
+            const tx_plan_kernel *ks = bwd ? pg->backward : pg->forward;
+            int32_t nk = bwd ? pg->n_backward : pg->n_forward;
+            for (int32_t k = 0; k < nk; k++) {
+                if (ks[k].fusion == TX_FUSION_NONE || ks[k].count < 1 || ks[k].count > 8) continue;
+                const tx_cuda_te_desc *descs[8];
+                tx_cuda_te_node *tn[8];
+                int32_t idx[8];
+                bool ok = true;
+                for (int32_t j = 0; j < ks[k].count; j++) {
+                    idx[j] = pg->nodes[ks[k].first + j];
+                    gnode *n = &g->nodes[idx[j]];
+                    if (n->kind != GN_TE || n->fwd_covered || n->fwd_fused >= 0 ||
+                        (bwd && (!n->needs_bwd || n->bwd_fused >= 0 || n->bwd_covered)))
+                        ok = false;
+                    descs[j] = &n->desc;
+                    tn[j] = n->te;
+                }
+                if (!ok) continue;
+                tx_cuda_fused *f = NULL;
+                teexec_status *st = tx_cuda_fused_prepare(ks[k].fusion, bwd, descs, tn,
+                                                          ks[k].count, &f);
+                if (st) {
+                    if (teexec_status_code(st) != TEEXEC_ERR_UNSUPPORTED) return st;
+                    teexec_status *ds = tx_plan_add_decline(
+                        g->fplan, (int32_t)gi, ks[k].first, ks[k].fusion,
+                        teexec_status_message(st));
+                    teexec_status_destroy(st);
+                    TX_TRY(ds);
+                    continue;
+                }
+                if (g->n_fused == g->cap_fused) {
+                    size_t cap = g->cap_fused ? 2 * g->cap_fused : 16;
+                    gfused *nf = realloc(g->fused, cap * sizeof(*nf));
+                    if (!nf) {
+                        tx_cuda_fused_free(f);
+                        return tx_oom();
+                    }
+                    g->fused = nf;
+                    g->cap_fused = cap;
+                }
+                gfused *gf = &g->fused[g->n_fused];
+                *gf = (gfused){.f = f, .backward = bwd, .n = ks[k].count};
+                memcpy(gf->nodes, idx, (size_t)ks[k].count * sizeof(idx[0]));
+                size_t sb = tx_cuda_fused_scratch_bytes(f);
+                if (sb > g->scratch_bytes) g->scratch_bytes = sb;
+                /* forward: led by the first op; backward: by the last (the
+                 * backward walk meets it first) */
+                for (int32_t j = 0; j < ks[k].count; j++) {
+                    gnode *n = &g->nodes[idx[j]];
+                    if (!bwd) {
+                        if (j == 0) n->fwd_fused = (int32_t)g->n_fused;
+                        else n->fwd_covered = true;
+                    } else {
+                        if (j == ks[k].count - 1) n->bwd_fused = (int32_t)g->n_fused;
+                        else n->bwd_covered = true;
+                    }
+                }
+                g->n_fused++;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* ---- creation: backward wiring ------------------------------------------------ */
+
+/* Simulates the backward walk once: which grad buffer each node writes
+ * directly and where it needs a temporary to add (fan-out), which output
+ * grads are zero. Runs are then the same every step. */
+static teexec_status *wire_backward(tx_gpu_graph *g, alloc_list *l)
+{
+    for (size_t v = 0; v < g->ir->n_values; v++) g->vals[v].grad_live = false;
+    g->vals[g->loss_value].grad_live = true;
+    for (size_t i = g->n_nodes; i-- > 0;) {
+        gnode *n = &g->nodes[i];
+        if (n->kind == GN_FOLDED || !n->needs_bwd) continue;
+        const tx_ir_node *ir = n->ir;
+        size_t ni = ir->n_inputs;
+        n->acc = calloc(ni ? ni : 1, sizeof(*n->acc));
+        if (!n->acc) return tx_oom();
+        /* output grads */
+        bool main_live = true;
+        for (size_t j = 0; j < ir->n_outputs; j++) {
+            int32_t o = ir->outputs[j];
+            const tx_tensor *gt = o >= 0 && g->vals[o].req && g->vals[o].grad_live
+                                      ? &g->vals[o].grad
+                                      : NULL;
+            if (j == 0 && !gt) main_live = false;
+            if (n->kind == GN_TE && j < 1 + TX_TE_MAX_EXTRA) n->gout[j] = gt;
+            if (n->kind == GN_STD) n->s_gout[j] = gt;
+        }
+        if (n->kind == GN_TE && !main_live) {
+            /* te backward wants a main dy: a zero grad of the main output */
+            int32_t o = ir->outputs[0];
+            if (o < 0 || !g->vals[o].req)
+                return node_err(ir, tx_error(TEEXEC_ERR_UNSUPPORTED,
+                                             "its main output carries no gradient but an extra "
+                                             "output does"));
+            n->gout[0] = &g->vals[o].grad; /* zeroed before backward (zero_grads) */
+            n->zero_gout0 = true;
+            g->vals[o].grad_live = true;
+        }
+        /* input grads */
+        for (size_t k = 0; k < ni; k++) {
+            int32_t v = ir->inputs[k];
+            tx_tensor *dst = NULL;
+            if (slot_req(g, n, k)) {
+                gval *gv = &g->vals[v];
+                bool dup = false; /* the same value twice in this node's inputs */
+                for (size_t k2 = 0; k2 < k; k2++)
+                    if (ir->inputs[k2] == v && slot_req(g, n, k2)) dup = true;
+                if (!gv->grad_live && !dup) {
+                    dst = &gv->grad;
+                    gv->grad_live = true;
+                } else {
+                    TX_TRY(tx_tensor_wrap(&n->acc[k], gv->grad.dtype, gv->grad.rank,
+                                          gv->grad.dims, NULL));
+                    want(l, &n->acc[k].data, tensor_bytes(&n->acc[k]));
+                    dst = &n->acc[k];
+                }
+            }
+            if (n->kind == GN_TE && k < 64) n->gin[k] = dst;
+            if (n->kind == GN_STD) n->s_gin[k] = dst;
+        }
+    }
+    return NULL;
+}
+
+/* ---- creation: memory --------------------------------------------------------- */
+
+static teexec_status *place_memory(tx_gpu_graph *g)
+{
+    alloc_list l = {0};
+    const tx_ir_graph *ir = g->ir;
+    /* values: known ones (uploaded once) and computed ones; aliases later */
+    for (size_t v = 0; v < ir->n_values; v++) {
+        gval *gv = &g->vals[v];
+        if (gv->dev.rank == 0 && gv->dev.numel == 0 && gv->model_dtype == TEEXEC_DTYPE_UNDEFINED)
+            continue;
+        bool aliased = false;
+        for (size_t i = 0; i < g->n_nodes && gv->produced; i++) {
+            gnode *n = &g->nodes[i];
+            if (n->kind == GN_STD && n->alias && n->ir->n_outputs > 0 &&
+                n->ir->outputs[0] == (int32_t)v)
+                aliased = true;
+        }
+        if (!aliased) want(&l, &gv->dev.data, tensor_bytes(&gv->dev));
+        if (gv->req && g->cfg.training) want(&l, &gv->grad.data, tensor_bytes(&gv->grad));
+    }
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        gnode *n = &g->nodes[i];
+        if (n->kind != GN_TE) continue;
+        for (int j = 0; j < n->n_aux; j++) want(&l, &n->aux[j].data, tensor_bytes(&n->aux[j]));
+        if (n->state_bytes) want(&l, &n->state, n->state_bytes);
+    }
+    /* staging for inputs converted to the compute dtype */
+    g->staging = calloc(g->n_in ? g->n_in : 1, sizeof(*g->staging));
+    if (!g->staging) {
+        free(l.r);
+        return tx_oom();
+    }
+    for (size_t i = 0; i < g->n_in; i++) {
+        gval *gv = &g->vals[g->in_values[i]];
+        if (gv->dev.dtype != gv->model_dtype) {
+            size_t es = tx_dtype_elem_size(gv->model_dtype);
+            want(&l, &g->staging[i], (size_t)gv->dev.numel * (es ? es : 1));
+        }
+    }
+    if (g->cfg.training) {
+        teexec_status *st = wire_backward(g, &l);
+        if (st) {
+            free(l.r);
+            return st;
+        }
+        gval *lv = &g->vals[g->loss_value];
+        size_t n = (size_t)lv->dev.numel;
+        if (g->topt.loss == TEEXEC_LOSS_MSE) {
+            want(&l, &g->target, n * sizeof(float));
+            want(&l, &g->loss_partials, tx_cuda_mse_partials(n) * sizeof(double));
+        } else {
+            size_t classes = lv->dev.rank ? (size_t)lv->dev.dims[lv->dev.rank - 1] : 1;
+            size_t rows = classes ? n / classes : 0;
+            want(&l, &g->target, rows * sizeof(int64_t));
+            want(&l, &g->xent_ws, tx_cuda_xent_workspace_floats(rows) * sizeof(float));
+            want(&l, &g->xent_loss, 4 * sizeof(float));
+        }
+        want(&l, &g->loss_dev, sizeof(double));
+        for (size_t p = 0; p < g->n_params; p++) {
+            gparam *gp = &g->params[p];
+            gval *gv = &g->vals[gp->value];
+            size_t bytes = (size_t)gv->dev.numel * sizeof(float);
+            if (gv->dev.dtype != TEEXEC_DTYPE_FLOAT) want(&l, &gp->master, bytes);
+            if (g->topt.optimizer == TEEXEC_OPTIMIZER_ADAMW || g->topt.momentum != 0.0)
+                want(&l, &gp->m, bytes);
+            if (g->topt.optimizer == TEEXEC_OPTIMIZER_ADAMW) want(&l, &gp->v, bytes);
+        }
+        want(&l, &g->opt_dev, (g->n_params ? g->n_params : 1) * sizeof(tx_cuda_optim_tensor));
+    }
+    want(&l, &g->scratch, g->scratch_bytes);
+    want(&l, &g->env.gemm_ws, GEMM_WORKSPACE);
+    if (l.oom) {
+        free(l.r);
+        return tx_oom();
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < l.n; i++) total += round_up(l.r[i].bytes);
+    cudaError_t e = cudaMalloc(&g->arena, total);
+    if (e != cudaSuccess) {
+        free(l.r);
+        return tx_error(TEEXEC_ERR_DEVICE,
+                        "cuda executor: allocating %.1f MiB for the model's tensors: %s",
+                        (double)total / 1048576.0, cudaGetErrorString(e));
+    }
+    g->arena_bytes = total;
+    size_t off = 0;
+    for (size_t i = 0; i < l.n; i++) {
+        *l.r[i].slot = (char *)g->arena + off;
+        off += round_up(l.r[i].bytes);
+    }
+    free(l.r);
+    g->env.gemm_ws_bytes = GEMM_WORKSPACE;
+    /* aliases share their input's buffer */
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        gnode *n = &g->nodes[i];
+        if (n->kind == GN_STD && n->alias && n->ir->n_outputs > 0 && n->ir->outputs[0] >= 0 &&
+            n->ir->inputs[0] >= 0)
+            g->vals[n->ir->outputs[0]].dev.data = g->vals[n->ir->inputs[0]].dev.data;
+    }
+    return NULL;
+}
+
+/* Host values known before running (initializers, folded constants) go to
+ * the device once, converted to the compute dtype. */
+static teexec_status *upload_known(tx_gpu_graph *g)
+{
+    for (size_t v = 0; v < g->ir->n_values; v++) {
+        gval *gv = &g->vals[v];
+        if (!gv->host || !gv->dev.data || gv->produced) continue;
+        const tx_tensor *h = gv->host;
+        if (h->dtype == gv->dev.dtype) {
+            CU(cudaMemcpyAsync(gv->dev.data, h->data, h->nbytes, cudaMemcpyHostToDevice,
+                               g->stream),
+               "uploading a constant");
+            continue;
+        }
+        void *tmp = NULL;
+        CU(cudaMalloc(&tmp, h->nbytes ? h->nbytes : 1), "staging a constant");
+        cudaError_t e = cudaMemcpyAsync(tmp, h->data, h->nbytes, cudaMemcpyHostToDevice, g->stream);
+        teexec_status *st = e == cudaSuccess ? NULL : cuda_err(e, "uploading a constant");
+        if (!st)
+            st = tx_cuda_convert(tmp, h->dtype, gv->dev.data, gv->dev.dtype, (size_t)h->numel,
+                                 g->stream);
+        if (!st) {
+            e = cudaStreamSynchronize(g->stream);
+            if (e != cudaSuccess) st = cuda_err(e, "converting a constant");
+        }
+        cudaFree(tmp);
+        TX_TRY(st);
+    }
+    return NULL;
+}
+
+static teexec_status *init_params(tx_gpu_graph *g)
+{
+    if (!g->cfg.training || !g->n_params) return NULL;
+    tx_cuda_optim_tensor *ts = calloc(g->n_params, sizeof(*ts));
+    if (!ts) return tx_oom();
+    teexec_status *st = NULL;
+    for (size_t p = 0; p < g->n_params && !st; p++) {
+        gparam *gp = &g->params[p];
+        gval *gv = &g->vals[gp->value];
+        const tx_tensor *h = &g->cpu->init[gp->value];
+        if (!h->data) {
+            st = tx_error(TEEXEC_ERR_INTERNAL, "parameter \"%s\" has no initializer", gp->name);
+            break;
+        }
+        size_t n = (size_t)gv->dev.numel;
+        if (!gp->master) gp->master = gv->dev.data; /* FLOAT: the value is the master */
+        else {
+            void *tmp = NULL;
+            cudaError_t e = cudaMalloc(&tmp, h->nbytes ? h->nbytes : 1);
+            if (e != cudaSuccess) st = cuda_err(e, "staging a parameter");
+            if (!st) {
+                e = cudaMemcpyAsync(tmp, h->data, h->nbytes, cudaMemcpyHostToDevice, g->stream);
+                if (e != cudaSuccess) st = cuda_err(e, "uploading a parameter");
+            }
+            if (!st) st = tx_cuda_convert(tmp, h->dtype, gp->master, TEEXEC_DTYPE_FLOAT, n, g->stream);
+            if (!st) {
+                e = cudaStreamSynchronize(g->stream);
+                if (e != cudaSuccess) st = cuda_err(e, "converting a parameter");
+            }
+            if (tmp) cudaFree(tmp);
+        }
+        if (!st && gp->m) {
+            cudaError_t e = cudaMemsetAsync(gp->m, 0, n * sizeof(float), g->stream);
+            if (e != cudaSuccess) st = cuda_err(e, "optimizer state");
+        }
+        if (!st && gp->v) {
+            cudaError_t e = cudaMemsetAsync(gp->v, 0, n * sizeof(float), g->stream);
+            if (e != cudaSuccess) st = cuda_err(e, "optimizer state");
+        }
+        ts[p] = (tx_cuda_optim_tensor){.master = gp->master,
+                                       .model = gv->dev.dtype == TEEXEC_DTYPE_FLOAT ? NULL
+                                                                                    : gv->dev.data,
+                                       .grad = gv->grad.data, .m = gp->m, .v = gp->v,
+                                       .n = (uint64_t)n, .model_dtype = (int32_t)gv->dev.dtype,
+                                       .grad_dtype = (int32_t)gv->grad.dtype};
+    }
+    if (!st) st = tx_cuda_optim_layout(ts, g->n_params, &g->opt_blocks);
+    if (!st) {
+        cudaError_t e = cudaMemcpyAsync(g->opt_dev, ts, g->n_params * sizeof(*ts),
+                                        cudaMemcpyHostToDevice, g->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
+        if (e != cudaSuccess) st = cuda_err(e, "optimizer table");
+    }
+    free(ts);
+    return st;
+}
+
+/* Saved contexts and backward args, once the data pointers exist. */
+static teexec_status *finish_args(tx_gpu_graph *g)
+{
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        gnode *n = &g->nodes[i];
+        if (n->kind != GN_TE || !g->cfg.training || !n->needs_bwd) continue;
+        int n_saved = 0;
+        TX_TRY(node_err(n->ir, tx_te_setup_context(&n->fa, n->desc.needs, n->saved,
+                                                   TX_TE_SAVED_CAP(n->n_params), &n_saved)));
+        tx_te_bwd_args *b = &n->ba;
+        memset(b, 0, sizeof *b);
+        b->op = n->s->id;
+        b->attrs = n->attrs;
+        b->grad_output = n->gout[0];
+        b->grad_extra_outputs = n->gout + 1;
+        b->n_grad_extra_outputs = (int)n->ir->n_outputs - 1;
+        b->saved = n->saved;
+        b->n_saved = n_saved;
+        b->grad_input = n->gin[0];
+        b->grad_extra_inputs = n->gin + 1;
+        b->n_grad_extra_inputs = n->s->n_extra_inputs;
+        b->grad_params = n->gin + 1 + n->s->n_extra_inputs;
+        b->n_grad_params = n->n_params;
+    }
+    return NULL;
+}
+
+/* ---- profile ------------------------------------------------------------------- */
+
+static prof_row *prof_find(tx_gpu_graph *g, const char *name, int32_t group, bool bwd)
+{
+    for (size_t i = 0; i < g->n_prof; i++)
+        if (g->prof[i].group == group && g->prof[i].backward == bwd &&
+            !strcmp(g->prof[i].name, name))
+            return &g->prof[i];
+    prof_row *np = realloc(g->prof, (g->n_prof + 1) * sizeof(*np));
+    if (!np) return NULL;
+    g->prof = np;
+    prof_row *r = &g->prof[g->n_prof++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->group = group;
+    r->backward = bwd;
+    return r;
+}
+
+static teexec_status *prof_begin(tx_gpu_graph *g)
+{
+    if (!g->cfg.profile) return NULL;
+    CU(cudaEventRecord(g->ev[0], g->stream), "profile event");
+    return NULL;
+}
+
+static teexec_status *prof_end(tx_gpu_graph *g, const char *name, int32_t group, bool bwd)
+{
+    if (!g->cfg.profile) return NULL;
+    CU(cudaEventRecord(g->ev[1], g->stream), "profile event");
+    CU(cudaEventSynchronize(g->ev[1]), "profile event");
+    float ms = 0.0f;
+    CU(cudaEventElapsedTime(&ms, g->ev[0], g->ev[1]), "profile event");
+    prof_row *r = prof_find(g, name, group, bwd);
+    if (!r) return tx_oom();
+    r->calls++;
+    r->ms += ms;
+    return NULL;
+}
+
+static int32_t group_of(const tx_gpu_graph *g, int32_t node)
+{
+    return g->fplan && g->fplan->group_of_node ? g->fplan->group_of_node[node] : -1;
+}
+
+static void kernel_name(const tx_gpu_graph *g, const gnode *n, bool bwd, char *buf, size_t size)
+{
+    int32_t f = bwd ? n->bwd_fused : n->fwd_fused;
+    if (f >= 0) {
+        const gfused *gf = &g->fused[f];
+        const tx_plan_group *pg = NULL;
+        int32_t gi = group_of(g, n->index);
+        if (gi >= 0) pg = &g->fplan->groups[gi];
+        const tx_plan_kernel *ks = pg ? (bwd ? pg->backward : pg->forward) : NULL;
+        int32_t nk = pg ? (bwd ? pg->n_backward : pg->n_forward) : 0;
+        const char *fname = "fused";
+        for (int32_t k = 0; k < nk; k++)
+            if (pg->nodes[ks[k].first] == gf->nodes[0]) {
+                const tx_fusion_info *fi = tx_fusion_info_of(ks[k].fusion);
+                if (fi) fname = fi->name;
+            }
+        snprintf(buf, size, "%s(%s..)", fname, g->nodes[gf->nodes[0]].ir->label);
+        return;
+    }
+    snprintf(buf, size, "%s(%s)", n->ir->op_type, n->ir->label);
+}
+
+/* ---- running -------------------------------------------------------------------- */
+
+static teexec_status *add_acc(tx_gpu_graph *g, gnode *n)
+{
+    if (!n->acc) return NULL;
+    for (size_t k = 0; k < n->ir->n_inputs; k++) {
+        if (!n->acc[k].data) continue;
+        gval *gv = &g->vals[n->ir->inputs[k]];
+        TX_TRY(tx_cuda_add(gv->grad.data, gv->grad.dtype, n->acc[k].data, n->acc[k].dtype,
+                           gv->grad.data, gv->grad.dtype, (size_t)gv->grad.numel, g->stream));
+    }
+    return NULL;
+}
+
+static teexec_status *run_forward(tx_gpu_graph *g)
+{
+    uint64_t step = g->steps;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        gnode *n = &g->nodes[i];
+        if (n->kind == GN_FOLDED || n->fwd_covered) continue;
+        if (g->cfg.training) n->fa.rng_offset = tx_train_rng_offset(g->topt.seed, step, g->n_nodes, i);
+        char name[128];
+        if (g->cfg.profile) kernel_name(g, n, false, name, sizeof name);
+        TX_TRY(prof_begin(g));
+        teexec_status *st = NULL;
+        if (n->fwd_fused >= 0) {
+            gfused *gf = &g->fused[n->fwd_fused];
+            const tx_te_fwd_args *as[8];
+            void *states[8];
+            for (int32_t j = 0; j < gf->n; j++) {
+                gnode *m = &g->nodes[gf->nodes[j]];
+                if (g->cfg.training) m->fa.rng_offset = tx_train_rng_offset(g->topt.seed, step, g->n_nodes, (uint64_t)gf->nodes[j]);
+                as[j] = &m->fa;
+                states[j] = m->state;
+            }
+            st = tx_cuda_fused_forward(gf->f, as, states, g->scratch, &g->env);
+        } else if (n->kind == GN_TE) {
+            st = tx_cuda_te_forward(n->te, &n->fa, n->state, g->scratch, &g->env);
+        } else {
+            st = tx_cuda_std_forward(n->std, n->s_in, n->s_out, g->scratch, g->stream);
+        }
+        TX_TRY(node_err(n->ir, st));
+        TX_TRY(prof_end(g, name, group_of(g, n->index), false));
+    }
+    return NULL;
+}
+
+static teexec_status *zero_grads(tx_gpu_graph *g)
+{
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        gnode *n = &g->nodes[i];
+        if (n->zero_gout0)
+            CU(cudaMemsetAsync(n->gout[0]->data, 0, tensor_bytes(n->gout[0]), g->stream),
+               "zeroing a gradient");
+    }
+    return NULL;
+}
+
+static teexec_status *run_backward(tx_gpu_graph *g)
+{
+    TX_TRY(zero_grads(g));
+    for (size_t i = g->n_nodes; i-- > 0;) {
+        gnode *n = &g->nodes[i];
+        if (n->kind == GN_FOLDED || !n->needs_bwd || n->bwd_covered) continue;
+        char name[128];
+        if (g->cfg.profile) kernel_name(g, n, true, name, sizeof name);
+        TX_TRY(prof_begin(g));
+        teexec_status *st = NULL;
+        if (n->bwd_fused >= 0) {
+            gfused *gf = &g->fused[n->bwd_fused];
+            const tx_te_bwd_args *as[8];
+            void *states[8];
+            for (int32_t j = 0; j < gf->n; j++) {
+                gnode *m = &g->nodes[gf->nodes[j]];
+                as[j] = &m->ba;
+                states[j] = m->state;
+            }
+            st = tx_cuda_fused_backward(gf->f, as, states, g->scratch, &g->env);
+            for (int32_t j = gf->n; j-- > 0 && !st;) st = add_acc(g, &g->nodes[gf->nodes[j]]);
+        } else if (n->kind == GN_TE) {
+            st = tx_cuda_te_backward(n->te, &n->ba, n->state, g->scratch, &g->env);
+            if (!st) st = add_acc(g, n);
+        } else {
+            st = tx_cuda_std_backward(n->std, n->s_in, (const tx_tensor *const *)n->s_out,
+                                      n->s_gout, n->s_gin, g->scratch, g->stream);
+            if (!st) st = add_acc(g, n);
+        }
+        TX_TRY(node_err(n->ir, st));
+        TX_TRY(prof_end(g, name, group_of(g, n->index), true));
+    }
+    return NULL;
+}
+
+static teexec_status *run_loss(tx_gpu_graph *g)
+{
+    gval *lv = &g->vals[g->loss_value];
+    size_t n = (size_t)lv->dev.numel;
+    if (g->topt.loss == TEEXEC_LOSS_MSE)
+        return tx_cuda_mse(lv->dev.data, lv->dev.dtype, g->target, n, lv->grad.data,
+                           lv->grad.dtype, g->loss_partials, g->loss_dev, g->stream);
+    size_t classes = lv->dev.rank ? (size_t)lv->dev.dims[lv->dev.rank - 1] : 1;
+    tx_cuda_xent_args a = {.rows = classes ? n / classes : 0, .classes = classes,
+                           .logits = lv->dev.data, .logits_dtype = lv->dev.dtype,
+                           .labels = (const int64_t *)g->target,
+                           .ignore_index = g->topt.ignore_index, .dlogits = lv->grad.data,
+                           .dlogits_dtype = lv->grad.dtype, .loss = g->xent_loss,
+                           .workspace = g->xent_ws};
+    return tx_cuda_xent(&a, g->stream);
+}
+
+/* What one launch covers: inference forward, or forward + loss + backward. */
+static teexec_status *run_body(tx_gpu_graph *g)
+{
+    TX_TRY(run_forward(g));
+    if (!g->cfg.training) return NULL;
+    TX_TRY(prof_begin(g));
+    TX_TRY(run_loss(g));
+    TX_TRY(prof_end(g, "loss", -1, false));
+    return run_backward(g);
+}
+
+static teexec_status *launch(tx_gpu_graph *g)
+{
+    if (!g->cfg.cuda_graphs || !g->graph_ok || g->cfg.profile) return run_body(g);
+    if (!g->graph_exec) {
+        cudaGraph_t graph = NULL;
+        CU(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal), "graph capture");
+        teexec_status *st = run_body(g);
+        cudaError_t e = cudaStreamEndCapture(g->stream, &graph);
+        if (st) {
+            if (graph) cudaGraphDestroy(graph);
+            return st;
+        }
+        if (e != cudaSuccess) return cuda_err(e, "graph capture");
+        e = cudaGraphInstantiate(&g->graph_exec, graph, 0);
+        cudaGraphDestroy(graph);
+        if (e != cudaSuccess) {
+            g->graph_exec = NULL;
+            return cuda_err(e, "graph instantiate");
+        }
+    }
+    CU(cudaGraphLaunch(g->graph_exec, g->stream), "graph launch");
+    return NULL;
+}
+
+static teexec_status *upload_inputs(tx_gpu_graph *g, const tx_tensor *const *inputs)
+{
+    for (size_t i = 0; i < g->n_in; i++) {
+        gval *gv = &g->vals[g->in_values[i]];
+        const tx_tensor *t = inputs[i];
+        if (!t) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "input %zu missing", i);
+        tx_shape a = tx_shape_of(t), b = tx_shape_of(&gv->dev);
+        if (t->dtype != gv->model_dtype || !tx_shape_equal(&a, &b)) {
+            char x[96], y[96];
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                            "input \"%s\" is %s; the CUDA plan was made for %s[...] %s",
+                            g->ir->values[g->in_values[i]].name, tx_tensor_describe(t, x, sizeof x),
+                            teexec_dtype_name(gv->model_dtype),
+                            tx_tensor_describe(&gv->dev, y, sizeof y));
+        }
+        if (!g->staging[i]) {
+            CU(cudaMemcpyAsync(gv->dev.data, t->data, t->nbytes, cudaMemcpyHostToDevice, g->stream),
+               "uploading an input");
+            continue;
+        }
+        CU(cudaMemcpyAsync(g->staging[i], t->data, t->nbytes, cudaMemcpyHostToDevice, g->stream),
+           "uploading an input");
+        TX_TRY(tx_cuda_convert(g->staging[i], t->dtype, gv->dev.data, gv->dev.dtype,
+                               (size_t)t->numel, g->stream));
+    }
+    return NULL;
+}
+
+static teexec_status *download(tx_gpu_graph *g, const tx_tensor *dev, teexec_dtype want_dtype,
+                               tx_tensor *out)
+{
+    memset(out, 0, sizeof *out);
+    TX_TRY(tx_tensor_alloc(out, want_dtype, dev->rank, dev->dims));
+    teexec_status *st = NULL;
+    if (dev->dtype == want_dtype) {
+        cudaError_t e = cudaMemcpyAsync(out->data, dev->data, out->nbytes, cudaMemcpyDeviceToHost,
+                                        g->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
+        if (e != cudaSuccess) st = cuda_err(e, "downloading a result");
+    } else {
+        void *tmp = NULL;
+        cudaError_t e = cudaMalloc(&tmp, out->nbytes ? out->nbytes : 1);
+        if (e != cudaSuccess) st = cuda_err(e, "staging a result");
+        if (!st) st = tx_cuda_convert(dev->data, dev->dtype, tmp, want_dtype, (size_t)dev->numel,
+                                      g->stream);
+        if (!st) {
+            e = cudaMemcpyAsync(out->data, tmp, out->nbytes, cudaMemcpyDeviceToHost, g->stream);
+            if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
+            if (e != cudaSuccess) st = cuda_err(e, "downloading a result");
+        }
+        if (tmp) cudaFree(tmp);
+    }
+    if (st) tx_tensor_release(out);
+    return st;
+}
+
+teexec_status *tx_gpu_graph_run(tx_gpu_graph *g, const tx_tensor *const *inputs,
+                                tx_tensor *outputs, const bool *want)
+{
+    if (inputs) {
+        TX_TRY(upload_inputs(g, inputs));
+        g->inputs_bound = true;
+    } else if (!g->inputs_bound) {
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "no inputs given and none from an earlier run");
+    }
+    TX_TRY(launch(g));
+    const tx_ir_graph *ir = g->ir;
+    for (size_t j = 0; outputs && j < ir->n_outputs; j++) {
+        memset(&outputs[j], 0, sizeof outputs[j]);
+        if (want && !want[j]) continue;
+        int32_t o = ir->outputs[j];
+        gval *gv = &g->vals[o];
+        teexec_status *st = NULL;
+        if (gv->host && !gv->produced) st = tx_tensor_clone(gv->host, &outputs[j]);
+        else st = download(g, &gv->dev, gv->model_dtype, &outputs[j]);
+        if (st) {
+            for (size_t k = 0; k < j; k++) tx_tensor_release(&outputs[k]);
+            return st;
+        }
+    }
+    /* the call returns when the work is done, fetched or not */
+    CU(cudaStreamSynchronize(g->stream), "running the model");
+    return NULL;
+}
+
+static teexec_status *update_delayed(tx_gpu_graph *g)
+{
+    if (!g->n_delayed) return NULL;
+    float *h = malloc(2 * g->n_delayed * sizeof(float));
+    if (!h) return tx_oom();
+    cudaError_t e = cudaMemcpyAsync(h, g->delayed_dev, 2 * g->n_delayed * sizeof(float),
+                                    cudaMemcpyDeviceToHost, g->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
+    if (e != cudaSuccess) {
+        free(h);
+        return cuda_err(e, "reading amaxes");
+    }
+    for (uint32_t i = 0; i < g->n_delayed; i++) tx_delayed_record_amax(&g->delayed, i, h[g->n_delayed + i]);
+    tx_delayed_update(&g->delayed, NULL);
+    for (uint32_t i = 0; i < g->n_delayed; i++) h[i] = tx_delayed_scale(&g->delayed, i);
+    e = cudaMemcpyAsync(g->delayed_dev, h, g->n_delayed * sizeof(float), cudaMemcpyHostToDevice,
+                        g->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
+    free(h);
+    if (e != cudaSuccess) return cuda_err(e, "writing scales");
+    return NULL;
+}
+
+teexec_status *tx_gpu_graph_step(tx_gpu_graph *g, const tx_tensor *const *inputs,
+                                 const tx_tensor *loss_data, double *loss)
+{
+    if (!g->cfg.training)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "the CUDA graph was made for inference");
+    gval *lv = &g->vals[g->loss_value];
+    if (!loss_data && !g->target_bound)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "the step needs the loss's %s",
+                        g->topt.loss == TEEXEC_LOSS_MSE ? "\"target\"" : "\"labels\"");
+    if (!inputs && !g->inputs_bound)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "no inputs given and none from an earlier step");
+    /* the loss's data, as the kernels read it (NULL: the earlier step's,
+     * still on the device) */
+    if (!loss_data) {
+        /* nothing to upload */
+    } else if (g->topt.loss == TEEXEC_LOSS_MSE) {
+        if (loss_data->numel != lv->dev.numel)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                            "\"target\" has %llu elements; the output \"%s\" has %llu",
+                            (unsigned long long)loss_data->numel,
+                            g->ir->values[g->loss_value].name, (unsigned long long)lv->dev.numel);
+        float *tmp = malloc((size_t)loss_data->numel * sizeof(float) + 1);
+        if (!tmp) return tx_oom();
+        teexec_status *st = tx_convert(loss_data->data, loss_data->dtype, tmp, TEEXEC_DTYPE_FLOAT,
+                                       loss_data->numel, NULL);
+        if (!st) {
+            cudaError_t e = cudaMemcpyAsync(g->target, tmp, (size_t)loss_data->numel * sizeof(float),
+                                            cudaMemcpyHostToDevice, g->stream);
+            if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
+            if (e != cudaSuccess) st = cuda_err(e, "uploading the target");
+        }
+        free(tmp);
+        TX_TRY(st);
+    } else {
+        size_t classes = lv->dev.rank ? (size_t)lv->dev.dims[lv->dev.rank - 1] : 1;
+        size_t rows = classes ? (size_t)lv->dev.numel / classes : 0;
+        if (loss_data->numel != rows ||
+            (loss_data->dtype != TEEXEC_DTYPE_INT64 && loss_data->dtype != TEEXEC_DTYPE_INT32))
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                            "\"labels\" must be %zu int64 values (one per row of the logits)", rows);
+        int64_t *tmp = malloc(rows * sizeof(int64_t) + 1);
+        if (!tmp) return tx_oom();
+        for (size_t r = 0; r < rows; r++)
+            tmp[r] = loss_data->dtype == TEEXEC_DTYPE_INT64 ? ((const int64_t *)loss_data->data)[r]
+                                                            : ((const int32_t *)loss_data->data)[r];
+        cudaError_t e = cudaMemcpyAsync(g->target, tmp, rows * sizeof(int64_t),
+                                        cudaMemcpyHostToDevice, g->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
+        free(tmp);
+        if (e != cudaSuccess) return cuda_err(e, "uploading the labels");
+    }
+    if (loss_data) g->target_bound = true;
+    if (inputs) {
+        TX_TRY(upload_inputs(g, inputs));
+        g->inputs_bound = true;
+    }
+    g->env.step = g->steps;
+    TX_TRY(launch(g));
+    g->steps++;
+    /* the optimizer: step-dependent scalars travel by value, so it runs
+     * outside the captured graph (one launch) */
+    if (g->n_params) {
+        tx_cuda_optim_step_args oa = {.kind = g->topt.optimizer == TEEXEC_OPTIMIZER_ADAMW
+                                                  ? TX_CUDA_OPTIM_ADAMW
+                                                  : TX_CUDA_OPTIM_SGD,
+                                      .lr = g->topt.lr, .weight_decay = g->topt.weight_decay,
+                                      .momentum = g->topt.momentum, .beta1 = g->topt.beta1,
+                                      .beta2 = g->topt.beta2, .eps = g->topt.eps,
+                                      .step = (int64_t)g->steps};
+        TX_TRY(prof_begin(g));
+        TX_TRY(tx_cuda_optim_step(&oa, g->opt_dev, g->n_params, g->opt_blocks, g->stream));
+        TX_TRY(prof_end(g, "optimizer", -1, false));
+    }
+    TX_TRY(update_delayed(g));
+    double l = 0.0;
+    if (g->topt.loss == TEEXEC_LOSS_MSE) {
+        CU(cudaMemcpyAsync(&l, g->loss_dev, sizeof(double), cudaMemcpyDeviceToHost, g->stream),
+           "reading the loss");
+    } else {
+        float lf = 0.0f;
+        CU(cudaMemcpyAsync(&lf, g->xent_loss, sizeof(float), cudaMemcpyDeviceToHost, g->stream),
+           "reading the loss");
+        CU(cudaStreamSynchronize(g->stream), "step");
+        l = lf;
+    }
+    CU(cudaStreamSynchronize(g->stream), "step");
+    g->stepped = true;
+    if (loss) *loss = l;
+    return NULL;
+}
+
+/* ---- parameters by the user's names ---------------------------------------------- */
+
+size_t tx_gpu_graph_output_count(const tx_gpu_graph *g) { return g->ir->n_outputs; }
+
+const char *tx_gpu_graph_output_name(const tx_gpu_graph *g, size_t j)
+{
+    return j < g->ir->n_outputs ? g->ir->values[g->ir->outputs[j]].name : NULL;
+}
+
+const char *tx_gpu_graph_graphs_off_reason(const tx_gpu_graph *g)
+{
+    if (!g->cfg.cuda_graphs) return NULL;
+    if (g->cfg.profile) return "profiling times every kernel on its own";
+    return g->graph_ok ? NULL : g->graph_off_why;
+}
+
+static teexec_status *param_tensor(const tx_gpu_graph *g, const char *name, bool grad, tx_tensor *out)
+{
+    memset(out, 0, sizeof *out);
+    /* the user's name may be a lowered parameter's part (merged / transposed) */
+    const tx_param_source *src = NULL;
+    for (size_t i = 0; i < g->n_sources; i++)
+        if (!strcmp(g->sources[i].original, name)) src = &g->sources[i];
+    const char *lname = src ? src->lowered : name;
+    for (size_t p = 0; p < g->n_params; p++) {
+        const gparam *gp = &g->params[p];
+        if (strcmp(gp->name, lname)) continue;
+        if (grad && !g->stepped)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "no step has run yet");
+        const gval *gv = &g->vals[gp->value];
+        tx_tensor dev;
+        if (grad) dev = gv->grad;
+        else {
+            dev = gv->dev;
+            dev.data = gp->master;
+            dev.dtype = TEEXEC_DTYPE_FLOAT;
+        }
+        tx_tensor low;
+        TX_TRY(download((tx_gpu_graph *)g, &dev, gv->model_dtype, &low));
+        if (!src) {
+            *out = low;
+            return NULL;
+        }
+        teexec_status *st = tx_param_to_original(src, &low, out);
+        tx_tensor_release(&low);
+        return st;
+    }
+    return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "\"%s\" is not a trainable parameter", name);
+}
+
+teexec_status *tx_gpu_graph_param(const tx_gpu_graph *g, const char *name, tx_tensor *out)
+{
+    return param_tensor(g, name, false, out);
+}
+
+teexec_status *tx_gpu_graph_grad(const tx_gpu_graph *g, const char *name, tx_tensor *out)
+{
+    return param_tensor(g, name, true, out);
+}
+
+size_t tx_gpu_graph_device_bytes(const tx_gpu_graph *g) { return g->arena_bytes; }
+
+teexec_status *tx_gpu_graph_profile(const tx_gpu_graph *g, char **out_text)
+{
+    *out_text = NULL;
+    if (!g->cfg.profile)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "profiling was not enabled");
+    double total = 0.0;
+    for (size_t i = 0; i < g->n_prof; i++) total += g->prof[i].ms;
+    size_t cap = 256 + g->n_prof * 200, len = 0;
+    char *s = malloc(cap);
+    if (!s) return tx_oom();
+    len += (size_t)snprintf(s + len, cap - len, "%-6s %-4s %-60s %8s %11s %9s %6s\n", "group",
+                            "pass", "kernel", "calls", "total ms", "mean ms", "share");
+    /* per group subtotal rows follow each group's kernels */
+    for (size_t i = 0; i < g->n_prof; i++) {
+        const prof_row *r = &g->prof[i];
+        char grp[16];
+        if (r->group >= 0) snprintf(grp, sizeof grp, "%d", (int)r->group);
+        else snprintf(grp, sizeof grp, "-");
+        len += (size_t)snprintf(s + len, cap - len, "%-6s %-4s %-60.60s %8llu %11.3f %9.4f %5.1f%%\n",
+                                grp, r->backward ? "bwd" : "fwd", r->name,
+                                (unsigned long long)r->calls, r->ms,
+                                r->calls ? r->ms / (double)r->calls : 0.0,
+                                total > 0 ? 100.0 * r->ms / total : 0.0);
+    }
+    size_t ng = g->fplan ? g->fplan->n_groups : 0;
+    for (size_t gi = 0; gi < ng && len + 200 < cap; gi++) {
+        double ms = 0.0;
+        for (size_t i = 0; i < g->n_prof; i++)
+            if (g->prof[i].group == (int32_t)gi) ms += g->prof[i].ms;
+        if (ms == 0.0) continue;
+        len += (size_t)snprintf(s + len, cap - len, "group %-4zu total %44s %11.3f %15s %5.1f%%\n",
+                                gi, "", ms, "", total > 0 ? 100.0 * ms / total : 0.0);
+    }
+    snprintf(s + len, cap - len, "all kernels: %.3f ms\n", total);
+    *out_text = s;
+    return NULL;
+}
+
+/* ---- creation ----------------------------------------------------------------------- */
+
+void tx_gpu_graph_destroy(tx_gpu_graph *g)
+{
+    if (!g) return;
+    if (g->stream) cudaStreamSynchronize(g->stream);
+    if (g->graph_exec) cudaGraphExecDestroy(g->graph_exec);
+    for (size_t i = 0; i < g->n_fused; i++) tx_cuda_fused_free(g->fused[i].f);
+    free(g->fused);
+    for (size_t i = 0; g->nodes && i < g->n_nodes; i++) {
+        gnode *n = &g->nodes[i];
+        tx_cuda_te_node_free(n->te);
+        tx_cuda_std_node_free(n->std);
+        free(n->s_in);
+        free(n->s_out);
+        free(n->s_gout);
+        free(n->s_gin);
+        free(n->acc);
+    }
+    free(g->nodes);
+    free(g->vals);
+    free(g->params);
+    free(g->staging);
+    free(g->in_values);
+    free(g->prof);
+    tx_param_sources_free(g->sources, g->n_sources);
+    if (g->n_delayed) tx_delayed_free(&g->delayed);
+    if (g->arena) cudaFree(g->arena);
+    if (g->delayed_dev) cudaFree(g->delayed_dev);
+    tx_gemm_lt_destroy(g->gemm);
+    tx_sdpa_cudnn_destroy(g->sdpa);
+    if (g->ev[0]) cudaEventDestroy(g->ev[0]);
+    if (g->ev[1]) cudaEventDestroy(g->ev[1]);
+    if (g->own_stream && g->stream) cudaStreamDestroy(g->stream);
+    tx_fuser_plan_free(g->fplan);
+    teexec_session_destroy(g->cpu);
+    teexec_model_destroy(g->lowered);
+    free(g->recipe_name);
+    free(g);
+}
+
+static teexec_status *device_setup(tx_gpu_graph *g, tx_device_caps *caps)
+{
+    int dev = 0;
+    CU(cudaGetDevice(&dev), "selecting the device");
+    struct cudaDeviceProp prop;
+    CU(cudaGetDeviceProperties(&prop, dev), "reading the device's properties");
+    g->env.sm = prop.major * 10 + prop.minor;
+    memset(caps, 0, sizeof *caps);
+    snprintf(caps->name, sizeof caps->name, "sm_%d", g->env.sm);
+    caps->sm = g->env.sm;
+    caps->fp8_gemm = g->env.sm >= 89;
+    caps->fp8_block_gemm = g->env.sm >= 90;
+    caps->mx_gemm = g->env.sm >= 100;
+    caps->memory_bytes = prop.totalGlobalMem;
+    if (g->cfg.stream) g->stream = (cudaStream_t)g->cfg.stream;
+    else {
+        CU(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking), "creating a stream");
+        g->own_stream = true;
+    }
+    TX_TRY(tx_gemm_lt_create(GEMM_WORKSPACE, &g->gemm));
+    teexec_status *st = tx_sdpa_cudnn_create(&g->sdpa);
+    if (st) {
+        /* no cuDNN: attention takes the CUDA fallback */
+        teexec_status_destroy(st);
+        g->sdpa = NULL;
+    }
+    if (g->cfg.profile) {
+        CU(cudaEventCreate(&g->ev[0]), "profile events");
+        CU(cudaEventCreate(&g->ev[1]), "profile events");
+    }
+    g->env.stream = g->stream;
+    g->env.gemm = g->gemm;
+    g->env.sdpa = g->sdpa;
+    g->env.deterministic = g->cfg.deterministic;
+    g->env.allow_tf32 = g->cfg.allow_tf32;
+    return NULL;
+}
+
+static teexec_status *make_cpu_plan(tx_gpu_graph *g, const tx_gpu_graph_config *cfg)
+{
+    teexec_session_options *o = NULL;
+    TX_TRY(teexec_session_options_create(&o));
+    teexec_status *st = teexec_session_options_set_device(o, TEEXEC_DEVICE_CPU);
+    if (!st) st = teexec_session_create(g->lowered, o, &g->cpu);
+    teexec_session_options_destroy(o);
+    TX_TRY(st);
+    g->ir = g->cpu->g;
+    const tx_ir_graph *ir = g->ir;
+    if (cfg->n_inputs != g->cpu->n_in)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "the model has %zu inputs; %zu given",
+                        g->cpu->n_in, cfg->n_inputs);
+    g->n_in = g->cpu->n_in;
+    g->in_values = calloc(g->n_in ? g->n_in : 1, sizeof(*g->in_values));
+    teexec_dtype *dts = calloc(g->n_in ? g->n_in : 1, sizeof(*dts));
+    tx_shape *shapes = calloc(g->n_in ? g->n_in : 1, sizeof(*shapes));
+    if (!g->in_values || !dts || !shapes) {
+        free(dts);
+        free(shapes);
+        return tx_oom();
+    }
+    /* the lowered session's input order from the caller's names */
+    for (size_t j = 0; j < g->n_in && !st; j++) {
+        int32_t v = g->cpu->in_vals[j];
+        size_t i = 0;
+        while (i < cfg->n_inputs && strcmp(cfg->input_names[i], ir->values[v].name)) i++;
+        if (i == cfg->n_inputs) {
+            st = tx_error(TEEXEC_ERR_INTERNAL, "lowered input \"%s\" not among the inputs",
+                          ir->values[v].name);
+            break;
+        }
+        g->in_values[i] = v;
+        dts[j] = ir->values[v].dtype;
+        shapes[j] = cfg->input_shapes[i];
+    }
+    if (!st) st = tx_session_plan_for(g->cpu, dts, shapes, &g->plan);
+    free(dts);
+    free(shapes);
+    return st;
+}
+
+static teexec_status *make_fuser_plan(tx_gpu_graph *g, const tx_device_caps *caps)
+{
+    tx_plan_request req;
+    memset(&req, 0, sizeof req);
+    req.recipe = g->cfg.recipe;
+    /* a cast compute dtype is what the fused kernels see (epilogues that
+     * take 16-bit operands only, for instance) */
+    if (g->compute != TEEXEC_DTYPE_UNDEFINED) req.recipe.compute_dtype = g->compute;
+    req.device = *caps;
+    req.training = g->cfg.training;
+    req.deterministic = g->cfg.deterministic;
+    req.vals = g->plan->vals;
+    req.n_vals = g->ir->n_values;
+    return tx_fuser_plan_build(g->ir, &req, &g->fplan);
+}
+
+static teexec_status *init_delayed(tx_gpu_graph *g)
+{
+    if (g->cfg.recipe.kind != TX_RECIPE_FP8_DELAYED) return NULL;
+    int32_t max_slot = -1;
+    for (size_t i = 0; i < g->fplan->n_quant; i++)
+        if (g->fplan->quant[i].delayed_slot > max_slot) max_slot = g->fplan->quant[i].delayed_slot;
+    if (max_slot < 0) return NULL;
+    uint32_t count = (uint32_t)max_slot + 1;
+    teexec_dtype *fmts = calloc(count, sizeof(*fmts));
+    if (!fmts) return tx_oom();
+    for (uint32_t i = 0; i < count; i++) fmts[i] = TEEXEC_DTYPE_FLOAT8E4M3FN;
+    for (size_t i = 0; i < g->fplan->n_quant; i++)
+        if (g->fplan->quant[i].delayed_slot >= 0)
+            fmts[g->fplan->quant[i].delayed_slot] = g->fplan->quant[i].data_dtype;
+    int hist = g->cfg.recipe.amax_history_len > 0 ? g->cfg.recipe.amax_history_len : 1024;
+    teexec_status *st = tx_delayed_init(&g->delayed, (uint32_t)hist, count, 0,
+                                        TX_AMAX_MAX, fmts);
+    free(fmts);
+    TX_TRY(st);
+    g->n_delayed = count;
+    /* its own small allocation: the Linears' quantizers are prepared with
+     * pointers into it before the arena exists */
+    CU(cudaMalloc((void **)&g->delayed_dev, 2 * (size_t)count * sizeof(float)), "fp8-delayed state");
+    return NULL;
+}
+
+static teexec_status *upload_delayed(tx_gpu_graph *g)
+{
+    if (!g->n_delayed) return NULL;
+    float *h = calloc(2 * g->n_delayed, sizeof(float));
+    if (!h) return tx_oom();
+    for (uint32_t i = 0; i < g->n_delayed; i++) h[i] = tx_delayed_scale(&g->delayed, i);
+    cudaError_t e = cudaMemcpyAsync(g->delayed_dev, h, 2 * g->n_delayed * sizeof(float),
+                                    cudaMemcpyHostToDevice, g->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
+    free(h);
+    if (e != cudaSuccess) return cuda_err(e, "fp8-delayed state");
+    return NULL;
+}
+
+/* Graph capture needs the same work every launch: host values that change
+ * per step (Dropout's Philox offset, NVFP4's stochastic-rounding offset)
+ * would be frozen into the graph. */
+static void decide_graphs(tx_gpu_graph *g)
+{
+    g->graph_ok = true;
+    if (!g->cfg.training) return;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        gnode *n = &g->nodes[i];
+        if (n->kind == GN_TE && n->s->id == TX_TE_DROPOUT &&
+            n->attrs[TX_TE_A_DROPOUT_P].f > 0.0) {
+            g->graph_ok = false;
+            g->graph_off_why = "Dropout draws a new mask each step";
+        }
+        if (n->kind == GN_TE && n->q.dy.on && n->q.dy.cfg.stochastic_rounding) {
+            g->graph_ok = false;
+            g->graph_off_why = "NVFP4 stochastic rounding draws new numbers each step";
+        }
+    }
+}
+
+teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph_config *cfg,
+                                   tx_gpu_graph **out)
+{
+    *out = NULL;
+    if (!tx_gpu_available())
+        return tx_error(TEEXEC_ERR_DEVICE, "no usable CUDA device");
+    tx_gpu_graph *g = calloc(1, sizeof(*g));
+    if (!g) return tx_oom();
+    g->cfg = *cfg;
+    g->cfg.input_shapes = NULL; /* borrowed during creation only */
+    g->cfg.input_names = NULL;
+    if (cfg->train) g->topt = *cfg->train;
+    else teexec_train_options_init(&g->topt);
+    g->topt.loss_output = NULL;
+    g->compute = cfg->dtype;
+    tx_device_caps caps;
+    teexec_status *st = device_setup(g, &caps);
+    if (!st) st = tx_model_lower(model, NULL, &g->lowered);
+    if (!st) st = make_cpu_plan(g, cfg);
+    if (!st) st = tx_param_sources(g->ir, &g->sources, &g->n_sources);
+    if (!st) st = init_values(g);
+    if (!st && g->ir->n_outputs == 0) st = tx_error(TEEXEC_ERR_BAD_MODEL, "the model has no outputs");
+    if (!st) {
+        g->loss_value = g->ir->outputs[0];
+        if (cfg->train && cfg->train->loss_output) {
+            g->loss_value = -1;
+            for (size_t i = 0; i < g->ir->n_outputs; i++)
+                if (!strcmp(g->ir->values[g->ir->outputs[i]].name, cfg->train->loss_output))
+                    g->loss_value = g->ir->outputs[i];
+            if (g->loss_value < 0)
+                st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "the model has no output \"%s\"",
+                              cfg->train->loss_output);
+        }
+    }
+    if (!st) st = prepare_nodes(g);
+    if (!st) st = make_fuser_plan(g, &caps);
+    if (!st) st = init_delayed(g);
+    if (!st && g->cfg.training) {
+        /* needs_bwd and req need the standard nodes' differentiability:
+         * prepare them first without grads, then again is not needed since
+         * std prepare does not depend on grads */
+        for (size_t i = 0; i < g->n_nodes && !st; i++) {
+            gnode *n = &g->nodes[i];
+            if (n->kind != GN_STD) continue;
+            if (!tx_cuda_std_supported(n->ir->domain, n->ir->op_type))
+                st = node_err(n->ir, tx_error(TEEXEC_ERR_UNSUPPORTED,
+                                              "unsupported op %s (domain \"%s\", opset %lld) on "
+                                              "the GPU", n->ir->op_type, n->ir->domain,
+                                              (long long)n->ir->opset));
+            else
+                st = node_err(n->ir, prepare_std(g, n));
+        }
+        if (!st) st = analyse_grads(g);
+        if (!st && g->n_params == 0)
+            st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "no trainable parameter reaches the loss");
+    }
+    if (!st) {
+        /* te nodes (and, for inference, std nodes) */
+        if (g->cfg.training) {
+            for (size_t i = 0; i < g->n_nodes && !st; i++)
+                if (g->nodes[i].kind == GN_TE) st = node_err(g->nodes[i].ir, prepare_te(g, &g->nodes[i]));
+        } else {
+            st = prepare_kernels(g);
+        }
+    }
+    if (!st) st = prepare_fusions(g);
+    if (!st) st = place_memory(g);
+    if (!st) st = upload_known(g);
+    if (!st) st = upload_delayed(g);
+    if (!st) st = init_params(g);
+    if (!st) st = finish_args(g);
+    if (!st) {
+        decide_graphs(g);
+        cudaError_t e = cudaStreamSynchronize(g->stream);
+        if (e != cudaSuccess) st = cuda_err(e, "setting up");
+    }
+    if (st) {
+        tx_gpu_graph_destroy(g);
+        return tx_status_with_file(st, model->file ? model->file->path : NULL);
+    }
+    *out = g;
+    return NULL;
+}

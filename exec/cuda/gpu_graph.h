@@ -1,0 +1,101 @@
+/*
+ * gpu_graph.h - the CUDA executor of a whole model for fixed input shapes:
+ * what a CUDA session (inference) and a CUDA trainer (forward, loss,
+ * backward, optimizer) run.
+ *
+ * Creation lowers the model (exec/model_lower.h), plans it (planner/plan.h:
+ * groups, forward and backward layouts, quantization per GEMM operand),
+ * infers every value's dtype and shape, prepares one GPU node per graph
+ * node (te.ops through exec/cuda/te_cuda.h, standard ops through
+ * exec/cuda/std_cuda.h, values known before running folded on the host)
+ * and the plan's fused kernels where the GPU has them (the others run
+ * unfused; each such choice is kept with its reason), uploads the
+ * parameters (converted to the compute dtype; FP32 master copies when
+ * training) and makes ONE device allocation for every value, saved tensor,
+ * gradient, node state and the scratch. Runs then allocate nothing and do
+ * not synchronize the host except to hand back results; with CUDA graphs on
+ * the forward (and the training step) is captured on the first run and
+ * replayed.
+ *
+ * Ownership: the graph owns its lowered model copy, plan and device memory;
+ * the model passed in must outlive it. Host tensors given to run/step are
+ * read during the call; tensors returned are new and owned by the caller.
+ * Thread-safety: one host thread at a time per graph.
+ */
+#ifndef TEEXEC_EXEC_CUDA_GPU_GRAPH_H
+#define TEEXEC_EXEC_CUDA_GPU_GRAPH_H
+
+#include "base/status.h"
+#include "base/tensor.h"
+#include "exec/model_internal.h"
+#include "planner/plan.h"
+#include "teexec/teexec.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tx_gpu_graph tx_gpu_graph;
+
+typedef struct tx_gpu_graph_config {
+    tx_recipe recipe;
+    teexec_dtype dtype;           /* compute dtype; UNDEFINED = the model's */
+    bool training;
+    bool deterministic;
+    bool cuda_graphs;
+    bool profile;
+    bool allow_tf32;
+    void *stream;                 /* cudaStream_t, or NULL: the graph makes its own */
+    /* the inputs the caller feeds, by name, with fixed shapes; run and step
+     * take the tensors in this order */
+    size_t n_inputs;
+    const char *const *input_names;
+    const tx_shape *input_shapes;
+    const teexec_train_options *train; /* training only: loss and optimizer */
+} tx_gpu_graph_config;
+
+/* Whether a usable CUDA device is present (for device AUTO); never fails. */
+bool tx_gpu_available(void);
+/* Whether this build has the CUDA backend at all. */
+bool tx_gpu_built(void);
+
+teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph_config *cfg,
+                                   tx_gpu_graph **out) TX_NODISCARD;
+void tx_gpu_graph_destroy(tx_gpu_graph *g);
+
+/* Inference: inputs[i] for config input i (host tensors with the planned
+ * shapes), or inputs NULL: the inputs of the previous run, still on the
+ * device. outputs (NULL: fetch nothing) has one entry per graph output;
+ * entry j receives a new host tensor when want is NULL or want[j], else is
+ * left empty. Returns when the device has finished. */
+teexec_status *tx_gpu_graph_run(tx_gpu_graph *g, const tx_tensor *const *inputs,
+                                tx_tensor *outputs, const bool *want) TX_NODISCARD;
+
+/* The graph outputs run returns, in order, by name. */
+size_t tx_gpu_graph_output_count(const tx_gpu_graph *g);
+const char *tx_gpu_graph_output_name(const tx_gpu_graph *g, size_t j);
+/* Why CUDA graphs are off for this executor (NULL when they are on or
+ * were not asked for), and the fused kernels the GPU declined (the plan's
+ * text with --explain reasons). */
+const char *tx_gpu_graph_graphs_off_reason(const tx_gpu_graph *g);
+
+/* Training step: inputs as for run, plus the loss's data ("target" for
+ * MSE, int64 "labels" for cross-entropy); either NULL reuses the previous
+ * step's, still on the device. *loss gets the loss before the update. */
+teexec_status *tx_gpu_graph_step(tx_gpu_graph *g, const tx_tensor *const *inputs,
+                                 const tx_tensor *loss_data, double *loss) TX_NODISCARD;
+
+/* A trainable parameter by the user's initializer name (a lowered model
+ * may hold it merged into or transposed from another): the current value
+ * (the model's dtype) and the last step's grad, as new host tensors. */
+teexec_status *tx_gpu_graph_param(const tx_gpu_graph *g, const char *name,
+                                  tx_tensor *out) TX_NODISCARD;
+teexec_status *tx_gpu_graph_grad(const tx_gpu_graph *g, const char *name,
+                                 tx_tensor *out) TX_NODISCARD;
+
+/* The --profile table (teexec_session_profile's format); caller frees. */
+teexec_status *tx_gpu_graph_profile(const tx_gpu_graph *g, char **out_text) TX_NODISCARD;
+/* Device bytes of the one allocation. */
+size_t tx_gpu_graph_device_bytes(const tx_gpu_graph *g);
+
+#endif

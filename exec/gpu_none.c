@@ -1,0 +1,62 @@
+/* gpu_none.c - the CUDA executor's entry points in a build without CUDA
+ * (gpu_graph.h): no device is available and creation says why. */
+#include "exec/cuda/gpu_graph.h"
+
+bool tx_gpu_available(void) { return false; }
+bool tx_gpu_built(void) { return false; }
+
+teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph_config *cfg,
+                                   tx_gpu_graph **out)
+{
+    (void)model;
+    (void)cfg;
+    *out = NULL;
+    return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                    "the CUDA backend is not available in this build (use --device cpu)");
+}
+
+void tx_gpu_graph_destroy(tx_gpu_graph *g) { (void)g; }
+
+static teexec_status *none(void)
+{
+    return tx_error(TEEXEC_ERR_UNSUPPORTED, "the CUDA backend is not available in this build");
+}
+
+teexec_status *tx_gpu_graph_run(tx_gpu_graph *g, const tx_tensor *const *inputs,
+                                tx_tensor *outputs, const bool *want)
+{
+    (void)g, (void)inputs, (void)outputs, (void)want;
+    return none();
+}
+
+size_t tx_gpu_graph_output_count(const tx_gpu_graph *g) { (void)g; return 0; }
+const char *tx_gpu_graph_output_name(const tx_gpu_graph *g, size_t j) { (void)g, (void)j; return NULL; }
+const char *tx_gpu_graph_graphs_off_reason(const tx_gpu_graph *g) { (void)g; return NULL; }
+
+teexec_status *tx_gpu_graph_step(tx_gpu_graph *g, const tx_tensor *const *inputs,
+                                 const tx_tensor *loss_data, double *loss)
+{
+    (void)g, (void)inputs, (void)loss_data, (void)loss;
+    return none();
+}
+
+teexec_status *tx_gpu_graph_param(const tx_gpu_graph *g, const char *name, tx_tensor *out)
+{
+    (void)g, (void)name, (void)out;
+    return none();
+}
+
+teexec_status *tx_gpu_graph_grad(const tx_gpu_graph *g, const char *name, tx_tensor *out)
+{
+    (void)g, (void)name, (void)out;
+    return none();
+}
+
+teexec_status *tx_gpu_graph_profile(const tx_gpu_graph *g, char **out_text)
+{
+    (void)g;
+    *out_text = NULL;
+    return none();
+}
+
+size_t tx_gpu_graph_device_bytes(const tx_gpu_graph *g) { (void)g; return 0; }

@@ -1,0 +1,281 @@
+/* session_cuda.c - CUDA sessions: the public session API over the CUDA
+ * executor (exec/cuda/gpu_graph.h), one executor per input-shape signature
+ * (each new signature is planned, allocated and captured anew), and the
+ * session options that only CUDA sessions read. */
+#include "exec/session_cuda.h"
+
+#include "exec/cuda/gpu_graph.h"
+#include "exec/tensor_internal.h"
+#include "planner/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- options ------------------------------------------------------------------ */
+
+teexec_status *teexec_session_options_set_recipe(teexec_session_options *o, const char *recipe)
+{
+    if (!o || !recipe) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options or recipe is NULL");
+    tx_recipe r;
+    TX_TRY(tx_recipe_parse(recipe, &r));
+    char *copy = strdup(recipe);
+    if (!copy) return tx_oom();
+    free(o->recipe);
+    o->recipe = copy;
+    return NULL;
+}
+
+teexec_status *teexec_session_options_set_deterministic(teexec_session_options *o, int on)
+{
+    if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options is NULL");
+    o->deterministic = on != 0;
+    return NULL;
+}
+
+teexec_status *teexec_session_options_set_cuda_graphs(teexec_session_options *o, int on)
+{
+    if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options is NULL");
+    o->no_cuda_graphs = on == 0;
+    return NULL;
+}
+
+teexec_status *teexec_session_options_set_profile(teexec_session_options *o, int on)
+{
+    if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options is NULL");
+    o->profile = on != 0;
+    return NULL;
+}
+
+teexec_status *teexec_session_options_set_dtype(teexec_session_options *o, teexec_dtype dtype)
+{
+    if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options is NULL");
+    if (dtype != TEEXEC_DTYPE_UNDEFINED && dtype != TEEXEC_DTYPE_FLOAT &&
+        dtype != TEEXEC_DTYPE_BFLOAT16 && dtype != TEEXEC_DTYPE_FLOAT16)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "the compute dtype must be float, bfloat16 or float16, not %s",
+                        teexec_dtype_name(dtype));
+    o->dtype = dtype;
+    return NULL;
+}
+
+bool tx_env_deterministic(void)
+{
+    const char *e = getenv("TEEXEC_DETERMINISTIC");
+    return e && !strcmp(e, "1");
+}
+
+/* ---- device choice ----------------------------------------------------------- */
+
+teexec_status *tx_resolve_device(teexec_device asked, const char *recipe, teexec_dtype dtype,
+                                 bool *use_cuda)
+{
+    *use_cuda = false;
+    bool quantized = false;
+    if (recipe) {
+        tx_recipe r;
+        TX_TRY(tx_recipe_parse(recipe, &r));
+        quantized = r.kind != TX_RECIPE_NONE;
+    }
+    switch (asked) {
+    case TEEXEC_DEVICE_CPU:
+        if (quantized)
+            return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                            "recipe \"%s\" runs on the CUDA device only (the CPU runs recipes in "
+                            "the planner's group executor, not in sessions)", recipe);
+        if (dtype != TEEXEC_DTYPE_UNDEFINED)
+            return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                            "casting the compute dtype is a CUDA option; the CPU runs the model's "
+                            "own dtypes");
+        return NULL;
+    case TEEXEC_DEVICE_CUDA:
+        if (!tx_gpu_built())
+            return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                            "the CUDA backend is not available in this build (use --device cpu)");
+        if (!tx_gpu_available())
+            return tx_error(TEEXEC_ERR_DEVICE, "no usable CUDA device (use --device cpu)");
+        *use_cuda = true;
+        return NULL;
+    default:
+        *use_cuda = tx_gpu_available();
+        if (!*use_cuda && (quantized || dtype != TEEXEC_DTYPE_UNDEFINED))
+            return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                            "no CUDA device: a recipe or a compute dtype needs one");
+        return NULL;
+    }
+}
+
+/* ---- sessions -------------------------------------------------------------------- */
+
+static teexec_status *copy_options(teexec_session *s, const teexec_session_options *o)
+{
+    teexec_session_options *c = calloc(1, sizeof(*c));
+    if (!c) return tx_oom();
+    if (o) {
+        c->device = o->device;
+        c->deterministic = o->deterministic;
+        c->no_cuda_graphs = o->no_cuda_graphs;
+        c->profile = o->profile;
+        c->dtype = o->dtype;
+        if (o->recipe && !(c->recipe = strdup(o->recipe))) {
+            free(c);
+            return tx_oom();
+        }
+    } else {
+        c->deterministic = tx_env_deterministic();
+    }
+    s->gpu_opts = c;
+    return NULL;
+}
+
+static teexec_status *new_graph(teexec_session *s, const tx_shape *shapes)
+{
+    const teexec_session_options *o = s->gpu_opts;
+    tx_gpu_graph_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    if (o->recipe) TX_TRY(tx_recipe_parse(o->recipe, &cfg.recipe));
+    else TX_TRY(tx_recipe_parse("none", &cfg.recipe));
+    cfg.dtype = o->dtype;
+    cfg.deterministic = o->deterministic;
+    cfg.cuda_graphs = !o->no_cuda_graphs;
+    cfg.profile = o->profile;
+    cfg.n_inputs = s->n_in;
+    const char **names = calloc(s->n_in ? s->n_in : 1, sizeof(*names));
+    if (!names) return tx_oom();
+    for (size_t i = 0; i < s->n_in; i++) names[i] = s->g->values[s->in_vals[i]].name;
+    cfg.input_names = names;
+    cfg.input_shapes = shapes;
+    tx_gpu_graph *g = NULL;
+    teexec_status *st = tx_gpu_graph_create(s->model, &cfg, &g);
+    free(names);
+    TX_TRY(st);
+    tx_shape *copy = malloc((s->n_in ? s->n_in : 1) * sizeof(*copy));
+    if (!copy) {
+        tx_gpu_graph_destroy(g);
+        return tx_oom();
+    }
+    memcpy(copy, shapes, s->n_in * sizeof(*copy));
+    if (s->n_gpu == TX_MAX_GPU_GRAPHS) {
+        tx_gpu_graph_destroy(s->gpu[0]);
+        free(s->gpu_shapes[0]);
+        memmove(&s->gpu[0], &s->gpu[1], (TX_MAX_GPU_GRAPHS - 1) * sizeof(s->gpu[0]));
+        memmove(&s->gpu_shapes[0], &s->gpu_shapes[1], (TX_MAX_GPU_GRAPHS - 1) * sizeof(s->gpu_shapes[0]));
+        s->n_gpu--;
+    }
+    s->gpu[s->n_gpu] = g;
+    s->gpu_shapes[s->n_gpu] = copy;
+    s->last_gpu = s->n_gpu;
+    s->n_gpu++;
+    return NULL;
+}
+
+teexec_status *tx_session_cuda_init(teexec_session *s, const teexec_session_options *o)
+{
+    s->cuda = true;
+    TX_TRY(copy_options(s, o));
+    /* the declared shapes, when the CPU side could plan them, are planned
+     * on the device now (not lazily on the first run) */
+    if (s->n_plans == 0) return NULL;
+    return new_graph(s, s->plans[0]->sig_shape);
+}
+
+void tx_session_cuda_free(teexec_session *s)
+{
+    for (size_t i = 0; i < s->n_gpu; i++) {
+        tx_gpu_graph_destroy(s->gpu[i]);
+        free(s->gpu_shapes[i]);
+    }
+    s->n_gpu = 0;
+    if (s->gpu_opts) free(s->gpu_opts->recipe);
+    free(s->gpu_opts);
+    s->gpu_opts = NULL;
+}
+
+size_t tx_session_cuda_plan_count(const teexec_session *s) { return s->n_gpu; }
+
+teexec_status *tx_session_cuda_run(teexec_session *s, const tx_tensor **bound, size_t n_outputs,
+                                   const int32_t *want, teexec_tensor **out)
+{
+    tx_gpu_graph *g = NULL;
+    if (!bound) {
+        /* the previous run's inputs, still on the device */
+        if (!s->n_gpu)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                            "no inputs given and no earlier run to take them from");
+        g = s->gpu[s->last_gpu];
+    }
+    for (size_t k = 0; k < s->n_gpu && !g; k++) {
+        size_t i = 0;
+        for (; i < s->n_in; i++) {
+            tx_shape sh = tx_shape_of(bound[i]);
+            if (!tx_shape_equal(&s->gpu_shapes[k][i], &sh)) break;
+        }
+        if (i == s->n_in) {
+            g = s->gpu[k];
+            s->last_gpu = k;
+        }
+    }
+    if (!g) {
+        tx_shape *shapes = calloc(s->n_in ? s->n_in : 1, sizeof(*shapes));
+        if (!shapes) return tx_oom();
+        for (size_t i = 0; i < s->n_in; i++) shapes[i] = tx_shape_of(bound[i]);
+        teexec_status *st = new_graph(s, shapes);
+        free(shapes);
+        TX_TRY(st);
+        s->last_gpu = s->n_gpu - 1;
+        g = s->gpu[s->last_gpu];
+    }
+    size_t no = tx_gpu_graph_output_count(g);
+    tx_tensor *outs = calloc(no ? no : 1, sizeof(*outs));
+    bool *mask = calloc(no ? no : 1, sizeof(*mask));
+    size_t *slot = calloc(n_outputs ? n_outputs : 1, sizeof(*slot));
+    teexec_status *st = (!outs || !mask || !slot) ? tx_oom() : NULL;
+    for (size_t j = 0; !st && j < n_outputs; j++) {
+        const char *name = s->g->values[want[j]].name;
+        size_t k = 0;
+        while (k < no && strcmp(tx_gpu_graph_output_name(g, k), name)) k++;
+        if (k == no) st = tx_error(TEEXEC_ERR_INTERNAL, "output \"%s\" is not computed on the device", name);
+        else {
+            mask[k] = true;
+            slot[j] = k;
+        }
+    }
+    if (!st) st = tx_gpu_graph_run(g, bound, n_outputs ? outs : NULL, mask);
+    for (size_t j = 0; !st && j < n_outputs; j++) {
+        size_t k = slot[j];
+        tx_tensor t;
+        if (outs[k].data && outs[k].owns_data) {
+            t = outs[k];
+            memset(&outs[k], 0, sizeof(outs[k]));
+        } else {
+            /* asked for twice: the first request took the buffer */
+            const tx_tensor *src = NULL;
+            for (size_t p = 0; p < j && !src; p++)
+                if (want[p] == want[j]) src = &out[p]->t;
+            if (!src) {
+                st = tx_error(TEEXEC_ERR_INTERNAL, "output missing");
+                break;
+            }
+            st = tx_tensor_clone(src, &t);
+            if (st) break;
+        }
+        st = tx_tensor_to_public(&t, &out[j]);
+        if (st) tx_tensor_release(&t);
+    }
+    for (size_t k = 0; outs && k < no; k++) tx_tensor_release(&outs[k]);
+    free(outs);
+    free(mask);
+    free(slot);
+    return st;
+}
+
+teexec_status *teexec_session_profile(const teexec_session *s, char **out_text)
+{
+    if (!out_text) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "out_text is NULL");
+    *out_text = NULL;
+    if (!s) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "session is NULL");
+    if (!s->cuda || !s->gpu_opts || !s->gpu_opts->profile)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "the session was not created with profiling on a CUDA device");
+    if (!s->n_gpu) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "nothing has run yet");
+    return tx_gpu_graph_profile(s->gpu[s->n_gpu - 1], out_text);
+}

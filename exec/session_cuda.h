@@ -1,0 +1,37 @@
+/*
+ * session_cuda.h - the CUDA side of teexec_session (exec/session_cuda.c):
+ * device choice, the executors per input-shape signature, and the option
+ * parsing shared with the trainer.
+ *
+ * Ownership: executors and copied options belong to the session
+ * (tx_session_cuda_free). Thread-safety: as the session (one thread).
+ */
+#ifndef TEEXEC_EXEC_SESSION_CUDA_H
+#define TEEXEC_EXEC_SESSION_CUDA_H
+
+#include "exec/session_internal.h"
+
+#include <stdbool.h>
+
+/* TEEXEC_DETERMINISTIC=1 in the environment. */
+bool tx_env_deterministic(void);
+
+/* The device to use: CPU, CUDA (fails when none is usable), or AUTO (the
+ * GPU when one is usable). Recipes other than "none" and a compute dtype
+ * need the GPU. */
+teexec_status *tx_resolve_device(teexec_device asked, const char *recipe, teexec_dtype dtype,
+                                 bool *use_cuda) TX_NODISCARD;
+
+/* Called by teexec_session_create once the CPU-side pieces (binding,
+ * shape checks) exist; plans the declared shapes on the device. */
+teexec_status *tx_session_cuda_init(teexec_session *s, const teexec_session_options *o) TX_NODISCARD;
+void tx_session_cuda_free(teexec_session *s);
+size_t tx_session_cuda_plan_count(const teexec_session *s);
+
+/* bound: the session inputs (in_vals order), or NULL: the previous run's,
+ * still on the device; want: value indices of the requested outputs; out:
+ * n_outputs new public tensors. */
+teexec_status *tx_session_cuda_run(teexec_session *s, const tx_tensor **bound, size_t n_outputs,
+                                   const int32_t *want, teexec_tensor **out) TX_NODISCARD;
+
+#endif
