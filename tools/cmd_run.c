@@ -9,7 +9,9 @@
  */
 #include "cli_common.h"
 #include "commands.h"
+#include "exec_options.h"
 #include "json_out.h"
+#include "random_fill.h"
 #include "teexec/teexec.h"
 
 #include <errno.h>
@@ -36,7 +38,7 @@ static void run_usage(FILE *f)
             "declared dtype and shape (floats in [-1,1), integers in [0,10), bools 0/1).\n"
             "\n"
             "options:\n"
-            "  --device auto|cpu|cuda   where to run (default auto: the CPU in this build)\n"
+            "%s"
             "  --input NAME=FILE        an input from a .npy or .pb (TensorProto) file;\n"
             "                           repeatable\n"
             "  --dim NAME=VALUE         value of a symbolic input dim (default 1); repeatable\n"
@@ -45,9 +47,9 @@ static void run_usage(FILE *f)
             "  --output-format npy|pb   file format for --output-dir (default npy)\n"
             "  --iters N                time N runs after one warm-up run (min/median/max)\n"
             "  --threads N              threads for the GEMM kernels (default: library's)\n"
-            "  --recipe none            quantization recipe (only none is supported here)\n"
             "  --json                   print one JSON object instead of text\n"
-            "  -h, --help               show this help\n");
+            "  -h, --help               show this help\n",
+            exec_options_help);
 }
 
 typedef struct pair {
@@ -57,7 +59,7 @@ typedef struct pair {
 
 typedef struct run_args {
     const char *model;
-    teexec_device device;
+    exec_options ex;
     pair inputs[MAX_PAIRS];
     size_t n_inputs;
     pair dims[MAX_PAIRS];
@@ -101,6 +103,7 @@ static int parse_args(int argc, char **argv, run_args *a)
     memset(a, 0, sizeof(*a));
     a->iters = 1;
     a->output_format = "npy";
+    exec_options_init(&a->ex);
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (cli_is_help(arg)) {
@@ -116,10 +119,12 @@ static int parse_args(int argc, char **argv, run_args *a)
             a->json = true;
             continue;
         }
+        int ex = exec_options_parse(&a->ex, CMD, argc, argv, &i);
+        if (ex < 0) return -ex;
+        if (ex > 0) continue;
         /* every other option takes a value, as "--opt VALUE" or "--opt=VALUE" */
-        static const char *const valued[] = {"--device", "--input", "--dim", "--seed",
-                                             "--output-dir", "--output-format", "--iters",
-                                             "--threads", "--recipe"};
+        static const char *const valued[] = {"--input", "--dim", "--seed", "--output-dir",
+                                             "--output-format", "--iters", "--threads"};
         size_t namelen = strcspn(arg, "=");
         bool known = false;
         for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
@@ -138,12 +143,7 @@ static int parse_args(int argc, char **argv, run_args *a)
             val = argv[++i];
         }
         long v;
-        if (strcmp(optname, "--device") == 0) {
-            if (strcmp(val, "auto") == 0) a->device = TEEXEC_DEVICE_AUTO;
-            else if (strcmp(val, "cpu") == 0) a->device = TEEXEC_DEVICE_CPU;
-            else if (strcmp(val, "cuda") == 0 || strcmp(val, "gpu") == 0) a->device = TEEXEC_DEVICE_CUDA;
-            else return cli_usage_error(CMD, "--device must be auto, cpu or cuda, not '%s'", val);
-        } else if (strcmp(optname, "--input") == 0 || strcmp(optname, "--dim") == 0) {
+        if (strcmp(optname, "--input") == 0 || strcmp(optname, "--dim") == 0) {
             bool is_in = optname[2] == 'i';
             size_t *n = is_in ? &a->n_inputs : &a->n_dims;
             pair *arr = is_in ? a->inputs : a->dims;
@@ -177,10 +177,6 @@ static int parse_args(int argc, char **argv, run_args *a)
             if (!parse_long(val, 1, 4096, &v))
                 return cli_usage_error(CMD, "--threads must be 1..4096, not '%s'", val);
             a->threads = (int)v;
-        } else if (strcmp(optname, "--recipe") == 0) {
-            if (strcmp(val, "none") != 0)
-                return cli_fail(CLI_EXIT_UNSUPPORTED, CMD,
-                                "--recipe %s is not supported by run yet (only none)", val);
         } else {
             return cli_usage_error(CMD, "unknown option '%s'", arg);
         }
@@ -194,14 +190,6 @@ static int parse_args(int argc, char **argv, run_args *a)
 }
 
 /* ---- random inputs ------------------------------------------------------ */
-
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 static const char *dim_value_name(const run_args *a, const char *param, int64_t *out)
 {
@@ -236,36 +224,7 @@ static teexec_status *fill_random(const run_args *a, const teexec_value_info *in
         if (info->dims[d] >= 0) dims[d] = info->dims[d];
         else dim_value_name(a, info->dim_params[d], &dims[d]);
     }
-    teexec_dtype dt = info->dtype;
-    bool is_float = dt == TEEXEC_DTYPE_FLOAT || dt == TEEXEC_DTYPE_DOUBLE ||
-                    dt == TEEXEC_DTYPE_FLOAT16 || dt == TEEXEC_DTYPE_BFLOAT16 ||
-                    (dt >= TEEXEC_DTYPE_FLOAT8E4M3FN && dt <= TEEXEC_DTYPE_FLOAT8E5M2FNUZ) ||
-                    dt == TEEXEC_DTYPE_FLOAT4E2M1;
-    teexec_dtype gen = is_float ? TEEXEC_DTYPE_DOUBLE
-                       : dt == TEEXEC_DTYPE_BOOL ? TEEXEC_DTYPE_BOOL
-                                                 : TEEXEC_DTYPE_INT64;
-    teexec_tensor *t;
-    teexec_status *st = teexec_tensor_create(gen, info->rank, dims, &t);
-    if (st) return st;
-    uint64_t n = teexec_tensor_element_count(t);
-    uint64_t s = a->seed * 0x100000001B3ull + index;
-    void *data = teexec_tensor_data(t);
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t r = splitmix64(&s);
-        if (gen == TEEXEC_DTYPE_DOUBLE)
-            ((double *)data)[i] = (double)(r >> 11) * (2.0 / 9007199254740992.0) - 1.0;
-        else if (gen == TEEXEC_DTYPE_BOOL)
-            ((uint8_t *)data)[i] = (uint8_t)(r >> 63);
-        else
-            ((int64_t *)data)[i] = (int64_t)(r % 10);
-    }
-    if (gen == dt) {
-        *out = t;
-        return NULL;
-    }
-    st = teexec_tensor_cast(t, dt, out);
-    teexec_tensor_destroy(t);
-    return st;
+    return random_fill(info->dtype, info->rank, dims, a->seed, index, out);
 }
 
 /* ---- output summaries --------------------------------------------------- */
@@ -613,7 +572,7 @@ int cmd_run(int argc, char **argv)
 
     teexec_session_options *opts = NULL;
     st = teexec_session_options_create(&opts);
-    if (!st) st = teexec_session_options_set_device(opts, a.device);
+    if (!st) st = exec_options_apply_session(&a.ex, opts);
     if (!st && a.threads) st = teexec_session_options_set_threads(opts, a.threads);
     for (size_t i = 0; !st && i < a.n_dims; i++)
         st = teexec_session_options_set_dim(opts, a.dims[i].name,
@@ -654,6 +613,11 @@ int cmd_run(int argc, char **argv)
         }
     }
     rc = report(&a, &r);
+    if (rc == CLI_EXIT_OK && a.ex.profile) {
+        char *text = NULL;
+        st = teexec_session_profile(r.session, &text);
+        rc = exec_options_print_profile(CMD, teexec_session_device_name(r.session), st, text);
+    }
     state_free(&r);
     return rc;
 }

@@ -1,6 +1,7 @@
 /*
- * cmd_train.c - `teexec train MODEL.onnx --data FILE.npz [options]`: CPU
- * training through the public trainer API (teexec_trainer_*).
+ * cmd_train.c - `teexec train MODEL.onnx --data FILE.npz [options]`:
+ * training on the GPU or the CPU through the public trainer API
+ * (teexec_trainer_*).
  *
  * The .npz holds one array per model input plus `target` (MSE) or `labels`
  * (cross-entropy). --batch B feeds rows [s*B, s*B+B) of every array (dim 0,
@@ -8,6 +9,7 @@
  */
 #include "cli_common.h"
 #include "commands.h"
+#include "exec_options.h"
 #include "json_out.h"
 #include "teexec/teexec.h"
 
@@ -28,30 +30,34 @@ static void train_usage(FILE *f)
     fprintf(f,
             "usage: teexec train MODEL.onnx --data FILE.npz [options]\n"
             "\n"
-            "Trains the model's float initializers on the CPU. FILE.npz holds one array per\n"
-            "model input plus 'target' (mse) or int64 'labels' (cross-entropy).\n"
+            "Trains the model's float initializers (on the GPU when one is usable, else\n"
+            "on the CPU). FILE.npz holds one array per model input plus 'target' (mse)\n"
+            "or int64 'labels' (cross-entropy).\n"
             "\n"
             "options:\n"
-            "  --data FILE.npz            training data (required)\n"
-            "  --loss mse|cross-entropy   loss over the model's first output (default mse)\n"
-            "  --loss-output NAME         the output the loss reads (default: the first)\n"
-            "  --optimizer adamw|sgd      (default adamw)\n"
-            "  --lr F                     learning rate (default 1e-3)\n"
-            "  --weight-decay F           (default 0.01)\n"
-            "  --momentum F               SGD momentum (default 0)\n"
-            "  --steps N                  optimizer steps (default 1)\n"
-            "  --batch B                  rows of dim 0 per step, cycling (default: all)\n"
-            "  --seed N                   seed (default 0)\n"
-            "  --save OUT.onnx            write the trained model (atomically)\n"
-            "  --dump-grads DIR           after the first step write NAME.npy per trainable\n"
-            "                             initializer and INPUT.grad.npy per float input\n"
-            "  --json                     print one JSON object instead of progress lines\n"
-            "  -h, --help                 show this help\n");
+            "  --data FILE.npz          training data (required)\n"
+            "  --loss mse|cross-entropy loss over the model's first output (default mse)\n"
+            "  --loss-output NAME       the output the loss reads (default: the first)\n"
+            "  --optimizer adamw|sgd    (default adamw)\n"
+            "  --lr F                   learning rate (default 1e-3)\n"
+            "  --weight-decay F         (default 0.01)\n"
+            "  --momentum F             SGD momentum (default 0)\n"
+            "  --steps N                optimizer steps (default 1)\n"
+            "  --batch B                rows of dim 0 per step, cycling (default: all)\n"
+            "  --seed N                 seed (default 0)\n"
+            "  --save OUT.onnx          write the trained model (atomically)\n"
+            "  --dump-grads DIR         after the first step write NAME.npy per trainable\n"
+            "                           initializer and INPUT.grad.npy per float input\n"
+            "  --json                   print one JSON object instead of progress lines\n"
+            "%s"
+            "  -h, --help               show this help\n",
+            exec_options_help);
 }
 
 typedef struct train_args {
     const char *model, *data, *save, *dump;
     teexec_train_options opt;
+    exec_options ex;
     long steps, batch;
     bool json;
 } train_args;
@@ -80,6 +86,7 @@ static int parse_args(int argc, char **argv, train_args *a)
 {
     memset(a, 0, sizeof(*a));
     teexec_train_options_init(&a->opt);
+    exec_options_init(&a->ex);
     a->steps = 1;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -96,6 +103,9 @@ static int parse_args(int argc, char **argv, train_args *a)
             a->model = o;
             continue;
         }
+        int ex = exec_options_parse(&a->ex, CMD, argc, argv, &i);
+        if (ex < 0) return -ex;
+        if (ex > 0) continue;
         if (i + 1 >= argc) return cli_usage_error(CMD, "%s needs a value", o);
         const char *v = argv[++i];
         double d;
@@ -129,6 +139,7 @@ static int parse_args(int argc, char **argv, train_args *a)
     }
     if (!a->model) return cli_usage_error(CMD, "no model given");
     if (!a->data) return cli_usage_error(CMD, "--data FILE.npz is required");
+    exec_options_apply_train(&a->ex, &a->opt);
     return 0;
 }
 
@@ -288,12 +299,19 @@ int cmd_train(int argc, char **argv)
         json_begin_array(&j);
         for (long s = 0; s < a.steps; s++) json_double(&j, losses[s]);
         json_end_array(&j);
+        json_key(&j, "device");
+        json_string(&j, teexec_trainer_device_name(tr));
         json_key(&j, "saved");
         json_string(&j, a.save);
         json_end_object(&j);
         fputc('\n', stdout);
     }
     rc = CLI_EXIT_OK;
+    if (a.ex.profile) {
+        char *text = NULL;
+        st = teexec_trainer_profile(tr, &text);
+        rc = exec_options_print_profile(CMD, teexec_trainer_device_name(tr), st, text);
+    }
 done:
     free(names);
     free(batch);

@@ -25,6 +25,9 @@ int cmd_ops(int argc, char **argv);
 /* teexec train MODEL.onnx --data FILE.npz [...] (tools/cmd_train.c) */
 int cmd_train(int argc, char **argv);
 
+/* teexec bench MODEL.onnx [...] (tools/cmd_bench.c) */
+int cmd_bench(int argc, char **argv);
+
 /* teexec plan MODEL.onnx [...] and teexec convert IN.onnx OUT.onnx [...]
  * (tools/cmd_plan.c, the planner's) */
 int cmd_plan(int argc, char **argv);

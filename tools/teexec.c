@@ -26,7 +26,7 @@ static const command commands[] = {
     {"convert", cmd_convert, "write a model lowered to TE ops, fuser groups as te.fused functions"},
     {"plan", cmd_plan, "show how a model is lowered, fused, quantized and laid out in memory"},
     {"train", cmd_train, "fine-tune a model"},
-    {"bench", NULL, "time a model"},
+    {"bench", cmd_bench, "time inference runs or training steps of a model"},
     {"ops", cmd_ops, "list the TE operation domain's ops (--markdown: the full spec)"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

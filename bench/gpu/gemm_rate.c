@@ -10,7 +10,8 @@
  * (not constants, which flatter the tensor cores' power draw). Each entry:
  * 3 warm-up calls, then the median of 20 calls timed with CUDA events.
  *
- * Usage: gemm_rate [--quick]   (--quick: the first shape only)
+ * Usage: gemm_rate [--quick] [--shape MxNxK]...   (--quick: the first shape
+ * only; --shape, up to 8 times: these shapes instead of the defaults)
  * Prints one line per entry; exit 1 on any CUDA or library error. */
 #include "kernels/cuda/gemm_emulate.h"
 #include "kernels/cuda/gemm_lt.h"
@@ -134,9 +135,29 @@ static void report(const char *name, long M, long N, long K, float ms)
 
 int main(int argc, char **argv)
 {
-    const int quick = argc > 1 && !strcmp(argv[1], "--quick");
-    static const long shapes[][3] = {{8192, 16384, 4096}, {8192, 4096, 16384}, {8192, 8192, 8192}};
-    const int nshapes = quick ? 1 : 3;
+    static const long defaults[][3] = {{8192, 16384, 4096}, {8192, 4096, 16384}, {8192, 8192, 8192}};
+    long given[8][3];
+    int ngiven = 0, quick = 0;
+    for (int a = 1; a < argc; a++) {
+        if (!strcmp(argv[a], "--quick")) {
+            quick = 1;
+        } else if (!strcmp(argv[a], "--shape") && a + 1 < argc && ngiven < 8 &&
+                   sscanf(argv[a + 1], "%ldx%ldx%ld", &given[ngiven][0], &given[ngiven][1],
+                          &given[ngiven][2]) == 3 &&
+                   given[ngiven][0] > 0 && given[ngiven][1] > 0 && given[ngiven][2] > 0 &&
+                   /* the FP8 block and MXFP8 scale layouts assume whole blocks */
+                   given[ngiven][0] % 128 == 0 && given[ngiven][1] % 128 == 0 &&
+                   given[ngiven][2] % 128 == 0) {
+            ngiven++;
+            a++;
+        } else {
+            fprintf(stderr, "usage: gemm_rate [--quick] [--shape MxNxK]... (at most 8 shapes, "
+                            "each dim a positive multiple of 128)\n");
+            return 2;
+        }
+    }
+    const long(*shapes)[3] = ngiven ? (const long(*)[3])given : defaults;
+    const int nshapes = quick ? 1 : ngiven ? ngiven : 3;
     const size_t ws_bytes = (size_t)32 * 1024 * 1024 + 1024;
     tx_gemm_lt *h = NULL;
     die_status(tx_gemm_lt_create(ws_bytes, &h), "tx_gemm_lt_create");

@@ -11,8 +11,9 @@
    file; both sides run the same weights.
 2. Times PyTorch eager and torch.compile (bf16 autocast-free: the module is
    cast to bf16) for inference (no_grad forward) and a training step
-   (forward + backward with a fixed output grad, no optimizer), median of
-   --iters after warm-up, CUDA events. Prints one line per measurement:
+   (forward, MSE loss against a fixed target, backward to the parameters,
+   fused AdamW update and zero_grad: the work `teexec bench --train` does),
+   median of --iters after warm-up, CUDA events. Prints one line per measurement:
    "torch <eager|compile> <inference|train_step> ms=<median> tflops=<x>".
 """
 import argparse
@@ -122,11 +123,13 @@ def main():
         print(f"torch {name} inference ms={ms:.4f} tflops={flops / (ms * 1e-3) / 1e12:.1f}", flush=True)
         if args.infer_only:
             continue
-        xg = x.clone().requires_grad_(True)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.01, fused=True)
 
         def step():
-            y = mod(xg)
-            y.backward(dy)
+            loss = F.mse_loss(mod(x), dy)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
         ms = time_ms(step, args.iters)
         print(f"torch {name} train_step ms={ms:.4f} tflops={3 * flops / (ms * 1e-3) / 1e12:.1f}", flush=True)
 

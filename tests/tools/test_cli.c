@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <math.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -318,17 +319,6 @@ static void usage_errors_exit_2(void **state)
         assert_string_equal(r.out, "");
         run_free(&r);
     }
-}
-
-static void unimplemented_command_exits_3(void **state)
-{
-    (void)state;
-    const char *c[] = {"bench", "a.onnx", NULL};
-    run_result r = run(c);
-    assert_int_equal(r.exit_code, 3);
-    assert_one_error_line(&r);
-    assert_non_null(strstr(r.err, "not implemented yet"));
-    run_free(&r);
 }
 
 /* ---- plan and convert -------------------------------------------------- */
@@ -695,6 +685,276 @@ static void malformed_corpus_refused(void **state)
     fprintf(stderr, "%zu corpus models checked (%zu with expectations)\n", n, n_ex);
 }
 
+/* ---- bench, and the execution options run / train / bench share */
+
+/* The number after "KEY": in a JSON text, or NAN. */
+static double json_number(const char *json, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(json, pat);
+    if (!p) return NAN;
+    char *end;
+    double v = strtod(p + strlen(pat), &end);
+    return end == p + strlen(pat) ? NAN : v;
+}
+
+/* Parses "time:    min A ms  median B ms  mean C ms  max D ms". */
+static void text_times(const char *out, double t[4])
+{
+    const char *p = strstr(out, "\ntime:    min ");
+    assert_non_null(p);
+    assert_int_equal(sscanf(p, "\ntime: min %lf ms median %lf ms mean %lf ms max %lf ms", &t[0],
+                            &t[1], &t[2], &t[3]),
+                     4);
+}
+
+static void bench_text_on_cpu(void **state)
+{
+    (void)state;
+    const char *c[] = {"bench", model_path("mlp"), "--device", "cpu", "--iters", "2",
+                       "--warmup", "1", NULL};
+    run_result r = run(c);
+    if (r.exit_code != 0) fprintf(stderr, "stderr: %s\n", r.err);
+    assert_int_equal(r.exit_code, 0);
+    assert_string_equal(r.err, "");
+    expect_contains(r.out, "device:  cpu\n");
+    expect_contains(r.out, "mode:    inference\n");
+    expect_contains(r.out, "recipe:  none\n");
+    expect_contains(r.out, "inputs:  x float [2,8,64], random (seed 0)\n");
+    expect_contains(r.out, "iters:   2 after 1 warm-up\n");
+    double t[4];
+    text_times(r.out, t);
+    assert_true(t[0] > 0 && t[0] <= t[1] && t[1] <= t[3] && t[0] <= t[2] && t[2] <= t[3]);
+    assert_null(strstr(r.out, "loss:"));
+    run_free(&r);
+}
+
+static void bench_json_inference_and_dims(void **state)
+{
+    (void)state;
+    /* a model with a symbolic dim: --dim sets the filled input's shape */
+    Onnx__ModelProto *m = mb_model(8);
+    mb_opset(m, "", 13);
+    Onnx__GraphProto *g = mb_graph("main");
+    m->graph = g;
+    mb_input(g, "x", 1, "N,4");
+    mb_node(g, "r", "Relu", "", "x", "y");
+    mb_output(g, "y", 1, "N,4");
+    char *path = write_temp_model(m);
+    mb_free_all();
+    const char *c[] = {"bench", path, "--device=cpu", "--dim", "N=3", "--iters=3", "--warmup", "0",
+                       "--json", NULL};
+    run_result r = run(c);
+    if (r.exit_code != 0) fprintf(stderr, "stderr: %s\n", r.err);
+    assert_int_equal(r.exit_code, 0);
+    if (!json_valid(r.out)) fprintf(stderr, "not JSON: %s\n", r.out);
+    assert_true(json_valid(r.out));
+    expect_contains(r.out, "\"mode\": \"inference\"");
+    expect_contains(r.out, "\"device\": \"cpu\"");
+    expect_contains(r.out, "\"name\": \"x\"");
+    double iters = json_number(r.out, "iters"), warm = json_number(r.out, "warmup");
+    double mn = json_number(r.out, "min_ms"), med = json_number(r.out, "median_ms");
+    double mean = json_number(r.out, "mean_ms"), mx = json_number(r.out, "max_ms");
+    assert_true(iters == 3 && warm == 0);
+    assert_true(mn >= 0 && mn <= med && med <= mx && mn <= mean && mean <= mx);
+    /* the shape array holds 3 then 4 */
+    const char *sh = strstr(r.out, "\"shape\": [");
+    assert_non_null(sh);
+    long d0 = 0, d1 = 0;
+    assert_int_equal(sscanf(sh, "\"shape\": [ %ld , %ld ]", &d0, &d1), 2);
+    assert_int_equal(d0, 3);
+    assert_int_equal(d1, 4);
+    run_free(&r);
+    unlink(path);
+
+    /* an input dim nothing names cannot be filled: bad input, one line */
+    m = mb_model(8);
+    mb_opset(m, "", 13);
+    g = mb_graph("main");
+    m->graph = g;
+    mb_input(g, "x", 1, "?,4");
+    mb_node(g, "r", "Relu", "", "x", "y");
+    mb_output(g, "y", 1, "?,4");
+    path = write_temp_model(m);
+    mb_free_all();
+    const char *c2[] = {"bench", path, "--device", "cpu", NULL};
+    r = run(c2);
+    unlink(path);
+    assert_int_equal(r.exit_code, 1);
+    assert_one_error_line(&r);
+    expect_contains(r.err, "input \"x\" has no declared tensor shape");
+    run_free(&r);
+}
+
+static double bench_train_loss(const char *seed, run_result *keep)
+{
+    const char *c[] = {"bench", model_path("mlp"), "--device", "cpu", "--train", "--iters", "2",
+                       "--warmup", "1", "--seed", seed, "--json", NULL};
+    run_result r = run(c);
+    if (r.exit_code != 0) fprintf(stderr, "stderr: %s\n", r.err);
+    assert_int_equal(r.exit_code, 0);
+    assert_true(json_valid(r.out));
+    double loss = json_number(r.out, "loss_first");
+    if (keep) *keep = r;
+    else run_free(&r);
+    return loss;
+}
+
+static void bench_train_on_cpu(void **state)
+{
+    (void)state;
+    run_result r;
+    double l3 = bench_train_loss("3", &r);
+    expect_contains(r.out, "\"mode\": \"train\"");
+    expect_contains(r.out, "\"loss\": \"mse\"");
+    expect_contains(r.out, "\"name\": \"target\"");
+    double last = json_number(r.out, "loss_last");
+    /* random inputs in [-1, 1) against a random target: a clearly positive
+     * loss, and three AdamW steps at lr 1e-3 keep it finite */
+    assert_true(isfinite(l3) && l3 > 0.01);
+    assert_true(isfinite(last) && last > 0);
+    run_free(&r);
+    /* seeded: the same seed gives the same first loss, another seed not */
+    assert_true(bench_train_loss("3", NULL) == l3);
+    assert_true(bench_train_loss("4", NULL) != l3);
+
+    const char *c[] = {"bench", model_path("mlp"), "--device", "cpu", "--train", "--iters", "1",
+                       "--warmup", "0", NULL};
+    r = run(c);
+    assert_int_equal(r.exit_code, 0);
+    expect_contains(r.out, "mode:    training step (mse loss, adamw)\n");
+    expect_contains(r.out, "\nloss:    first ");
+    expect_contains(r.out, "target float [2,8,64], random (seed 0)\n");
+    run_free(&r);
+}
+
+static void exec_options_usage_errors(void **state)
+{
+    (void)state;
+    const char *mlp = model_path("mlp");
+    const char *cases[][8] = {
+        {"bench", NULL},
+        {"bench", mlp, "--iters", "0", NULL},
+        {"bench", mlp, "--iters", NULL},
+        {"bench", mlp, "--warmup", "-1", NULL},
+        {"bench", mlp, "--frob", NULL},
+        {"bench", mlp, mlp, NULL},
+        {"bench", mlp, "--dtype", "int8", NULL},
+        {"bench", mlp, "--device", "tpu", NULL},
+        {"bench", mlp, "--recipe", "fp9", NULL},
+        {"bench", mlp, "--loss", "mse", NULL},
+        {"bench", mlp, "--train", "--loss", "hinge", NULL},
+        {"bench", mlp, "--dim", "N", NULL},
+        {"bench", mlp, "--dim", "N=-2", NULL},
+        {"bench", mlp, "--seed", "-1", NULL},
+        {"run", mlp, "--dtype", "fp64", NULL},
+        {"run", mlp, "--recipe", "mxfp9", NULL},
+        {"run", mlp, "--device", NULL},
+        {"train", mlp, "--data", "d.npz", "--recipe", "bogus", NULL},
+        {"train", mlp, "--data", "d.npz", "--dtype", "int4", NULL},
+        {"train", mlp, "--data", "d.npz", "--device", "tpu", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        run_result r = run(cases[i]);
+        if (r.exit_code != 2) fprintf(stderr, "case %zu: exit %d: %s\n", i, r.exit_code, r.err);
+        assert_int_equal(r.exit_code, 2);
+        assert_one_error_line(&r);
+        assert_string_equal(r.out, "");
+        run_free(&r);
+    }
+    /* a missing model is bad input, not usage */
+    const char *missing[] = {"bench", "/nonexistent/model.onnx", "--device", "cpu", NULL};
+    run_result r = run(missing);
+    assert_int_equal(r.exit_code, 1);
+    assert_one_error_line(&r);
+    run_free(&r);
+}
+
+/* The shared options reach the library: the CPU refuses a recipe and a
+ * compute dtype (exit 3, as teexec.h documents), keeps no profile (a note,
+ * exit 0), and deterministic mode comes from the flag or the environment. */
+static void exec_options_reach_the_library(void **state)
+{
+    (void)state;
+    const char *mlp = model_path("mlp");
+    const char *refused[][10] = {
+        {"bench", mlp, "--device", "cpu", "--iters", "1", "--recipe", "fp8-current", NULL},
+        {"bench", mlp, "--device", "cpu", "--iters", "1", "--train", "--recipe", "mxfp8", NULL},
+        {"run", mlp, "--device", "cpu", "--recipe", "fp8-current", NULL},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        run_result r = run(refused[i]);
+        if (r.exit_code != 3) fprintf(stderr, "case %zu: exit %d: %s\n", i, r.exit_code, r.err);
+        assert_int_equal(r.exit_code, 3);
+        assert_one_error_line(&r);
+        assert_string_equal(r.out, "");
+        run_free(&r);
+    }
+
+    const char *prof[] = {"bench", mlp, "--device", "cpu", "--iters", "1", "--warmup", "0",
+                          "--profile", NULL};
+    run_result r = run(prof);
+    assert_int_equal(r.exit_code, 0);
+    expect_contains(r.out, "time:    min ");
+    assert_one_error_line(&r);
+    expect_contains(r.err, "--profile: no per-kernel profile on the cpu device");
+    run_free(&r);
+
+    const char *det[] = {"bench", mlp, "--device", "cpu", "--iters", "1", "--warmup", "0",
+                         "--json", NULL};
+    r = run(det);
+    assert_int_equal(r.exit_code, 0);
+    expect_contains(r.out, "\"deterministic\": false");
+    expect_contains(r.out, "\"cuda_graphs\": false"); /* the CPU has none */
+    run_free(&r);
+    setenv("TEEXEC_DETERMINISTIC", "1", 1);
+    r = run(det);
+    unsetenv("TEEXEC_DETERMINISTIC");
+    assert_int_equal(r.exit_code, 0);
+    expect_contains(r.out, "\"deterministic\": true");
+    run_free(&r);
+    const char *det_flag[] = {"bench", mlp, "--device", "cpu", "--iters", "1", "--warmup", "0",
+                              "--deterministic", "--no-graphs", NULL};
+    r = run(det_flag);
+    assert_int_equal(r.exit_code, 0);
+    expect_contains(r.out, "\ndeterministic: on\n");
+    run_free(&r);
+}
+
+static void exec_options_in_help(void **state)
+{
+    (void)state;
+    const char *cmds[] = {"run", "train", "bench"};
+    for (size_t i = 0; i < 3; i++) {
+        const char *c[] = {cmds[i], "--help", NULL};
+        run_result r = run(c);
+        assert_int_equal(r.exit_code, 0);
+        assert_string_equal(r.err, "");
+        expect_contains(r.out, "--device auto|cpu|cuda");
+        expect_contains(r.out, "--recipe R");
+        expect_contains(r.out, "--dtype fp32|bf16|fp16");
+        expect_contains(r.out, "--deterministic");
+        expect_contains(r.out, "TEEXEC_DETERMINISTIC=1");
+        expect_contains(r.out, "--no-graphs");
+        expect_contains(r.out, "--profile");
+        run_free(&r);
+    }
+    const char *hb[] = {"help", "bench", NULL};
+    run_result r = run(hb);
+    assert_int_equal(r.exit_code, 0);
+    expect_contains(r.out, "usage: teexec bench MODEL.onnx [options]");
+    expect_contains(r.out, "--warmup N");
+    expect_contains(r.out, "--train");
+    run_free(&r);
+    /* no command is listed as unimplemented any more */
+    const char *h[] = {"--help", NULL};
+    r = run(h);
+    expect_contains(r.out, "  bench ");
+    assert_null(strstr(r.out, "not implemented"));
+    run_free(&r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -706,7 +966,12 @@ int main(int argc, char **argv)
         cmocka_unit_test(json_checker_rejects_bad_json),
         cmocka_unit_test(version_and_help),
         cmocka_unit_test(usage_errors_exit_2),
-        cmocka_unit_test(unimplemented_command_exits_3),
+        cmocka_unit_test(bench_text_on_cpu),
+        cmocka_unit_test(bench_json_inference_and_dims),
+        cmocka_unit_test(bench_train_on_cpu),
+        cmocka_unit_test(exec_options_usage_errors),
+        cmocka_unit_test(exec_options_reach_the_library),
+        cmocka_unit_test(exec_options_in_help),
         cmocka_unit_test(plan_explains_gpt2_block),
         cmocka_unit_test(plan_bad_options_exit_2),
         cmocka_unit_test(convert_is_idempotent_and_runs),
