@@ -789,25 +789,11 @@ teexec_status *teexec_session_run(teexec_session *s, size_t n_inputs,
      * which are still on the device */
     bool reuse = s->cuda && n_inputs == 0 && s->n_in > 0;
     if (!st && !reuse) st = bind_inputs(s, n_inputs, input_names, input_tensors, bound);
-    if (!st && s->cuda) {
-        st = tx_session_cuda_run(s, reuse ? NULL : bound, n_outputs, want, out_tensors);
-        free(store);
-        free(cur);
-        free(bound);
-        free(want);
-        if (st) {
-            for (size_t j = 0; j < n_outputs; j++) {
-                teexec_tensor_destroy(out_tensors[j]);
-                out_tensors[j] = NULL;
-            }
-            return tx_status_with_file(st, model_file(s));
-        }
-        return NULL;
-    }
+    if (!st && s->cuda) st = tx_session_cuda_run(s, reuse ? NULL : bound, n_outputs, want, out_tensors);
     tx_plan *p = NULL;
-    if (!st) st = find_plan(s, bound, &p);
-    if (!st) st = execute(s, p, bound, cur, store);
-    for (size_t j = 0; !st && j < n_outputs; j++) {
+    if (!st && !s->cuda) st = find_plan(s, bound, &p);
+    if (!st && !s->cuda) st = execute(s, p, bound, cur, store);
+    for (size_t j = 0; !st && !s->cuda && j < n_outputs; j++) {
         int32_t v = want[j];
         tx_tensor t;
         if (store[v].data && store[v].owns_data) {

@@ -2,6 +2,8 @@
  * (cuda_chain.h). */
 #include "exec/cuda/cuda_chain.h"
 
+#include "exec/cuda/dev_arena.h"
+
 #include "kernels/cuda/act.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gemm_lt.h"
@@ -15,7 +17,6 @@
 
 /* cuBLASLt's workspace as TE sizes it on Hopper (32 MiB + 1 KiB). */
 #define GEMM_WORKSPACE ((size_t)32 * 1024 * 1024 + 1024)
-#define ALIGN 256u
 
 typedef struct op_state {
     tx_te_op_id op;
@@ -61,34 +62,6 @@ struct tx_cuda_chain {
     double flops;
 };
 
-/* ---- allocation requests: sizes first, then one cudaMalloc ------------ */
-
-typedef struct alloc_req {
-    void **slot;
-    size_t bytes;
-} alloc_req;
-
-typedef struct alloc_list {
-    alloc_req *r;
-    size_t n, cap;
-    bool oom;
-} alloc_list;
-
-static void want(alloc_list *l, void *slot, size_t bytes)
-{
-    if (l->oom) return;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 64;
-        alloc_req *nr = realloc(l->r, cap * sizeof(*nr));
-        if (!nr) {
-            l->oom = true;
-            return;
-        }
-        l->r = nr;
-        l->cap = cap;
-    }
-    l->r[l->n++] = (alloc_req){(void **)slot, bytes ? bytes : 1};
-}
 
 static teexec_status *cuda_err(cudaError_t e, const char *what)
 {
@@ -96,7 +69,6 @@ static teexec_status *cuda_err(cudaError_t e, const char *what)
                     cudaGetErrorString(e));
 }
 
-static size_t round_up(size_t v) { return (v + ALIGN - 1) / ALIGN * ALIGN; }
 
 static tx_cuda_act act_of(const op_state *o, bool *ok)
 {
@@ -245,23 +217,23 @@ static teexec_status *upload_param(tx_cuda_chain *c, const tx_tensor *t, void *d
 
 static teexec_status *plan_memory(tx_cuda_chain *c, const tx_cuda_chain_op *ops)
 {
-    alloc_list l = {0};
+    tx_dev_reqs l = {0};
     size_t rows = (size_t)c->cfg.rows, esz = c->esz;
     bool train = c->cfg.training, fp8 = c->cfg.recipe.kind == TX_RECIPE_FP8_CURRENT;
     size_t ws_floats = 0;
-    want(&l, &c->input, rows * (size_t)c->cfg.in_width * esz);
+    tx_dev_want(&l, &c->input, rows * (size_t)c->cfg.in_width * esz);
     for (int32_t i = 0; i < c->n; i++) {
         op_state *o = &c->ops[i];
         for (int p = 0; p < ops[i].n_params && p < 2; p++) {
-            want(&l, &o->param[p], ops[i].params[p]->numel * esz);
-            if (train) want(&l, &o->gparam[p], ops[i].params[p]->numel * esz);
+            tx_dev_want(&l, &o->param[p], ops[i].params[p]->numel * esz);
+            if (train) tx_dev_want(&l, &o->gparam[p], ops[i].params[p]->numel * esz);
         }
         o->n_params = ops[i].n_params < 2 ? ops[i].n_params : 2;
         bool alias = is_passthrough(o, train) || o->bias_in_gemm;
-        if (!alias) want(&l, &o->out, rows * (size_t)o->out_w * esz);
+        if (!alias) tx_dev_want(&l, &o->out, rows * (size_t)o->out_w * esz);
         if ((o->op == TX_TE_LAYER_NORM || o->op == TX_TE_RMS_NORM) && train) {
-            want(&l, &o->mu, rows * sizeof(float));
-            want(&l, &o->rs, rows * sizeof(float));
+            tx_dev_want(&l, &o->mu, rows * sizeof(float));
+            tx_dev_want(&l, &o->rs, rows * sizeof(float));
             size_t wsf = tx_cuda_norm_bwd_workspace_floats(rows, (size_t)o->in_w);
             if (wsf > ws_floats) ws_floats = wsf;
         }
@@ -273,47 +245,31 @@ static teexec_status *plan_memory(tx_cuda_chain *c, const tx_cuda_chain_op *ops)
             size_t k = (size_t)o->in_w, nn = (size_t)o->out_w;
             c->flops += 2.0 * (double)rows * (double)k * (double)nn;
             if (fp8) {
-                want(&l, &o->x_row, rows * k);
-                want(&l, &o->w_row, nn * k);
-                want(&l, &o->x_sc, 16 * sizeof(float));
-                want(&l, &o->w_sc, 16 * sizeof(float));
+                tx_dev_want(&l, &o->x_row, rows * k);
+                tx_dev_want(&l, &o->w_row, nn * k);
+                tx_dev_want(&l, &o->x_sc, 16 * sizeof(float));
+                tx_dev_want(&l, &o->w_sc, 16 * sizeof(float));
                 if (train) {
-                    want(&l, &o->x_col, rows * k);
-                    want(&l, &o->w_col, nn * k);
-                    want(&l, &o->dy_row, rows * nn);
-                    want(&l, &o->dy_col, rows * nn);
-                    want(&l, &o->dy_sc, 16 * sizeof(float));
+                    tx_dev_want(&l, &o->x_col, rows * k);
+                    tx_dev_want(&l, &o->w_col, nn * k);
+                    tx_dev_want(&l, &o->dy_row, rows * nn);
+                    tx_dev_want(&l, &o->dy_col, rows * nn);
+                    tx_dev_want(&l, &o->dy_sc, 16 * sizeof(float));
                 }
             }
         }
         /* backward buffers: a new grad for the op's input unless it passes
          * the output's grad through */
         if (train && (i > 0 || c->cfg.input_needs_grad) && !passes_grad(o, train))
-            want(&l, &o->gin, rows * (size_t)o->in_w * esz);
+            tx_dev_want(&l, &o->gin, rows * (size_t)o->in_w * esz);
     }
     int64_t out_w = c->n ? c->ops[c->n - 1].out_w : c->cfg.in_width;
-    if (train) want(&l, &c->grad_output, rows * (size_t)out_w * esz);
-    want(&l, &c->workspace, (ws_floats + 1) * sizeof(float));
-    want(&l, &c->gemm_ws, GEMM_WORKSPACE);
-    if (l.oom) {
-        free(l.r);
-        return tx_oom();
-    }
-    size_t total = 0;
-    for (size_t i = 0; i < l.n; i++) total += round_up(l.r[i].bytes);
-    cudaError_t e = cudaMalloc(&c->arena, total);
-    if (e != cudaSuccess) {
-        free(l.r);
-        return cuda_err(e, "allocating the arena");
-    }
-    c->arena_bytes = total;
-    size_t off = 0;
-    for (size_t i = 0; i < l.n; i++) {
-        *l.r[i].slot = (char *)c->arena + off;
-        off += round_up(l.r[i].bytes);
-    }
-    free(l.r);
-    return NULL;
+    if (train) tx_dev_want(&l, &c->grad_output, rows * (size_t)out_w * esz);
+    tx_dev_want(&l, &c->workspace, (ws_floats + 1) * sizeof(float));
+    tx_dev_want(&l, &c->gemm_ws, GEMM_WORKSPACE);
+    teexec_status *st = tx_dev_place(&l, "cuda chain", &c->arena, &c->arena_bytes);
+    tx_dev_reqs_free(&l);
+    return st;
 }
 
 /* Forward pointers v[i] and backward pointers g[i]. */

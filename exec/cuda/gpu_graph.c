@@ -5,6 +5,7 @@
 
 #include "base/shape.h"
 #include "exec/cpu_te_ops.h"
+#include "exec/cuda/dev_arena.h"
 #include "exec/cuda/std_cuda.h"
 #include "exec/cuda/te_cuda.h"
 #include "exec/model_lower.h"
@@ -26,7 +27,6 @@
 
 /* cuBLASLt's workspace as TE sizes it on Hopper (32 MiB + 1 KiB). */
 #define GEMM_WORKSPACE ((size_t)32 * 1024 * 1024 + 1024)
-#define ALIGN 256u
 
 typedef enum gn_kind { GN_FOLDED, GN_TE, GN_STD } gn_kind;
 
@@ -176,7 +176,6 @@ static teexec_status *cuda_err(cudaError_t e, const char *what)
         if (e_ != cudaSuccess) return cuda_err(e_, what);                                  \
     } while (0)
 
-static size_t round_up(size_t v) { return (v + ALIGN - 1) / ALIGN * ALIGN; }
 
 static bool is_float(teexec_dtype d)
 {
@@ -204,34 +203,6 @@ bool tx_gpu_available(void)
     return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-/* ---- allocation requests: sizes first, then one cudaMalloc ------------------ */
-
-typedef struct alloc_req {
-    void **slot;
-    size_t bytes;
-} alloc_req;
-
-typedef struct alloc_list {
-    alloc_req *r;
-    size_t n, cap;
-    bool oom;
-} alloc_list;
-
-static void want(alloc_list *l, void *slot, size_t bytes)
-{
-    if (l->oom) return;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 256;
-        alloc_req *nr = realloc(l->r, cap * sizeof(*nr));
-        if (!nr) {
-            l->oom = true;
-            return;
-        }
-        l->r = nr;
-        l->cap = cap;
-    }
-    l->r[l->n++] = (alloc_req){(void **)slot, bytes ? bytes : 1};
-}
 
 static size_t tensor_bytes(const tx_tensor *t)
 {
@@ -661,7 +632,7 @@ static teexec_status *prepare_fusions(tx_gpu_graph *g)
 /* Simulates the backward walk once: which grad buffer each node writes
  * directly and where it needs a temporary to add (fan-out), which output
  * grads are zero. Runs are then the same every step. */
-static teexec_status *wire_backward(tx_gpu_graph *g, alloc_list *l)
+static teexec_status *wire_backward(tx_gpu_graph *g, tx_dev_reqs *l)
 {
     for (size_t v = 0; v < g->ir->n_values; v++) g->vals[v].grad_live = false;
     g->vals[g->loss_value].grad_live = true;
@@ -709,7 +680,7 @@ static teexec_status *wire_backward(tx_gpu_graph *g, alloc_list *l)
                 } else {
                     TX_TRY(tx_tensor_wrap(&n->acc[k], gv->grad.dtype, gv->grad.rank,
                                           gv->grad.dims, NULL));
-                    want(l, &n->acc[k].data, tensor_bytes(&n->acc[k]));
+                    tx_dev_want(l, &n->acc[k].data, tensor_bytes(&n->acc[k]));
                     dst = &n->acc[k];
                 }
             }
@@ -724,7 +695,7 @@ static teexec_status *wire_backward(tx_gpu_graph *g, alloc_list *l)
 
 static teexec_status *place_memory(tx_gpu_graph *g)
 {
-    alloc_list l = {0};
+    tx_dev_reqs l = {0};
     const tx_ir_graph *ir = g->ir;
     /* values: known ones (uploaded once) and computed ones; aliases later */
     for (size_t v = 0; v < ir->n_values; v++) {
@@ -738,80 +709,64 @@ static teexec_status *place_memory(tx_gpu_graph *g)
                 n->ir->outputs[0] == (int32_t)v)
                 aliased = true;
         }
-        if (!aliased) want(&l, &gv->dev.data, tensor_bytes(&gv->dev));
-        if (gv->req && g->cfg.training) want(&l, &gv->grad.data, tensor_bytes(&gv->grad));
+        if (!aliased) tx_dev_want(&l, &gv->dev.data, tensor_bytes(&gv->dev));
+        if (gv->req && g->cfg.training) tx_dev_want(&l, &gv->grad.data, tensor_bytes(&gv->grad));
     }
     for (size_t i = 0; i < g->n_nodes; i++) {
         gnode *n = &g->nodes[i];
         if (n->kind != GN_TE) continue;
-        for (int j = 0; j < n->n_aux; j++) want(&l, &n->aux[j].data, tensor_bytes(&n->aux[j]));
-        if (n->state_bytes) want(&l, &n->state, n->state_bytes);
+        for (int j = 0; j < n->n_aux; j++) tx_dev_want(&l, &n->aux[j].data, tensor_bytes(&n->aux[j]));
+        if (n->state_bytes) tx_dev_want(&l, &n->state, n->state_bytes);
     }
     /* staging for inputs converted to the compute dtype */
     g->staging = calloc(g->n_in ? g->n_in : 1, sizeof(*g->staging));
     if (!g->staging) {
-        free(l.r);
+        tx_dev_reqs_free(&l);
         return tx_oom();
     }
     for (size_t i = 0; i < g->n_in; i++) {
         gval *gv = &g->vals[g->in_values[i]];
         if (gv->dev.dtype != gv->model_dtype) {
             size_t es = tx_dtype_elem_size(gv->model_dtype);
-            want(&l, &g->staging[i], (size_t)gv->dev.numel * (es ? es : 1));
+            tx_dev_want(&l, &g->staging[i], (size_t)gv->dev.numel * (es ? es : 1));
         }
     }
     if (g->cfg.training) {
         teexec_status *st = wire_backward(g, &l);
         if (st) {
-            free(l.r);
+            tx_dev_reqs_free(&l);
             return st;
         }
         gval *lv = &g->vals[g->loss_value];
         size_t n = (size_t)lv->dev.numel;
         if (g->topt.loss == TEEXEC_LOSS_MSE) {
-            want(&l, &g->target, n * sizeof(float));
-            want(&l, &g->loss_partials, tx_cuda_mse_partials(n) * sizeof(double));
+            tx_dev_want(&l, &g->target, n * sizeof(float));
+            tx_dev_want(&l, &g->loss_partials, tx_cuda_mse_partials(n) * sizeof(double));
         } else {
             size_t classes = lv->dev.rank ? (size_t)lv->dev.dims[lv->dev.rank - 1] : 1;
             size_t rows = classes ? n / classes : 0;
-            want(&l, &g->target, rows * sizeof(int64_t));
-            want(&l, &g->xent_ws, tx_cuda_xent_workspace_floats(rows) * sizeof(float));
-            want(&l, &g->xent_loss, 4 * sizeof(float));
+            tx_dev_want(&l, &g->target, rows * sizeof(int64_t));
+            tx_dev_want(&l, &g->xent_ws, tx_cuda_xent_workspace_floats(rows) * sizeof(float));
+            tx_dev_want(&l, &g->xent_loss, 4 * sizeof(float));
         }
-        want(&l, &g->loss_dev, sizeof(double));
+        tx_dev_want(&l, &g->loss_dev, sizeof(double));
         for (size_t p = 0; p < g->n_params; p++) {
             gparam *gp = &g->params[p];
             gval *gv = &g->vals[gp->value];
             size_t bytes = (size_t)gv->dev.numel * sizeof(float);
-            if (gv->dev.dtype != TEEXEC_DTYPE_FLOAT) want(&l, &gp->master, bytes);
+            if (gv->dev.dtype != TEEXEC_DTYPE_FLOAT) tx_dev_want(&l, &gp->master, bytes);
             if (g->topt.optimizer == TEEXEC_OPTIMIZER_ADAMW || g->topt.momentum != 0.0)
-                want(&l, &gp->m, bytes);
-            if (g->topt.optimizer == TEEXEC_OPTIMIZER_ADAMW) want(&l, &gp->v, bytes);
+                tx_dev_want(&l, &gp->m, bytes);
+            if (g->topt.optimizer == TEEXEC_OPTIMIZER_ADAMW) tx_dev_want(&l, &gp->v, bytes);
         }
-        want(&l, &g->opt_dev, (g->n_params ? g->n_params : 1) * sizeof(tx_cuda_optim_tensor));
+        tx_dev_want(&l, &g->opt_dev, (g->n_params ? g->n_params : 1) * sizeof(tx_cuda_optim_tensor));
     }
-    want(&l, &g->scratch, g->scratch_bytes);
-    want(&l, &g->env.gemm_ws, GEMM_WORKSPACE);
-    if (l.oom) {
-        free(l.r);
-        return tx_oom();
-    }
-    size_t total = 0;
-    for (size_t i = 0; i < l.n; i++) total += round_up(l.r[i].bytes);
-    cudaError_t e = cudaMalloc(&g->arena, total);
-    if (e != cudaSuccess) {
-        free(l.r);
-        return tx_error(TEEXEC_ERR_DEVICE,
-                        "cuda executor: allocating %.1f MiB for the model's tensors: %s",
-                        (double)total / 1048576.0, cudaGetErrorString(e));
-    }
-    g->arena_bytes = total;
-    size_t off = 0;
-    for (size_t i = 0; i < l.n; i++) {
-        *l.r[i].slot = (char *)g->arena + off;
-        off += round_up(l.r[i].bytes);
-    }
-    free(l.r);
+    tx_dev_want(&l, &g->scratch, g->scratch_bytes);
+    tx_dev_want(&l, &g->env.gemm_ws, GEMM_WORKSPACE);
+    teexec_status *pst = tx_dev_place(&l, "cuda executor: the model's tensors", &g->arena,
+                                      &g->arena_bytes);
+    tx_dev_reqs_free(&l);
+    TX_TRY(pst);
     g->env.gemm_ws_bytes = GEMM_WORKSPACE;
     /* aliases share their input's buffer */
     for (size_t i = 0; i < g->n_nodes; i++) {
