@@ -1,0 +1,211 @@
+/*
+ * gpu_graph_internal.h - what the CUDA executor's two halves share: the
+ * executor's state (struct tx_gpu_graph and its per-value / per-node
+ * records) and small helpers. gpu_graph_build.c creates it (lower, infer,
+ * plan, prepare, one allocation); gpu_graph_run.c runs it (forward, loss,
+ * backward, optimizer, CUDA graphs, profile, results).
+ *
+ * Ownership and thread-safety: as gpu_graph.h (the graph owns everything
+ * here; one host thread at a time).
+ */
+#ifndef TEEXEC_EXEC_CUDA_GPU_GRAPH_INTERNAL_H
+#define TEEXEC_EXEC_CUDA_GPU_GRAPH_INTERNAL_H
+
+#include "exec/cuda/gpu_graph.h"
+
+#include "base/shape.h"
+#include "exec/cuda/std_cuda.h"
+#include "exec/cuda/te_cuda.h"
+#include "exec/recipe_delayed.h"
+#include "exec/session_internal.h"
+#include "import/lower.h"
+#include "kernels/cuda/optim.h"
+
+#include <cuda_runtime_api.h>
+
+/* cuBLASLt's workspace as TE sizes it on Hopper (32 MiB + 1 KiB). */
+#define GEMM_WORKSPACE ((size_t)32 * 1024 * 1024 + 1024)
+
+typedef enum gn_kind { GN_FOLDED, GN_TE, GN_STD } gn_kind;
+
+typedef struct gval {
+    tx_tensor dev;             /* device view: dtype (compute-mapped), dims, data */
+    teexec_dtype model_dtype;  /* the dtype inference gave (what callers see) */
+    const tx_tensor *host;     /* host value known before running (folded / initializer) */
+    bool produced;             /* written by a node that runs */
+    int32_t param;             /* index into params, or -1 */
+    bool req;                  /* carries a gradient */
+    tx_tensor grad;            /* device grad (dev's dtype) when req */
+    bool grad_live;            /* backward simulation / run: the grad buffer holds a value */
+} gval;
+
+typedef struct gnode {
+    gn_kind kind;
+    const tx_ir_node *ir;
+    int32_t index;
+    bool needs_bwd;
+    /* te.ops */
+    const tx_te_op_schema *s;
+    tx_te_attr_value attrs[TX_TE_MAX_ATTRS];
+    int n_params;
+    size_t n_slots;
+    tx_cuda_te_node *te;
+    tx_cuda_te_desc desc;
+    const tx_tensor *slot_in[64];  /* main, extras, params (NULL = absent) */
+    tx_tensor *slot_out[1 + TX_TE_MAX_EXTRA];
+    tx_tensor aux[TX_TE_MAX_EXTRA];
+    tx_tensor *auxp[TX_TE_MAX_EXTRA];
+    int n_aux;
+    tx_cuda_linear_quant q;
+    size_t state_bytes;
+    void *state;
+    tx_te_fwd_args fa;
+    tx_te_bwd_args ba;
+    const tx_tensor *saved[TX_TE_MAX_SAVED + 64];
+    const tx_tensor *gout[1 + TX_TE_MAX_EXTRA];
+    tx_tensor *gin[64];
+    /* standard */
+    tx_cuda_std_node *std;
+    bool alias;
+    const tx_tensor **s_in;
+    tx_tensor **s_out;
+    const tx_tensor **s_gout;
+    tx_tensor **s_gin;
+    /* both: per input slot, a temporary grad to add into the value's grad
+     * after the call (fan-out); data NULL = written directly */
+    tx_tensor *acc;
+    /* fused kernels */
+    int32_t fwd_fused, bwd_fused; /* index into g->fused led by this node, or -1 */
+    bool zero_gout0;              /* main output's grad is zero: cleared before backward */
+    bool fwd_covered, bwd_covered;
+    uint64_t rng_base;
+} gnode;
+
+typedef struct gfused {
+    tx_cuda_fused *f;
+    bool backward;
+    int32_t n;
+    int32_t nodes[8];
+} gfused;
+
+typedef struct gparam {
+    int32_t value;
+    const char *name;
+    float *master;             /* FP32 (== dev data when the compute dtype is FLOAT) */
+    float *m, *v;
+} gparam;
+
+typedef struct prof_row {
+    char name[96];
+    int32_t group;
+    bool backward;
+    uint64_t calls;
+    double ms;
+} prof_row;
+
+struct tx_gpu_graph {
+    tx_gpu_graph_config cfg;
+    teexec_train_options topt;
+    char *recipe_name;
+    teexec_model *lowered;
+    teexec_session *cpu;       /* CPU session on the lowered model: types and folding */
+    const tx_plan *plan;
+    const tx_ir_graph *ir;
+    tx_fuser_plan *fplan;
+    teexec_dtype compute;      /* UNDEFINED: keep the model's */
+    gval *vals;
+    gnode *nodes;
+    size_t n_nodes;
+    gfused *fused;
+    size_t n_fused, cap_fused;
+    gparam *params;
+    size_t n_params;
+    tx_param_source *sources;
+    size_t n_sources;
+    int32_t loss_value;
+    int32_t *in_values;        /* per graph input (model order) */
+    size_t n_in;
+    /* device */
+    cudaStream_t stream;
+    bool own_stream;
+    tx_cuda_env env;
+    tx_gemm_lt *gemm;
+    tx_sdpa_cudnn *sdpa;
+    void *arena;
+    size_t arena_bytes;
+    void *scratch;
+    size_t scratch_bytes;
+    void **staging;            /* per input: device staging buffer when converted */
+    float *target;             /* MSE target / xent labels (int64) */
+    double *loss_partials;
+    double *loss_dev;
+    float *xent_ws;
+    float *xent_loss;
+    tx_cuda_optim_tensor *opt_dev;
+    uint64_t opt_blocks;
+    /* fp8-delayed: one scale and amax per (node, operand) slot */
+    tx_delayed_state delayed;
+    float *delayed_dev;        /* [count] scales, then [count] amaxes */
+    uint32_t n_delayed;
+    /* CUDA graphs */
+    cudaGraphExec_t graph_exec;
+    bool graph_ok;             /* capture allowed for this graph */
+    const char *graph_off_why;
+    uint64_t steps;
+    bool stepped;
+    bool inputs_bound, target_bound; /* on the device from an earlier call */
+    /* profile */
+    prof_row *prof;
+    size_t n_prof;
+    cudaEvent_t ev[2];
+};
+
+
+/* ---- helpers ---- */
+
+static inline teexec_status *cuda_err(cudaError_t e, const char *what)
+{
+    return tx_error(TEEXEC_ERR_DEVICE, "cuda executor: %s: %s (%s)", what, cudaGetErrorName(e),
+                    cudaGetErrorString(e));
+}
+
+#define CU(call, what)                                                                     \
+    do {                                                                                   \
+        cudaError_t e_ = (call);                                                           \
+        if (e_ != cudaSuccess) return cuda_err(e_, what);                                  \
+    } while (0)
+
+
+static inline bool is_float(teexec_dtype d)
+{
+    return d == TEEXEC_DTYPE_FLOAT || d == TEEXEC_DTYPE_BFLOAT16 || d == TEEXEC_DTYPE_FLOAT16;
+}
+
+static inline teexec_dtype map_dtype(const tx_gpu_graph *g, teexec_dtype d)
+{
+    if (g->compute != TEEXEC_DTYPE_UNDEFINED && is_float(d)) return g->compute;
+    return d;
+}
+
+static inline teexec_status *node_err(const tx_ir_node *n, teexec_status *st)
+{
+    if (!st || teexec_status_node(st)) return st;
+    return tx_status_with_node(tx_status_prefix(st, "node \"%s\" (%s)", n->label, n->op_type),
+                               n->label);
+}
+
+
+
+static inline size_t tensor_bytes(const tx_tensor *t)
+{
+    size_t es = tx_dtype_elem_size(t->dtype);
+    return (size_t)t->numel * (es ? es : 1);
+}
+
+/* A shape-only tensor (data set when the arena is placed). */
+static inline teexec_status *shape_tensor(tx_tensor *t, teexec_dtype dt, const tx_shape *sh)
+{
+    return tx_tensor_wrap(t, dt, sh->rank, sh->dims, NULL);
+}
+
+#endif

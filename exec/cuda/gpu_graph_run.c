@@ -1,0 +1,526 @@
+/* gpu_graph_run.c - running the CUDA executor (gpu_graph.h): forward, loss,
+ * backward, optimizer, CUDA-graph capture and replay, the profile, results
+ * and parameters by the user's names. */
+#include "exec/cuda/gpu_graph_internal.h"
+
+#include "exec/train_internal.h"
+#include "kernels/cpu/convert.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/loss_mse.h"
+#include "kernels/cuda/xent.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- profile ------------------------------------------------------------------- */
+
+static prof_row *prof_find(tx_gpu_graph *g, const char *name, int32_t group, bool bwd)
+{
+    for (size_t i = 0; i < g->n_prof; i++)
+        if (g->prof[i].group == group && g->prof[i].backward == bwd &&
+            !strcmp(g->prof[i].name, name))
+            return &g->prof[i];
+    prof_row *np = realloc(g->prof, (g->n_prof + 1) * sizeof(*np));
+    if (!np) return NULL;
+    g->prof = np;
+    prof_row *r = &g->prof[g->n_prof++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->group = group;
+    r->backward = bwd;
+    return r;
+}
+
+static teexec_status *prof_begin(tx_gpu_graph *g)
+{
+    if (!g->cfg.profile) return NULL;
+    CU(cudaEventRecord(g->ev[0], g->stream), "profile event");
+    return NULL;
+}
+
+static teexec_status *prof_end(tx_gpu_graph *g, const char *name, int32_t group, bool bwd)
+{
+    if (!g->cfg.profile) return NULL;
+    CU(cudaEventRecord(g->ev[1], g->stream), "profile event");
+    CU(cudaEventSynchronize(g->ev[1]), "profile event");
+    float ms = 0.0f;
+    CU(cudaEventElapsedTime(&ms, g->ev[0], g->ev[1]), "profile event");
+    prof_row *r = prof_find(g, name, group, bwd);
+    if (!r) return tx_oom();
+    r->calls++;
+    r->ms += ms;
+    return NULL;
+}
+
+static int32_t group_of(const tx_gpu_graph *g, int32_t node)
+{
+    return g->fplan && g->fplan->group_of_node ? g->fplan->group_of_node[node] : -1;
+}
+
+static void kernel_name(const tx_gpu_graph *g, const gnode *n, bool bwd, char *buf, size_t size)
+{
+    int32_t f = bwd ? n->bwd_fused : n->fwd_fused;
+    if (f >= 0) {
+        const gfused *gf = &g->fused[f];
+        const tx_plan_group *pg = NULL;
+        int32_t gi = group_of(g, n->index);
+        if (gi >= 0) pg = &g->fplan->groups[gi];
+        const tx_plan_kernel *ks = pg ? (bwd ? pg->backward : pg->forward) : NULL;
+        int32_t nk = pg ? (bwd ? pg->n_backward : pg->n_forward) : 0;
+        const char *fname = "fused";
+        for (int32_t k = 0; k < nk; k++)
+            if (pg->nodes[ks[k].first] == gf->nodes[0]) {
+                const tx_fusion_info *fi = tx_fusion_info_of(ks[k].fusion);
+                if (fi) fname = fi->name;
+            }
+        snprintf(buf, size, "%s(%s..)", fname, g->nodes[gf->nodes[0]].ir->label);
+        return;
+    }
+    snprintf(buf, size, "%s(%s)", n->ir->op_type, n->ir->label);
+}
+
+/* ---- running -------------------------------------------------------------------- */
+
+static teexec_status *add_acc(tx_gpu_graph *g, gnode *n)
+{
+    if (!n->acc) return NULL;
+    for (size_t k = 0; k < n->ir->n_inputs; k++) {
+        if (!n->acc[k].data) continue;
+        gval *gv = &g->vals[n->ir->inputs[k]];
+        TX_TRY(tx_cuda_add(gv->grad.data, gv->grad.dtype, n->acc[k].data, n->acc[k].dtype,
+                           gv->grad.data, gv->grad.dtype, (size_t)gv->grad.numel, g->stream));
+    }
+    return NULL;
+}
+
+static teexec_status *run_forward(tx_gpu_graph *g)
+{
+    uint64_t step = g->steps;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        gnode *n = &g->nodes[i];
+        if (n->kind == GN_FOLDED || n->fwd_covered) continue;
+        if (g->cfg.training) n->fa.rng_offset = tx_train_rng_offset(g->topt.seed, step, g->n_nodes, i);
+        char name[128];
+        if (g->cfg.profile) kernel_name(g, n, false, name, sizeof name);
+        TX_TRY(prof_begin(g));
+        teexec_status *st = NULL;
+        if (n->fwd_fused >= 0) {
+            gfused *gf = &g->fused[n->fwd_fused];
+            const tx_te_fwd_args *as[8];
+            void *states[8];
+            for (int32_t j = 0; j < gf->n; j++) {
+                gnode *m = &g->nodes[gf->nodes[j]];
+                if (g->cfg.training) m->fa.rng_offset = tx_train_rng_offset(g->topt.seed, step, g->n_nodes, (uint64_t)gf->nodes[j]);
+                as[j] = &m->fa;
+                states[j] = m->state;
+            }
+            st = tx_cuda_fused_forward(gf->f, as, states, g->scratch, &g->env);
+        } else if (n->kind == GN_TE) {
+            st = tx_cuda_te_forward(n->te, &n->fa, n->state, g->scratch, &g->env);
+        } else {
+            st = tx_cuda_std_forward(n->std, n->s_in, n->s_out, g->scratch, g->stream);
+        }
+        TX_TRY(node_err(n->ir, st));
+        TX_TRY(prof_end(g, name, group_of(g, n->index), false));
+    }
+    return NULL;
+}
+
+static teexec_status *zero_grads(tx_gpu_graph *g)
+{
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        gnode *n = &g->nodes[i];
+        if (n->zero_gout0)
+            CU(cudaMemsetAsync(n->gout[0]->data, 0, tensor_bytes(n->gout[0]), g->stream),
+               "zeroing a gradient");
+    }
+    return NULL;
+}
+
+static teexec_status *run_backward(tx_gpu_graph *g)
+{
+    TX_TRY(zero_grads(g));
+    for (size_t i = g->n_nodes; i-- > 0;) {
+        gnode *n = &g->nodes[i];
+        if (n->kind == GN_FOLDED || !n->needs_bwd || n->bwd_covered) continue;
+        char name[128];
+        if (g->cfg.profile) kernel_name(g, n, true, name, sizeof name);
+        TX_TRY(prof_begin(g));
+        teexec_status *st = NULL;
+        if (n->bwd_fused >= 0) {
+            gfused *gf = &g->fused[n->bwd_fused];
+            const tx_te_bwd_args *as[8];
+            void *states[8];
+            for (int32_t j = 0; j < gf->n; j++) {
+                gnode *m = &g->nodes[gf->nodes[j]];
+                as[j] = &m->ba;
+                states[j] = m->state;
+            }
+            st = tx_cuda_fused_backward(gf->f, as, states, g->scratch, &g->env);
+            for (int32_t j = gf->n; j-- > 0 && !st;) st = add_acc(g, &g->nodes[gf->nodes[j]]);
+        } else if (n->kind == GN_TE) {
+            st = tx_cuda_te_backward(n->te, &n->ba, n->state, g->scratch, &g->env);
+            if (!st) st = add_acc(g, n);
+        } else {
+            st = tx_cuda_std_backward(n->std, n->s_in, (const tx_tensor *const *)n->s_out,
+                                      n->s_gout, n->s_gin, g->scratch, g->stream);
+            if (!st) st = add_acc(g, n);
+        }
+        TX_TRY(node_err(n->ir, st));
+        TX_TRY(prof_end(g, name, group_of(g, n->index), true));
+    }
+    return NULL;
+}
+
+static teexec_status *run_loss(tx_gpu_graph *g)
+{
+    gval *lv = &g->vals[g->loss_value];
+    size_t n = (size_t)lv->dev.numel;
+    if (g->topt.loss == TEEXEC_LOSS_MSE)
+        return tx_cuda_mse(lv->dev.data, lv->dev.dtype, g->target, n, lv->grad.data,
+                           lv->grad.dtype, g->loss_partials, g->loss_dev, g->stream);
+    size_t classes = lv->dev.rank ? (size_t)lv->dev.dims[lv->dev.rank - 1] : 1;
+    tx_cuda_xent_args a = {.rows = classes ? n / classes : 0, .classes = classes,
+                           .logits = lv->dev.data, .logits_dtype = lv->dev.dtype,
+                           .labels = (const int64_t *)g->target,
+                           .ignore_index = g->topt.ignore_index, .dlogits = lv->grad.data,
+                           .dlogits_dtype = lv->grad.dtype, .loss = g->xent_loss,
+                           .workspace = g->xent_ws};
+    return tx_cuda_xent(&a, g->stream);
+}
+
+/* What one launch covers: inference forward, or forward + loss + backward. */
+static teexec_status *run_body(tx_gpu_graph *g)
+{
+    TX_TRY(run_forward(g));
+    if (!g->cfg.training) return NULL;
+    TX_TRY(prof_begin(g));
+    TX_TRY(run_loss(g));
+    TX_TRY(prof_end(g, "loss", -1, false));
+    return run_backward(g);
+}
+
+static teexec_status *launch(tx_gpu_graph *g)
+{
+    if (!g->cfg.cuda_graphs || !g->graph_ok || g->cfg.profile) return run_body(g);
+    if (!g->graph_exec) {
+        cudaGraph_t graph = NULL;
+        CU(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal), "graph capture");
+        teexec_status *st = run_body(g);
+        cudaError_t e = cudaStreamEndCapture(g->stream, &graph);
+        if (st) {
+            if (graph) cudaGraphDestroy(graph);
+            return st;
+        }
+        if (e != cudaSuccess) return cuda_err(e, "graph capture");
+        e = cudaGraphInstantiate(&g->graph_exec, graph, 0);
+        cudaGraphDestroy(graph);
+        if (e != cudaSuccess) {
+            g->graph_exec = NULL;
+            return cuda_err(e, "graph instantiate");
+        }
+    }
+    CU(cudaGraphLaunch(g->graph_exec, g->stream), "graph launch");
+    return NULL;
+}
+
+static teexec_status *upload_inputs(tx_gpu_graph *g, const tx_tensor *const *inputs)
+{
+    for (size_t i = 0; i < g->n_in; i++) {
+        gval *gv = &g->vals[g->in_values[i]];
+        const tx_tensor *t = inputs[i];
+        if (!t) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "input %zu missing", i);
+        tx_shape a = tx_shape_of(t), b = tx_shape_of(&gv->dev);
+        if (t->dtype != gv->model_dtype || !tx_shape_equal(&a, &b)) {
+            char x[96], y[96];
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                            "input \"%s\" is %s; the CUDA plan was made for %s[...] %s",
+                            g->ir->values[g->in_values[i]].name, tx_tensor_describe(t, x, sizeof x),
+                            teexec_dtype_name(gv->model_dtype),
+                            tx_tensor_describe(&gv->dev, y, sizeof y));
+        }
+        if (!g->staging[i]) {
+            CU(cudaMemcpyAsync(gv->dev.data, t->data, t->nbytes, cudaMemcpyHostToDevice, g->stream),
+               "uploading an input");
+            continue;
+        }
+        CU(cudaMemcpyAsync(g->staging[i], t->data, t->nbytes, cudaMemcpyHostToDevice, g->stream),
+           "uploading an input");
+        TX_TRY(tx_cuda_convert(g->staging[i], t->dtype, gv->dev.data, gv->dev.dtype,
+                               (size_t)t->numel, g->stream));
+    }
+    return NULL;
+}
+
+static teexec_status *download(tx_gpu_graph *g, const tx_tensor *dev, teexec_dtype want_dtype,
+                               tx_tensor *out)
+{
+    memset(out, 0, sizeof *out);
+    TX_TRY(tx_tensor_alloc(out, want_dtype, dev->rank, dev->dims));
+    teexec_status *st = NULL;
+    if (dev->dtype == want_dtype) {
+        cudaError_t e = cudaMemcpyAsync(out->data, dev->data, out->nbytes, cudaMemcpyDeviceToHost,
+                                        g->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
+        if (e != cudaSuccess) st = cuda_err(e, "downloading a result");
+    } else {
+        void *tmp = NULL;
+        cudaError_t e = cudaMalloc(&tmp, out->nbytes ? out->nbytes : 1);
+        if (e != cudaSuccess) st = cuda_err(e, "staging a result");
+        if (!st) st = tx_cuda_convert(dev->data, dev->dtype, tmp, want_dtype, (size_t)dev->numel,
+                                      g->stream);
+        if (!st) {
+            e = cudaMemcpyAsync(out->data, tmp, out->nbytes, cudaMemcpyDeviceToHost, g->stream);
+            if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
+            if (e != cudaSuccess) st = cuda_err(e, "downloading a result");
+        }
+        if (tmp) cudaFree(tmp);
+    }
+    if (st) tx_tensor_release(out);
+    return st;
+}
+
+teexec_status *tx_gpu_graph_run(tx_gpu_graph *g, const tx_tensor *const *inputs,
+                                tx_tensor *outputs, const bool *want)
+{
+    if (inputs) {
+        TX_TRY(upload_inputs(g, inputs));
+        g->inputs_bound = true;
+    } else if (!g->inputs_bound) {
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "no inputs given and none from an earlier run");
+    }
+    TX_TRY(launch(g));
+    const tx_ir_graph *ir = g->ir;
+    for (size_t j = 0; outputs && j < ir->n_outputs; j++) {
+        memset(&outputs[j], 0, sizeof outputs[j]);
+        if (want && !want[j]) continue;
+        int32_t o = ir->outputs[j];
+        gval *gv = &g->vals[o];
+        teexec_status *st = NULL;
+        if (gv->host && !gv->produced) st = tx_tensor_clone(gv->host, &outputs[j]);
+        else st = download(g, &gv->dev, gv->model_dtype, &outputs[j]);
+        if (st) {
+            for (size_t k = 0; k < j; k++) tx_tensor_release(&outputs[k]);
+            return st;
+        }
+    }
+    /* the call returns when the work is done, fetched or not */
+    CU(cudaStreamSynchronize(g->stream), "running the model");
+    return NULL;
+}
+
+static teexec_status *update_delayed(tx_gpu_graph *g)
+{
+    if (!g->n_delayed) return NULL;
+    float *h = malloc(2 * g->n_delayed * sizeof(float));
+    if (!h) return tx_oom();
+    cudaError_t e = cudaMemcpyAsync(h, g->delayed_dev, 2 * g->n_delayed * sizeof(float),
+                                    cudaMemcpyDeviceToHost, g->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
+    if (e != cudaSuccess) {
+        free(h);
+        return cuda_err(e, "reading amaxes");
+    }
+    for (uint32_t i = 0; i < g->n_delayed; i++) tx_delayed_record_amax(&g->delayed, i, h[g->n_delayed + i]);
+    tx_delayed_update(&g->delayed, NULL);
+    for (uint32_t i = 0; i < g->n_delayed; i++) h[i] = tx_delayed_scale(&g->delayed, i);
+    e = cudaMemcpyAsync(g->delayed_dev, h, g->n_delayed * sizeof(float), cudaMemcpyHostToDevice,
+                        g->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
+    free(h);
+    if (e != cudaSuccess) return cuda_err(e, "writing scales");
+    return NULL;
+}
+
+teexec_status *tx_gpu_graph_step(tx_gpu_graph *g, const tx_tensor *const *inputs,
+                                 const tx_tensor *loss_data, double *loss)
+{
+    if (!g->cfg.training)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "the CUDA graph was made for inference");
+    gval *lv = &g->vals[g->loss_value];
+    if (!loss_data && !g->target_bound)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "the step needs the loss's %s",
+                        g->topt.loss == TEEXEC_LOSS_MSE ? "\"target\"" : "\"labels\"");
+    if (!inputs && !g->inputs_bound)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "no inputs given and none from an earlier step");
+    /* the loss's data, as the kernels read it (NULL: the earlier step's,
+     * still on the device) */
+    if (!loss_data) {
+        /* nothing to upload */
+    } else if (g->topt.loss == TEEXEC_LOSS_MSE) {
+        if (loss_data->numel != lv->dev.numel)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                            "\"target\" has %llu elements; the output \"%s\" has %llu",
+                            (unsigned long long)loss_data->numel,
+                            g->ir->values[g->loss_value].name, (unsigned long long)lv->dev.numel);
+        float *tmp = malloc((size_t)loss_data->numel * sizeof(float) + 1);
+        if (!tmp) return tx_oom();
+        teexec_status *st = tx_convert(loss_data->data, loss_data->dtype, tmp, TEEXEC_DTYPE_FLOAT,
+                                       loss_data->numel, NULL);
+        if (!st) {
+            cudaError_t e = cudaMemcpyAsync(g->target, tmp, (size_t)loss_data->numel * sizeof(float),
+                                            cudaMemcpyHostToDevice, g->stream);
+            if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
+            if (e != cudaSuccess) st = cuda_err(e, "uploading the target");
+        }
+        free(tmp);
+        TX_TRY(st);
+    } else {
+        size_t classes = lv->dev.rank ? (size_t)lv->dev.dims[lv->dev.rank - 1] : 1;
+        size_t rows = classes ? (size_t)lv->dev.numel / classes : 0;
+        if (loss_data->numel != rows ||
+            (loss_data->dtype != TEEXEC_DTYPE_INT64 && loss_data->dtype != TEEXEC_DTYPE_INT32))
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                            "\"labels\" must be %zu int64 values (one per row of the logits)", rows);
+        int64_t *tmp = malloc(rows * sizeof(int64_t) + 1);
+        if (!tmp) return tx_oom();
+        for (size_t r = 0; r < rows; r++)
+            tmp[r] = loss_data->dtype == TEEXEC_DTYPE_INT64 ? ((const int64_t *)loss_data->data)[r]
+                                                            : ((const int32_t *)loss_data->data)[r];
+        cudaError_t e = cudaMemcpyAsync(g->target, tmp, rows * sizeof(int64_t),
+                                        cudaMemcpyHostToDevice, g->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
+        free(tmp);
+        if (e != cudaSuccess) return cuda_err(e, "uploading the labels");
+    }
+    if (loss_data) g->target_bound = true;
+    if (inputs) {
+        TX_TRY(upload_inputs(g, inputs));
+        g->inputs_bound = true;
+    }
+    g->env.step = g->steps;
+    TX_TRY(launch(g));
+    g->steps++;
+    /* the optimizer: step-dependent scalars travel by value, so it runs
+     * outside the captured graph (one launch) */
+    if (g->n_params) {
+        tx_cuda_optim_step_args oa = {.kind = g->topt.optimizer == TEEXEC_OPTIMIZER_ADAMW
+                                                  ? TX_CUDA_OPTIM_ADAMW
+                                                  : TX_CUDA_OPTIM_SGD,
+                                      .lr = g->topt.lr, .weight_decay = g->topt.weight_decay,
+                                      .momentum = g->topt.momentum, .beta1 = g->topt.beta1,
+                                      .beta2 = g->topt.beta2, .eps = g->topt.eps,
+                                      .step = (int64_t)g->steps};
+        TX_TRY(prof_begin(g));
+        TX_TRY(tx_cuda_optim_step(&oa, g->opt_dev, g->n_params, g->opt_blocks, g->stream));
+        TX_TRY(prof_end(g, "optimizer", -1, false));
+    }
+    TX_TRY(update_delayed(g));
+    double l = 0.0;
+    if (g->topt.loss == TEEXEC_LOSS_MSE) {
+        CU(cudaMemcpyAsync(&l, g->loss_dev, sizeof(double), cudaMemcpyDeviceToHost, g->stream),
+           "reading the loss");
+    } else {
+        float lf = 0.0f;
+        CU(cudaMemcpyAsync(&lf, g->xent_loss, sizeof(float), cudaMemcpyDeviceToHost, g->stream),
+           "reading the loss");
+        CU(cudaStreamSynchronize(g->stream), "step");
+        l = lf;
+    }
+    CU(cudaStreamSynchronize(g->stream), "step");
+    g->stepped = true;
+    if (loss) *loss = l;
+    return NULL;
+}
+
+/* ---- parameters by the user's names ---------------------------------------------- */
+
+size_t tx_gpu_graph_output_count(const tx_gpu_graph *g) { return g->ir->n_outputs; }
+
+const char *tx_gpu_graph_output_name(const tx_gpu_graph *g, size_t j)
+{
+    return j < g->ir->n_outputs ? g->ir->values[g->ir->outputs[j]].name : NULL;
+}
+
+const char *tx_gpu_graph_graphs_off_reason(const tx_gpu_graph *g)
+{
+    if (!g->cfg.cuda_graphs) return NULL;
+    if (g->cfg.profile) return "profiling times every kernel on its own";
+    return g->graph_ok ? NULL : g->graph_off_why;
+}
+
+static teexec_status *param_tensor(const tx_gpu_graph *g, const char *name, bool grad, tx_tensor *out)
+{
+    memset(out, 0, sizeof *out);
+    /* the user's name may be a lowered parameter's part (merged / transposed) */
+    const tx_param_source *src = NULL;
+    for (size_t i = 0; i < g->n_sources; i++)
+        if (!strcmp(g->sources[i].original, name)) src = &g->sources[i];
+    const char *lname = src ? src->lowered : name;
+    for (size_t p = 0; p < g->n_params; p++) {
+        const gparam *gp = &g->params[p];
+        if (strcmp(gp->name, lname)) continue;
+        if (grad && !g->stepped)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "no step has run yet");
+        const gval *gv = &g->vals[gp->value];
+        tx_tensor dev;
+        if (grad) dev = gv->grad;
+        else {
+            dev = gv->dev;
+            dev.data = gp->master;
+            dev.dtype = TEEXEC_DTYPE_FLOAT;
+        }
+        tx_tensor low;
+        TX_TRY(download((tx_gpu_graph *)g, &dev, gv->model_dtype, &low));
+        if (!src) {
+            *out = low;
+            return NULL;
+        }
+        teexec_status *st = tx_param_to_original(src, &low, out);
+        tx_tensor_release(&low);
+        return st;
+    }
+    return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "\"%s\" is not a trainable parameter", name);
+}
+
+teexec_status *tx_gpu_graph_param(const tx_gpu_graph *g, const char *name, tx_tensor *out)
+{
+    return param_tensor(g, name, false, out);
+}
+
+teexec_status *tx_gpu_graph_grad(const tx_gpu_graph *g, const char *name, tx_tensor *out)
+{
+    return param_tensor(g, name, true, out);
+}
+
+size_t tx_gpu_graph_device_bytes(const tx_gpu_graph *g) { return g->arena_bytes; }
+
+teexec_status *tx_gpu_graph_profile(const tx_gpu_graph *g, char **out_text)
+{
+    *out_text = NULL;
+    if (!g->cfg.profile)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "profiling was not enabled");
+    double total = 0.0;
+    for (size_t i = 0; i < g->n_prof; i++) total += g->prof[i].ms;
+    size_t cap = 256 + g->n_prof * 200, len = 0;
+    char *s = malloc(cap);
+    if (!s) return tx_oom();
+    len += (size_t)snprintf(s + len, cap - len, "%-6s %-4s %-60s %8s %11s %9s %6s\n", "group",
+                            "pass", "kernel", "calls", "total ms", "mean ms", "share");
+    /* per group subtotal rows follow each group's kernels */
+    for (size_t i = 0; i < g->n_prof; i++) {
+        const prof_row *r = &g->prof[i];
+        char grp[16];
+        if (r->group >= 0) snprintf(grp, sizeof grp, "%d", (int)r->group);
+        else snprintf(grp, sizeof grp, "-");
+        len += (size_t)snprintf(s + len, cap - len, "%-6s %-4s %-60.60s %8llu %11.3f %9.4f %5.1f%%\n",
+                                grp, r->backward ? "bwd" : "fwd", r->name,
+                                (unsigned long long)r->calls, r->ms,
+                                r->calls ? r->ms / (double)r->calls : 0.0,
+                                total > 0 ? 100.0 * r->ms / total : 0.0);
+    }
+    size_t ng = g->fplan ? g->fplan->n_groups : 0;
+    for (size_t gi = 0; gi < ng && len + 200 < cap; gi++) {
+        double ms = 0.0;
+        for (size_t i = 0; i < g->n_prof; i++)
+            if (g->prof[i].group == (int32_t)gi) ms += g->prof[i].ms;
+        if (ms == 0.0) continue;
+        len += (size_t)snprintf(s + len, cap - len, "group %-4zu total %44s %11.3f %15s %5.1f%%\n",
+                                gi, "", ms, "", total > 0 ? 100.0 * ms / total : 0.0);
+    }
+    snprintf(s + len, cap - len, "all kernels: %.3f ms\n", total);
+    *out_text = s;
+    return NULL;
+}
+
