@@ -6,7 +6,7 @@
  * A tx_te_fwd_args / tx_te_bwd_args handed to the functions here is the CPU
  * contract unchanged except that every tx_tensor's `data` points to device
  * memory (dtype, rank, dims, numel, nbytes as usual; owns_data false). The
- * executor (exec/cuda/gpu_graph.c) allocates every input, output, aux and
+ * executor (exec/cuda/gpu_graph_build.c) allocates every input, output, aux and
  * grad tensor with the dtype and shape the schema gives (tx_te_infer), builds
  * the saved list with tx_te_setup_context exactly as the CPU trainer does,
  * and calls forward / backward. So:
