@@ -5,6 +5,7 @@
 #include "exec/group_exec.h"
 
 #include "exec/cpu_fused.h"
+#include "exec/quant_operand.h"
 #include "kernels/cpu/te_args.h"
 #include "kernels/cpu/te_common.h"
 
@@ -249,45 +250,17 @@ teexec_status *tx_gx_check_layout(const tx_gx_group *g, const tx_plan_kernel *k,
 
 /* ---- quantizer configs --------------------------------------------------------- */
 
-static const tx_plan_quant *find_quant(const tx_gx_config *c, int32_t node, tx_qoperand operand)
-{
-    for (size_t i = 0; c->quant && i < c->n_quant; i++)
-        if (c->quant[i].node == node && c->quant[i].operand == operand) return &c->quant[i];
-    return NULL;
-}
-
-static unsigned usage_for(const tx_gx_run *r, int32_t i, tx_qoperand operand)
-{
-    bool train = r->cfg->training;
-    bool dx = train && r->need_dx[i], dp = train && r->need_dparams[i];
-    switch (operand) {
-    case TX_QOP_INPUT: return TX_QUSAGE_ROWWISE | (dp ? TX_QUSAGE_COLUMNWISE : 0u);
-    case TX_QOP_WEIGHT: return TX_QUSAGE_ROWWISE | (dx ? TX_QUSAGE_COLUMNWISE : 0u);
-    default: return (dx ? TX_QUSAGE_ROWWISE : 0u) | (dp ? TX_QUSAGE_COLUMNWISE : 0u);
-    }
-}
-
 static tx_fused_q quantizer(const tx_gx_run *r, int32_t i, tx_qoperand operand)
 {
     tx_fused_q fq;
     memset(&fq, 0, sizeof fq);
     const tx_gx_config *c = r->cfg;
-    if (c->recipe.kind == TX_RECIPE_NONE) return fq;
-    const tx_plan_quant *q = find_quant(c, op_at(r, i)->node, operand);
-    if (!q || !q->quantized) return fq;
+    bool train = c->training;
+    const tx_plan_quant *q = tx_quant_operand_config(
+        c->quant, c->n_quant, &c->recipe, op_at(r, i)->node, operand, train && r->need_dx[i],
+        train && r->need_dparams[i], c->seed, c->step, &fq.cfg);
+    if (!q) return fq;
     fq.on = true;
-    fq.cfg.kind = q->kind;
-    fq.cfg.fmt = q->data_dtype;
-    fq.cfg.usage = usage_for(r, i, operand);
-    fq.cfg.block_2d = q->block_rows > 1 && q->block_cols > 1;
-    fq.cfg.scale_layout = TX_SCALE_COMPACT;
-    if (q->kind == TX_QKIND_NVFP4) {
-        fq.cfg.rht = c->recipe.nvfp4_rht && operand != TX_QOP_WEIGHT;
-        fq.cfg.stochastic_rounding = c->recipe.nvfp4_stochastic && operand == TX_QOP_GRAD_OUTPUT;
-        fq.cfg.seed = c->seed ^ ((uint64_t)(uint32_t)op_at(r, i)->node * 0x9E3779B97F4A7C15ull +
-                                 (uint64_t)operand);
-        fq.cfg.sr_offset = c->step;
-    }
     if (c->recipe.kind == TX_RECIPE_FP8_DELAYED && q->kind == TX_QKIND_FP8_TENSOR && c->delayed &&
         q->delayed_slot >= 0) {
         fq.delayed = c->delayed;
