@@ -204,7 +204,9 @@ static teexec_status *plan_buffers(teexec_session *s, tx_plan *p)
     free(live);
     if (st) return st;
     p->arena_bytes = top;
-    if (top) TX_TRY(s->be.vt->alloc(s->be.state, top, &p->arena));
+    /* a session that only plans (the CUDA side runs the model) needs the
+     * offsets' extent, not host memory for the activations */
+    if (top && !s->plan_only) TX_TRY(s->be.vt->alloc(s->be.state, top, &p->arena));
     return NULL;
 }
 
@@ -494,6 +496,7 @@ teexec_status *teexec_session_create(const teexec_model *model,
         model = s->owned_model;
     }
     s->model = model;
+    s->plan_only = use_cuda || (options && options->plan_only);
     s->g = model->ir->graph;
     s->be.vt = &tx_backend_cpu;
     tx_backend_config cfg = {.threads = options ? options->threads : 0};
@@ -702,6 +705,8 @@ static teexec_status *infer_now(teexec_session *s, const tx_ir_node *n, const tx
 static teexec_status *execute(teexec_session *s, tx_plan *p, const tx_tensor **bound,
                               const tx_tensor **cur, tx_tensor *store)
 {
+    if (s->plan_only)
+        return tx_error(TEEXEC_ERR_INTERNAL, "a planning-only session has no memory to run in");
     const tx_ir_graph *g = s->g;
     for (size_t v = 0; v < g->n_values; v++) cur[v] = p->vals[v].value;
     for (size_t i = 0; i < s->n_in; i++) cur[s->in_vals[i]] = bound[i];

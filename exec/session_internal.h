@@ -56,6 +56,9 @@ struct teexec_session_options {
     bool no_cuda_graphs;
     bool profile;
     teexec_dtype dtype;      /* UNDEFINED = the model's */
+    /* Internal (the CUDA executor's CPU session on its lowered model):
+     * plans types and folded values but allocates no host arena. */
+    bool plan_only;
 };
 
 /* CUDA sessions keep one executor per input-shape signature (each with its
@@ -75,6 +78,8 @@ struct teexec_session {
     /* CUDA sessions: the options that shape an executor, and the executors
      * made so far with their input shapes (n_in each). */
     bool cuda;
+    bool plan_only;          /* CUDA sessions and the executor's planning
+                              * session: no host activation arena */
     teexec_session_options *gpu_opts;
     struct tx_gpu_graph *gpu[TX_MAX_GPU_GRAPHS];
     tx_shape *gpu_shapes[TX_MAX_GPU_GRAPHS];
