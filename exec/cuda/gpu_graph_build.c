@@ -7,6 +7,7 @@
 #include "exec/cpu_te_ops.h"
 #include "exec/cuda/dev_arena.h"
 #include "exec/model_lower.h"
+#include "exec/quant_operand.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gemm_lt.h"
 #include "kernels/cuda/loss_mse.h"
@@ -123,39 +124,20 @@ static teexec_status *analyse_grads(tx_gpu_graph *g)
 
 /* ---- creation: nodes ------------------------------------------------------------ */
 
-static const tx_plan_quant *find_quant(const tx_gpu_graph *g, int32_t node, tx_qoperand op)
-{
-    for (size_t i = 0; g->fplan && i < g->fplan->n_quant; i++)
-        if (g->fplan->quant[i].node == node && g->fplan->quant[i].operand == op)
-            return &g->fplan->quant[i];
-    return NULL;
-}
-
+/* The plan's quantizer for one operand (exec/quant_operand.h, as the CPU
+ * group executor reads it), plus where fp8-delayed keeps its scale/amax.
+ * NVFP4's stochastic-rounding offset travels per call (env.step). */
 static tx_cuda_operand_q operand_q(tx_gpu_graph *g, const gnode *n, tx_qoperand operand,
                                    bool dx, bool dp)
 {
     tx_cuda_operand_q q;
     memset(&q, 0, sizeof q);
-    if (g->cfg.recipe.kind == TX_RECIPE_NONE) return q;
-    const tx_plan_quant *p = find_quant(g, n->index, operand);
-    if (!p || !p->quantized) return q;
+    const tx_plan_quant *p = tx_quant_operand_config(g->fplan->quant, g->fplan->n_quant,
+                                                     &g->cfg.recipe, n->index, operand, dx, dp,
+                                                     g->topt.seed, 0, &q.cfg);
+    if (!p) return q;
     q.on = true;
     q.native = p->native;
-    q.cfg.kind = p->kind;
-    q.cfg.fmt = p->data_dtype;
-    switch (operand) {
-    case TX_QOP_INPUT: q.cfg.usage = TX_QUSAGE_ROWWISE | (dp ? TX_QUSAGE_COLUMNWISE : 0u); break;
-    case TX_QOP_WEIGHT: q.cfg.usage = TX_QUSAGE_ROWWISE | (dx ? TX_QUSAGE_COLUMNWISE : 0u); break;
-    default: q.cfg.usage = (dx ? TX_QUSAGE_ROWWISE : 0u) | (dp ? TX_QUSAGE_COLUMNWISE : 0u); break;
-    }
-    q.cfg.block_2d = p->block_rows > 1 && p->block_cols > 1;
-    q.cfg.scale_layout = TX_SCALE_COMPACT;
-    if (p->kind == TX_QKIND_NVFP4) {
-        q.cfg.rht = g->cfg.recipe.nvfp4_rht && operand != TX_QOP_WEIGHT;
-        q.cfg.stochastic_rounding = g->cfg.recipe.nvfp4_stochastic && operand == TX_QOP_GRAD_OUTPUT;
-        q.cfg.seed = g->topt.seed ^ ((uint64_t)(uint32_t)n->index * 0x9E3779B97F4A7C15ull +
-                                     (uint64_t)operand);
-    }
     if (g->cfg.recipe.kind == TX_RECIPE_FP8_DELAYED && p->kind == TX_QKIND_FP8_TENSOR &&
         p->delayed_slot >= 0 && (uint32_t)p->delayed_slot < g->n_delayed) {
         q.delayed_scale = g->delayed_dev + p->delayed_slot;
@@ -291,7 +273,8 @@ static teexec_status *prepare_std(tx_gpu_graph *g, gnode *n)
     return NULL;
 }
 
-/* Lists every node the GPU cannot run in one status, as sessions do. */
+/* Classifies every node (folded before running, te.ops, standard) and
+ * marks the values the device computes. */
 static teexec_status *prepare_nodes(tx_gpu_graph *g)
 {
     const tx_ir_graph *ir = g->ir;
@@ -322,15 +305,21 @@ static teexec_status *prepare_nodes(tx_gpu_graph *g)
     return NULL;
 }
 
-static teexec_status *prepare_kernels(tx_gpu_graph *g)
+/* Prepares every node of one kind, or of all kinds (kind -1). Training
+ * prepares the standard nodes first (the grad analysis needs their
+ * differentiability), the te.ops nodes after it (their quantizers and saved
+ * contexts depend on which grads are wanted). Lists every node the
+ * GPU cannot run in one status, as sessions do. */
+static teexec_status *prepare_kernels(tx_gpu_graph *g, int kind)
 {
     char *msg = NULL;
     size_t len = 0;
     for (size_t i = 0; i < g->n_nodes; i++) {
         gnode *n = &g->nodes[i];
         teexec_status *st = NULL;
+        if (n->kind == GN_FOLDED || (kind >= 0 && (int)n->kind != kind)) continue;
         if (n->kind == GN_TE) st = prepare_te(g, n);
-        else if (n->kind == GN_STD) {
+        else {
             if (!tx_cuda_std_supported(n->ir->domain, n->ir->op_type))
                 st = tx_error(TEEXEC_ERR_UNSUPPORTED,
                               "unsupported op %s (domain \"%s\", opset %lld) on the GPU",
@@ -540,6 +529,19 @@ static teexec_status *place_memory(tx_gpu_graph *g)
             tx_dev_want(&l, &g->staging[i], (size_t)gv->dev.numel * (es ? es : 1));
         }
     }
+    /* and for outputs converted back, so runs never allocate */
+    g->out_staging = calloc(g->ir->n_outputs ? g->ir->n_outputs : 1, sizeof(*g->out_staging));
+    if (!g->out_staging) {
+        tx_dev_reqs_free(&l);
+        return tx_oom();
+    }
+    for (size_t j = 0; j < g->ir->n_outputs; j++) {
+        gval *gv = &g->vals[g->ir->outputs[j]];
+        if (gv->produced && gv->dev.dtype != gv->model_dtype) {
+            size_t es = tx_dtype_elem_size(gv->model_dtype);
+            tx_dev_want(&l, &g->out_staging[j], (size_t)gv->dev.numel * (es ? es : 1));
+        }
+    }
     if (g->cfg.training) {
         teexec_status *st = wire_backward(g, &l);
         if (st) {
@@ -725,6 +727,7 @@ void tx_gpu_graph_destroy(tx_gpu_graph *g)
     free(g->vals);
     free(g->params);
     free(g->staging);
+    free(g->out_staging);
     free(g->in_values);
     free(g->prof);
     tx_param_sources_free(g->sources, g->n_sources);
@@ -786,6 +789,7 @@ static teexec_status *make_cpu_plan(tx_gpu_graph *g, const tx_gpu_graph_config *
     teexec_session_options *o = NULL;
     TX_TRY(teexec_session_options_create(&o));
     teexec_status *st = teexec_session_options_set_device(o, TEEXEC_DEVICE_CPU);
+    o->plan_only = true; /* types and folded values only: the device runs it */
     if (!st) st = teexec_session_create(g->lowered, o, &g->cpu);
     teexec_session_options_destroy(o);
     TX_TRY(st);
@@ -937,33 +941,13 @@ teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph
     if (!st) st = prepare_nodes(g);
     if (!st) st = make_fuser_plan(g, &caps);
     if (!st) st = init_delayed(g);
+    if (!st && !g->cfg.training) st = prepare_kernels(g, -1);
     if (!st && g->cfg.training) {
-        /* needs_bwd and req need the standard nodes' differentiability:
-         * prepare them first without grads, then again is not needed since
-         * std prepare does not depend on grads */
-        for (size_t i = 0; i < g->n_nodes && !st; i++) {
-            gnode *n = &g->nodes[i];
-            if (n->kind != GN_STD) continue;
-            if (!tx_cuda_std_supported(n->ir->domain, n->ir->op_type))
-                st = node_err(n->ir, tx_error(TEEXEC_ERR_UNSUPPORTED,
-                                              "unsupported op %s (domain \"%s\", opset %lld) on "
-                                              "the GPU", n->ir->op_type, n->ir->domain,
-                                              (long long)n->ir->opset));
-            else
-                st = node_err(n->ir, prepare_std(g, n));
-        }
+        st = prepare_kernels(g, GN_STD);
         if (!st) st = analyse_grads(g);
         if (!st && g->n_params == 0)
             st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "no trainable parameter reaches the loss");
-    }
-    if (!st) {
-        /* te nodes (and, for inference, std nodes) */
-        if (g->cfg.training) {
-            for (size_t i = 0; i < g->n_nodes && !st; i++)
-                if (g->nodes[i].kind == GN_TE) st = node_err(g->nodes[i].ir, prepare_te(g, &g->nodes[i]));
-        } else {
-            st = prepare_kernels(g);
-        }
+        if (!st) st = prepare_kernels(g, GN_TE);
     }
     if (!st) st = prepare_fusions(g);
     if (!st) st = place_memory(g);

@@ -136,6 +136,7 @@ struct tx_gpu_graph {
     void *scratch;
     size_t scratch_bytes;
     void **staging;            /* per input: device staging buffer when converted */
+    void **out_staging;        /* per graph output: the same for the way back */
     float *target;             /* MSE target / xent labels (int64) */
     double *loss_partials;
     double *loss_dev;

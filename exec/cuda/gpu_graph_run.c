@@ -253,8 +253,11 @@ static teexec_status *upload_inputs(tx_gpu_graph *g, const tx_tensor *const *inp
     return NULL;
 }
 
+/* A device tensor to a new host tensor of want_dtype. A conversion goes
+ * through `staging` (want_dtype bytes on the device; NULL: a temporary,
+ * for the rare parameter reads). */
 static teexec_status *download(tx_gpu_graph *g, const tx_tensor *dev, teexec_dtype want_dtype,
-                               tx_tensor *out)
+                               void *staging, tx_tensor *out)
 {
     memset(out, 0, sizeof *out);
     TX_TRY(tx_tensor_alloc(out, want_dtype, dev->rank, dev->dims));
@@ -265,8 +268,8 @@ static teexec_status *download(tx_gpu_graph *g, const tx_tensor *dev, teexec_dty
         if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
         if (e != cudaSuccess) st = cuda_err(e, "downloading a result");
     } else {
-        void *tmp = NULL;
-        cudaError_t e = cudaMalloc(&tmp, out->nbytes ? out->nbytes : 1);
+        void *tmp = staging;
+        cudaError_t e = staging ? cudaSuccess : cudaMalloc(&tmp, out->nbytes ? out->nbytes : 1);
         if (e != cudaSuccess) st = cuda_err(e, "staging a result");
         if (!st) st = tx_cuda_convert(dev->data, dev->dtype, tmp, want_dtype, (size_t)dev->numel,
                                       g->stream);
@@ -275,7 +278,7 @@ static teexec_status *download(tx_gpu_graph *g, const tx_tensor *dev, teexec_dty
             if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
             if (e != cudaSuccess) st = cuda_err(e, "downloading a result");
         }
-        if (tmp) cudaFree(tmp);
+        if (tmp && !staging) cudaFree(tmp);
     }
     if (st) tx_tensor_release(out);
     return st;
@@ -299,7 +302,7 @@ teexec_status *tx_gpu_graph_run(tx_gpu_graph *g, const tx_tensor *const *inputs,
         gval *gv = &g->vals[o];
         teexec_status *st = NULL;
         if (gv->host && !gv->produced) st = tx_tensor_clone(gv->host, &outputs[j]);
-        else st = download(g, &gv->dev, gv->model_dtype, &outputs[j]);
+        else st = download(g, &gv->dev, gv->model_dtype, g->out_staging[j], &outputs[j]);
         if (st) {
             for (size_t k = 0; k < j; k++) tx_tensor_release(&outputs[k]);
             return st;
@@ -462,7 +465,7 @@ static teexec_status *param_tensor(const tx_gpu_graph *g, const char *name, bool
             dev.dtype = TEEXEC_DTYPE_FLOAT;
         }
         tx_tensor low;
-        TX_TRY(download((tx_gpu_graph *)g, &dev, gv->model_dtype, &low));
+        TX_TRY(download((tx_gpu_graph *)g, &dev, gv->model_dtype, NULL, &low));
         if (!src) {
             *out = low;
             return NULL;

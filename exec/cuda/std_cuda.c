@@ -575,7 +575,7 @@ teexec_status *tx_cuda_std_prepare(const tx_cuda_std_desc *d, tx_cuda_std_node *
         for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
             if (!strcmp(ops[i].op, node->op_type)) which = i;
     if (which == SIZE_MAX)
-        return node_err(node, TEEXEC_ERR_UNSUPPORTED, "the op is not implemented on the GPU");
+        return node_err(node, TEEXEC_ERR_UNSUPPORTED, "this op has no GPU kernel");
     if (d->n_out < 1 || !d->out || !d->out[0])
         return node_err(node, TEEXEC_ERR_UNSUPPORTED, "output 0 is missing");
     tx_cuda_std_node *n = calloc(1, sizeof *n);
