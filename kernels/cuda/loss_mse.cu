@@ -1,6 +1,7 @@
 /* loss_mse.cu - MSE loss and gradient (loss_mse.h). */
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elem_io.cuh"
+#include "kernels/cuda/vec8_io.cuh"
 
 extern "C" {
 #include "kernels/cuda/loss_mse.h"
@@ -45,6 +46,32 @@ __global__ void mse_kernel(const void *y, int yt, const float *t, size_t n, void
     if (threadIdx.x == 0) partials[blockIdx.x] = s;
 }
 
+/* The same loss and gradient, 8 elements per step with 16-byte accesses
+ * (y / dy of type T, the FP32 target as two float4): taken when n is a
+ * multiple of 8 and every pointer is aligned. Per element the arithmetic
+ * is mse_kernel's; only the order of the double partial sums differs. */
+template <typename T>
+__global__ void mse_vec_kernel(const T *y, const float *t, size_t n8, T *dy, float scale,
+                               double *partials)
+{
+    double acc = 0.0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n8;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float yv[8], tv[8], d[8];
+        tx_vec8<T>::load(y, i).to_float(yv);
+        tx_vec8<float>::load(t, i).to_float(tv);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            d[k] = yv[k] - tv[k];
+            acc += (double)d[k] * (double)d[k];
+            d[k] = scale * d[k];
+        }
+        if (dy) tx_vec8<T>::from_float(d).store(dy, i);
+    }
+    double s = block_sum(acc);
+    if (threadIdx.x == 0) partials[blockIdx.x] = s;
+}
+
 __global__ void finish_kernel(const double *partials, size_t nb, size_t n, double *out)
 {
     double acc = 0.0;
@@ -67,7 +94,16 @@ extern "C" teexec_status *tx_cuda_mse(const void *y, teexec_dtype yt, const floa
         return tx_status_new(TEEXEC_ERR_INVALID_ARGUMENT, NULL, NULL, "cuda mse: empty tensor");
     cudaStream_t s = (cudaStream_t)stream;
     size_t nb = blocks_for(n);
-    mse_kernel<<<(unsigned)nb, kThreads, 0, s>>>(y, (int)yt, target, n, dy, (int)dt, partials);
+    bool vec = n % 8 == 0 && (!dy || dt == yt) && tx_aligned16(y) && tx_aligned16(target) &&
+               tx_aligned16(dy);
+    if (vec) {
+        float scale = 2.0f / (float)n;
+        TX_VEC8_DISPATCH(yt, T,
+                         mse_vec_kernel<T><<<(unsigned)nb, kThreads, 0, s>>>(
+                             (const T *)y, target, n / 8, (T *)dy, scale, partials));
+    } else {
+        mse_kernel<<<(unsigned)nb, kThreads, 0, s>>>(y, (int)yt, target, n, dy, (int)dt, partials);
+    }
     TX_CUDA_LAUNCHED("mse");
     finish_kernel<<<1, kThreads, 0, s>>>(partials, nb, n, loss_out);
     TX_CUDA_LAUNCHED("mse finish");

@@ -15,8 +15,13 @@
  * 1 + gamma (zero_centered_gamma); `dresid` (optional, dx's dtype) is added
  * into dx - the BackwardAddNorm fusion (the grad of a fork's other branch).
  * dgamma = sum over rows of dy*xhat, dbeta = sum of dy: a deterministic
- * two-stage reduction (fixed row chunks, then the chunks summed in order;
- * no atomics), so repeated runs give identical bits.
+ * two-stage reduction (rows dealt to a fixed number of partial sums that
+ * depends only on rows and h, each summed in row order, then the partials
+ * summed in a fixed order; no atomics), so repeated runs give identical
+ * bits. Where h is a multiple of 8, the row tensors share a dtype and the
+ * pointers are 16-byte aligned, the kernels keep a row in registers and
+ * move it with 16-byte accesses, and the backward computes dx and the
+ * partials in one pass over x and dy.
  *
  * Pointers are device pointers owned by the caller; the workspace (FP32,
  * tx_cuda_norm_bwd_workspace_floats(rows, h) floats) too. Calls are

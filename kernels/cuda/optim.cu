@@ -28,7 +28,69 @@ __device__ __forceinline__ double ld_grad(const void *g, uint64_t i, int dt)
     return (double)tx_ld(g, (size_t)i, dt); /* every bf16/fp16/fp32 is exact in float */
 }
 
-__global__ void optim_kernel(step_consts k, const tx_cuda_optim_tensor *ts, size_t n_tensors)
+/* One element's update, the CPU's operation order (see optim.h). */
+__device__ __forceinline__ void update_one(const step_consts &k, double g, float *pm, float *pmo,
+                                           float *pv)
+{
+    double p = (double)*pm;
+    if (k.adamw) {
+        double m = (double)*pmo, v = (double)*pv;
+        p *= k.decay;
+        m = k.beta1 * m + k.one_minus_beta1 * g;
+        v = k.beta2 * v + k.one_minus_beta2 * g * g;
+        p -= k.step_size * m / (sqrt(v) / k.sq_bc2 + k.eps);
+        *pmo = (float)m;
+        *pv = (float)v;
+    } else {
+        double d = g + k.wd * p;
+        if (pmo) {
+            double m = k.first_step ? d : k.momentum * (double)*pmo + k.one_minus_dampening * d;
+            *pmo = (float)m;
+            d = k.nesterov ? d + k.momentum * m : m;
+        }
+        p -= k.lr * d;
+    }
+    *pm = (float)p;
+}
+
+/* Four gradients as doubles (every bf16/fp16/fp32 value is exact in float). */
+__device__ __forceinline__ void ld_grad4(const void *g, uint64_t i, int dt, double *o)
+{
+    if (dt == TEEXEC_DTYPE_FLOAT) {
+        float4 f = *(const float4 *)((const float *)g + i);
+        o[0] = f.x; o[1] = f.y; o[2] = f.z; o[3] = f.w;
+    } else {
+        uint2 u = *(const uint2 *)((const uint16_t *)g + i);
+        if (dt == TEEXEC_DTYPE_BFLOAT16) {
+            float2 a = __bfloat1622float2(*(const __nv_bfloat162 *)&u.x);
+            float2 b = __bfloat1622float2(*(const __nv_bfloat162 *)&u.y);
+            o[0] = a.x; o[1] = a.y; o[2] = b.x; o[3] = b.y;
+        } else {
+            float2 a = __half22float2(*(const __half2 *)&u.x);
+            float2 b = __half22float2(*(const __half2 *)&u.y);
+            o[0] = a.x; o[1] = a.y; o[2] = b.x; o[3] = b.y;
+        }
+    }
+}
+
+/* Four model-copy values rounded from the new masters, as tx_st does. */
+__device__ __forceinline__ void st_model4(void *mp, uint64_t i, int dt, const float *p)
+{
+    uint2 u;
+    if (dt == TEEXEC_DTYPE_BFLOAT16) {
+        *(__nv_bfloat162 *)&u.x = __floats2bfloat162_rn(p[0], p[1]);
+        *(__nv_bfloat162 *)&u.y = __floats2bfloat162_rn(p[2], p[3]);
+    } else {
+        *(__half2 *)&u.x = __floats2half2_rn(p[0], p[1]);
+        *(__half2 *)&u.y = __floats2half2_rn(p[2], p[3]);
+    }
+    *(uint2 *)((uint16_t *)mp + i) = u;
+}
+
+__device__ __forceinline__ bool aligned(const void *p, uintptr_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
+
+__global__ void __launch_bounds__(kThreads)
+optim_kernel(step_consts k, const tx_cuda_optim_tensor *ts, size_t n_tensors)
 {
     __shared__ size_t s_t;
     uint64_t blk = blockIdx.x;
@@ -48,29 +110,34 @@ __global__ void optim_kernel(step_consts k, const tx_cuda_optim_tensor *ts, size
     const tx_cuda_optim_tensor t = ts[s_t];
     uint64_t i0 = (blk - t.first_block) * TX_CUDA_OPTIM_CHUNK;
     uint64_t i1 = i0 + TX_CUDA_OPTIM_CHUNK < t.n ? i0 + TX_CUDA_OPTIM_CHUNK : t.n;
-    for (uint64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
-        double p = (double)t.master[i];
+    /* Four elements per thread with 16-byte accesses to master / m / v when
+     * every array of the tensor is aligned for them (i0 is a multiple of
+     * 4096, so alignment of the base decides); the arithmetic per element
+     * is update_one's either way, so both paths give the same bits. */
+    bool gw = t.grad_dtype == TEEXEC_DTYPE_FLOAT;
+    bool vec = aligned(t.master, 16) && aligned(t.grad, gw ? 16 : 8) &&
+               (!t.m || aligned(t.m, 16)) && (!t.v || aligned(t.v, 16)) &&
+               (!t.model || aligned(t.model, 8));
+    uint64_t iv = vec ? i0 + (i1 - i0) / 4 * 4 : i0;
+    for (uint64_t i = i0 + 4 * (uint64_t)threadIdx.x; i < iv; i += 4 * (uint64_t)blockDim.x) {
+        double g[4];
+        ld_grad4(t.grad, i, t.grad_dtype, g);
+        float4 pm = *(const float4 *)(t.master + i);
+        float4 mo = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vv = mo;
+        if (t.m) mo = *(const float4 *)(t.m + i);
+        if (k.adamw) vv = *(const float4 *)(t.v + i);
+        float *P = &pm.x, *M = &mo.x, *V = &vv.x;
+#pragma unroll
+        for (int e = 0; e < 4; e++) update_one(k, g[e], P + e, t.m ? M + e : NULL, V + e);
+        *(float4 *)(t.master + i) = pm;
+        if (t.m) *(float4 *)(t.m + i) = mo;
+        if (k.adamw) *(float4 *)(t.v + i) = vv;
+        if (t.model) st_model4(t.model, i, t.model_dtype, P);
+    }
+    for (uint64_t i = iv + threadIdx.x; i < i1; i += blockDim.x) {
         double g = ld_grad(t.grad, i, t.grad_dtype);
-        if (k.adamw) {
-            double m = (double)t.m[i], v = (double)t.v[i];
-            p *= k.decay;
-            m = k.beta1 * m + k.one_minus_beta1 * g;
-            v = k.beta2 * v + k.one_minus_beta2 * g * g;
-            p -= k.step_size * m / (sqrt(v) / k.sq_bc2 + k.eps);
-            t.m[i] = (float)m;
-            t.v[i] = (float)v;
-        } else {
-            double d = g + k.wd * p;
-            if (t.m) {
-                double m = k.first_step ? d : k.momentum * (double)t.m[i] + k.one_minus_dampening * d;
-                t.m[i] = (float)m;
-                d = k.nesterov ? d + k.momentum * m : m;
-            }
-            p -= k.lr * d;
-        }
-        float pf = (float)p;
-        t.master[i] = pf;
-        if (t.model) tx_st(t.model, (size_t)i, t.model_dtype, pf);
+        update_one(k, g, t.master + i, t.m ? t.m + i : NULL, t.v ? t.v + i : NULL);
+        if (t.model) tx_st(t.model, (size_t)i, t.model_dtype, t.master[i]);
     }
 }
 
