@@ -1,4 +1,5 @@
-/* gemm_emulate.c - dequantize, convert, GEMM (see gemm_emulate.h). */
+/* gemm_emulate.c - dequantize into GEMM operands, then one TN GEMM (see
+ * gemm_emulate.h). */
 #include "kernels/cuda/gemm_emulate.h"
 
 #include "base/checked.h"
@@ -13,10 +14,9 @@
 
 /* Scratch layout, each part 256-byte aligned:
  *   [0, 256)   device floats: NVFP4 alpha, the unit amax (2688)
- *   staging    FP32 rows*cols of the larger operand (BF16 operands only)
- *   op_a, op_b the converted operands */
+ *   op_a, op_b the operands, dequantized straight into the operand dtype */
 typedef struct emu_layout {
-    size_t staging, op_a, op_b, total;
+    size_t op_a, op_b, total;
 } emu_layout;
 
 static int round_up(size_t x, size_t *out)
@@ -30,13 +30,10 @@ static int round_up(size_t x, size_t *out)
 static int layout_of(const tx_cuda_dequant_args *qa, const tx_cuda_dequant_args *qb, size_t esz,
                      emu_layout *l)
 {
-    size_t na, nb, ba, bb, stage = 0, pos = ALIGN;
+    size_t na, nb, ba, bb, pos = ALIGN;
     if (!tx_mul_size(qa->rows, qa->cols, &na) || !tx_mul_size(qb->rows, qb->cols, &nb)) return 0;
-    if (esz == 2 && !tx_mul_size(na > nb ? na : nb, 4, &stage)) return 0;
     if (!tx_mul_size(na, esz, &ba) || !tx_mul_size(nb, esz, &bb)) return 0;
-    if (!round_up(stage, &stage) || !round_up(ba, &ba) || !round_up(bb, &bb)) return 0;
-    l->staging = pos;
-    if (!tx_add_size(pos, stage, &pos)) return 0;
+    if (!round_up(ba, &ba) || !round_up(bb, &bb)) return 0;
     l->op_a = pos;
     if (!tx_add_size(pos, ba, &pos)) return 0;
     l->op_b = pos;
@@ -59,17 +56,20 @@ size_t tx_gemm_emu_scratch_bytes(const tx_cuda_dequant_args *qa, const tx_cuda_d
     return l.total;
 }
 
-/* Dequantizes one operand into dst (FP32 directly, or through the staging
- * buffer into BF16). unit_amax replaces an NVFP4 operand's global amax. */
-static teexec_status *prepare(const tx_cuda_dequant_args *q, const float *unit_amax, float *staging,
-                              void *dst, size_t esz, void *stream)
+/* Dequantizes one operand into dst, K-contiguous: the source matrix as is
+ * when its cols are the GEMM's reduction dim, else its transpose. The
+ * quantized usage's blocks run along the reduction dim, so that is the
+ * orientation the stored data mostly has already (NVFP4 / FP8 columnwise
+ * copies are stored transposed) and one pass writes it; the bf16 GEMM is
+ * as fast TN as NN / NT on the H200 (bench/results/
+ * gpu_emulation_2026-11-30.md). unit_amax replaces an NVFP4 operand's
+ * global amax. */
+static teexec_status *prepare(const tx_cuda_dequant_args *q, int transposed, const float *unit_amax,
+                              void *dst, teexec_dtype type, void *stream)
 {
     tx_cuda_dequant_args a = *q;
     if (a.kind == TX_CUDA_Q_NVFP4) a.amax = unit_amax;
-    a.out = esz == 4 ? (float *)dst : staging;
-    TX_TRY(tx_cuda_dequantize(&a, stream));
-    if (esz == 2) TX_TRY(tx_cuda_f32_to_bf16(staging, (uint16_t *)dst, a.rows * a.cols, stream));
-    return NULL;
+    return tx_cuda_dequantize_to(&a, transposed, type, dst, stream);
 }
 
 teexec_status *tx_gemm_emulate(tx_gemm_lt *h, const tx_gemm_desc *g, const tx_cuda_dequant_args *qa,
@@ -122,14 +122,19 @@ teexec_status *tx_gemm_emulate(tx_gemm_lt *h, const tx_gemm_desc *g, const tx_cu
                                         consts, consts + 1, stream));
         d.alpha_dev = consts;
     }
-    float *staging = (float *)(base + l.staging);
     void *op_a = base + l.op_a, *op_b = base + l.op_b;
-    TX_TRY(tx_status_prefix(prepare(qa, consts + 1, staging, op_a, esz, stream), "%s: operand A", what));
-    TX_TRY(tx_status_prefix(prepare(qb, consts + 1, staging, op_b, esz, stream), "%s: operand B", what));
+    const teexec_dtype type = esz == 4 ? TEEXEC_DTYPE_FLOAT : TEEXEC_DTYPE_BFLOAT16;
+    /* A with transa has k = cols (already K-contiguous); B without transb
+     * likewise: the others are written transposed, and the GEMM is TN. */
+    TX_TRY(tx_status_prefix(prepare(qa, !g->transa, consts + 1, op_a, type, stream),
+                            "%s: operand A", what));
+    TX_TRY(tx_status_prefix(prepare(qb, g->transb, consts + 1, op_b, type, stream),
+                            "%s: operand B", what));
 
-    d.a_type = d.b_type = esz == 4 ? TEEXEC_DTYPE_FLOAT : TEEXEC_DTYPE_BFLOAT16;
-    d.lda = (int64_t)qa->cols;
-    d.ldb = (int64_t)qb->cols;
+    d.a_type = d.b_type = type;
+    d.transa = 1;
+    d.transb = 0;
+    d.lda = d.ldb = g->k;
     d.a_scale_mode = d.b_scale_mode = TX_GEMM_SCALE_NONE;
     d.a_scale_inv = d.b_scale_inv = NULL;
     d.d_scale = NULL;

@@ -5,8 +5,9 @@
  *
  * Each operand is one usage of a quantized tensor, described as for
  * kernels/cuda/dequant.h (its `out` is ignored). The helper dequantizes
- * both into scratch with tx_cuda_dequantize, converts them to the operand
- * dtype, and runs one tx_gemm_lt GEMM with FP32 accumulation:
+ * both into scratch with tx_cuda_dequantize_to, straight into the operand
+ * dtype and K-contiguous (transposing where the source's cols are not the
+ * reduction dim), and runs one TN tx_gemm_lt GEMM with FP32 accumulation:
  *  - BFLOAT16 operands (the default) are exact for NVFP4 (the operands
  *    are q * S_dec_b; the two global S_dec factors go into a device alpha,
  *    as the native NVFP4 GEMM does), for MXFP8 except blocks with an E8M0
@@ -25,7 +26,8 @@
  *
  * `g` supplies everything else (m, n, k, transa, transb, c/d dtypes,
  * ldc/ldd, alpha, beta, epilogue, bias, aux); its A/B dtype, lda/ldb, scale
- * fields and alpha_dev are set by the helper. With NVFP4 operands beta
+ * fields and alpha_dev are set by the helper, and the GEMM that runs is TN
+ * whatever transa / transb say (they only say how the sources map). With NVFP4 operands beta
  * must be 0 or 1 (device alpha).
  *
  * Ownership: all pointers are the caller's device memory. The scratch
