@@ -28,7 +28,8 @@ static void load_once(void)
              RESOLVE(MatmulDescSetAttribute) && RESOLVE(MatrixLayoutCreate) &&
              RESOLVE(MatrixLayoutDestroy) && RESOLVE(MatmulPreferenceCreate) &&
              RESOLVE(MatmulPreferenceDestroy) && RESOLVE(MatmulPreferenceSetAttribute) &&
-             RESOLVE(MatmulAlgoGetHeuristic) && RESOLVE(Matmul);
+             RESOLVE(MatmulAlgoGetHeuristic) && RESOLVE(Matmul) &&
+             RESOLVE(MatmulAlgoConfigGetAttribute);
 }
 
 teexec_status *tx_cublaslt_load(const tx_cublaslt_api **out)

@@ -54,6 +54,10 @@ typedef struct tx_cublaslt_api {
                              const void *, const void *, cublasLtMatrixLayout_t, void *,
                              cublasLtMatrixLayout_t, const cublasLtMatmulAlgo_t *, void *, size_t,
                              cudaStream_t);
+    /* reads an algorithm's id, tile, split-K count, ... (gemm_lt's choice reports) */
+    cublasStatus_t (*MatmulAlgoConfigGetAttribute)(const cublasLtMatmulAlgo_t *,
+                                                   cublasLtMatmulAlgoConfigAttributes_t, void *,
+                                                   size_t, size_t *);
 } tx_cublaslt_api;
 
 /* Loads cuBLASLt once; *out is the table (NULL on failure, with a

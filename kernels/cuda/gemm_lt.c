@@ -2,35 +2,31 @@
  * gemm_lt.h). */
 #include "kernels/cuda/gemm_lt.h"
 
+#include "base/log.h"
 #include "base/status.h"
 
 #include "kernels/cuda/cublaslt_dl.h"
+#include "kernels/cuda/gemm_select.h"
 #include <cuda_runtime_api.h>
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-/* Everything the chosen algorithm may depend on. Filled after a memset so
- * that it can be hashed and compared as bytes. */
-typedef struct gemm_key {
-    int64_t m, n, k, lda, ldb, ldc, ldd, aux_ld;
-    int32_t transa, transb;
-    int32_t a_type, b_type, c_type, d_type, bias_type;
-    int32_t epilogue, a_scale_mode, b_scale_mode;
-    int32_t fast_accum, tf32, device_alpha, beta_nonzero;
-    int32_t has_d_scale, has_amax_d;
-    int32_t align_a, align_b, align_c, align_d, align_bias, align_aux;
-} gemm_key;
-
+/* One cached key: its descriptors and the chosen algorithm. Entries live
+ * in creation order in a growing array; the key -> index table is
+ * gemm_select.h's. */
 typedef struct gemm_entry {
-    bool used;
-    uint64_t hash;
-    gemm_key key;
+    tx_gemm_key key;
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc, ld;
     cublasLtMatmulAlgo_t algo;
+    bool tune_pending;  /* tuning wanted, not yet possible */
+    bool tuned;
+    int candidates, chosen;
+    double first_ms, chosen_ms;
 } gemm_entry;
 
 struct tx_gemm_lt {
@@ -39,8 +35,11 @@ struct tx_gemm_lt {
     size_t version;
     size_t ws_bytes;
     float *dconst; /* device {0, 1}: beta in device pointer mode */
-    gemm_entry *tab;
-    size_t cap, count;
+    tx_gemm_cache *cache;
+    gemm_entry *ent;
+    size_t n_ent, cap_ent;
+    tx_gemm_tune_config tune;
+    cudaEvent_t ev[2]; /* made by the first tuning */
     tx_gemm_lt_stats stats;
 };
 
@@ -118,26 +117,15 @@ static bool low_precision(const tx_gemm_desc *d)
     return is_fp8(d->a_type) || d->a_type == TEEXEC_DTYPE_FLOAT4E2M1;
 }
 
-static teexec_dtype c_type_of(const tx_gemm_desc *d)
-{
-    if (d->c_type) return d->c_type;
-    return is_fp8(d->d_type) ? TEEXEC_DTYPE_BFLOAT16 : d->d_type;
-}
-
-static teexec_dtype bias_type_of(const tx_gemm_desc *d)
-{
-    if (d->bias_type) return d->bias_type;
-    if (low_precision(d) && !is_16(d->d_type)) return TEEXEC_DTYPE_BFLOAT16;
-    return d->d_type;
-}
-
-/* Stored rows of each matrix (its leading dimension when packed). */
-static int64_t rows_a(const tx_gemm_desc *d) { return d->transa ? d->k : d->m; }
-static int64_t cols_a(const tx_gemm_desc *d) { return d->transa ? d->m : d->k; }
-static int64_t rows_b(const tx_gemm_desc *d) { return d->transb ? d->n : d->k; }
-static int64_t cols_b(const tx_gemm_desc *d) { return d->transb ? d->k : d->n; }
-static int64_t ld_or(int64_t ld, int64_t rows) { return ld ? ld : rows; }
-static int64_t aux_ld_of(const tx_gemm_desc *d) { return d->aux_ld ? d->aux_ld : (d->m + 7) / 8 * 8; }
+/* The description helpers shared with the key (gemm_select.h). */
+static teexec_dtype c_type_of(const tx_gemm_desc *d) { return tx_gemm_c_type(d); }
+static teexec_dtype bias_type_of(const tx_gemm_desc *d) { return tx_gemm_bias_type(d); }
+static int64_t rows_a(const tx_gemm_desc *d) { return tx_gemm_rows_a(d); }
+static int64_t cols_a(const tx_gemm_desc *d) { return tx_gemm_cols_a(d); }
+static int64_t rows_b(const tx_gemm_desc *d) { return tx_gemm_rows_b(d); }
+static int64_t cols_b(const tx_gemm_desc *d) { return tx_gemm_cols_b(d); }
+static int64_t ld_or(int64_t ld, int64_t rows) { return tx_gemm_ld_or(ld, rows); }
+static int64_t aux_ld_of(const tx_gemm_desc *d) { return tx_gemm_aux_ld(d); }
 
 static const char *epi_name(tx_gemm_epilogue e)
 {
@@ -344,12 +332,9 @@ teexec_status *tx_gemm_lt_create(size_t workspace_bytes, tx_gemm_lt **out)
         st = cuda_error(e, "allocating the device constants");
         goto fail;
     }
-    h->cap = 64;
-    h->tab = calloc(h->cap, sizeof *h->tab);
-    if (!h->tab) {
-        st = tx_oom();
-        goto fail;
-    }
+    h->tune = tx_gemm_tune_off();
+    st = tx_gemm_cache_create(&h->cache);
+    if (st) goto fail;
     *out = h;
     return NULL;
 fail:
@@ -370,9 +355,11 @@ static void entry_release(gemm_entry *en)
 void tx_gemm_lt_destroy(tx_gemm_lt *h)
 {
     if (!h) return;
-    for (size_t i = 0; h->tab && i < h->cap; i++)
-        if (h->tab[i].used) entry_release(&h->tab[i]);
-    free(h->tab);
+    for (size_t i = 0; i < h->n_ent; i++) entry_release(&h->ent[i]);
+    free(h->ent);
+    tx_gemm_cache_destroy(h->cache);
+    for (int i = 0; i < 2; i++)
+        if (h->ev[i]) cudaEventDestroy(h->ev[i]);
     if (h->dconst) cudaFree(h->dconst);
     if (h->lt) LT(Destroy)(h->lt);
     free(h);
@@ -384,100 +371,13 @@ size_t tx_gemm_lt_cublas_version(const tx_gemm_lt *h) { return h ? h->version : 
 
 tx_gemm_lt_stats tx_gemm_lt_get_stats(const tx_gemm_lt *h)
 {
-    tx_gemm_lt_stats s = {0, 0, 0};
+    tx_gemm_lt_stats s;
+    memset(&s, 0, sizeof s);
     if (h) {
         s = h->stats;
-        s.cache_entries = h->count;
+        s.cache_entries = h->n_ent;
     }
     return s;
-}
-
-/* ---- cache ------------------------------------------------------------ */
-
-static int32_t align_of(const void *p)
-{
-    if (!p) return 256;
-    uintptr_t a = (uintptr_t)p;
-    int32_t al = 256;
-    while (al > 1 && a % (uintptr_t)al) al /= 2;
-    return al;
-}
-
-static uint64_t key_hash(const gemm_key *k)
-{
-    const unsigned char *p = (const unsigned char *)k;
-    uint64_t hsh = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < sizeof *k; i++) {
-        hsh ^= p[i];
-        hsh *= 0x100000001b3ull;
-    }
-    return hsh;
-}
-
-static void make_key(const tx_gemm_desc *d, const void *A, const void *B, const void *C, void *D,
-                     gemm_key *k)
-{
-    memset(k, 0, sizeof *k);
-    k->m = d->m;
-    k->n = d->n;
-    k->k = d->k;
-    k->lda = ld_or(d->lda, rows_a(d));
-    k->ldb = ld_or(d->ldb, rows_b(d));
-    k->ldc = ld_or(d->ldc, d->m);
-    k->ldd = ld_or(d->ldd, d->m);
-    k->transa = d->transa != 0;
-    k->transb = d->transb != 0;
-    k->a_type = d->a_type;
-    k->b_type = d->b_type;
-    k->c_type = c_type_of(d);
-    k->d_type = d->d_type;
-    k->epilogue = d->epilogue;
-    if (d->epilogue != TX_GEMM_EPI_NONE) k->bias_type = bias_type_of(d);
-    if (d->epilogue == TX_GEMM_EPI_GELU_AUX_BIAS || d->epilogue == TX_GEMM_EPI_DGELU_BGRAD)
-        k->aux_ld = aux_ld_of(d);
-    k->a_scale_mode = d->a_scale_mode;
-    k->b_scale_mode = d->b_scale_mode;
-    k->fast_accum = d->fast_accum != 0;
-    k->tf32 = d->allow_tf32 != 0;
-    k->device_alpha = d->alpha_dev != NULL;
-    k->beta_nonzero = d->beta != 0.0f;
-    k->has_d_scale = d->d_scale != NULL;
-    k->has_amax_d = d->amax_d != NULL;
-    k->align_a = align_of(A);
-    k->align_b = align_of(B);
-    k->align_c = align_of(C);
-    k->align_d = align_of(D);
-    k->align_bias = d->epilogue != TX_GEMM_EPI_NONE ? align_of(d->bias) : 0;
-    k->align_aux = k->aux_ld ? align_of(d->aux) : 0;
-}
-
-static gemm_entry *cache_find(tx_gemm_lt *h, const gemm_key *k, uint64_t hsh)
-{
-    for (size_t i = hsh & (h->cap - 1);; i = (i + 1) & (h->cap - 1)) {
-        gemm_entry *en = &h->tab[i];
-        if (!en->used) return en; /* the free slot where it would go */
-        if (en->hash == hsh && !memcmp(&en->key, k, sizeof *k)) return en;
-    }
-}
-
-/* Keeps the load under one half, so cache_find always meets a free slot. */
-static teexec_status *cache_reserve(tx_gemm_lt *h)
-{
-    if ((h->count + 1) * 2 <= h->cap) return NULL;
-    size_t ncap = h->cap * 2;
-    gemm_entry *nt = calloc(ncap, sizeof *nt);
-    if (!nt) return tx_oom();
-    gemm_entry *old = h->tab;
-    size_t ocap = h->cap;
-    h->tab = nt;
-    h->cap = ncap;
-    for (size_t i = 0; i < ocap; i++) {
-        if (!old[i].used) continue;
-        gemm_entry *slot = cache_find(h, &old[i].key, old[i].hash);
-        *slot = old[i];
-    }
-    free(old);
-    return NULL;
 }
 
 /* ---- descriptors ------------------------------------------------------ */
@@ -540,7 +440,7 @@ static teexec_status *set_pointers(gemm_entry *en, const tx_gemm_desc *d)
 
 static teexec_status *build_descs(gemm_entry *en, const tx_gemm_desc *d)
 {
-    const gemm_key *k = &en->key;
+    const tx_gemm_key *k = &en->key;
     int32_t compute = CUBLAS_COMPUTE_32F;
     if (d->a_type == TEEXEC_DTYPE_FLOAT && d->allow_tf32) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
     LT_TRY(LT(MatmulDescCreate)(&en->op, (cublasComputeType_t)compute, CUDA_R_32F));
@@ -583,8 +483,14 @@ static teexec_status *build_descs(gemm_entry *en, const tx_gemm_desc *d)
     return NULL;
 }
 
-static teexec_status *query_algo(tx_gemm_lt *h, gemm_entry *en, const tx_gemm_desc *d)
+/* ---- algorithm choice ----------------------------------------------------- */
+
+/* cuBLASLt's first `want` answers for the entry's descriptors (*found of
+ * them, in its order); UNSUPPORTED when it has none. */
+static teexec_status *query_algos(tx_gemm_lt *h, gemm_entry *en, const tx_gemm_desc *d, int want,
+                                  cublasLtMatmulHeuristicResult_t *res, int *found)
 {
+    *found = 0;
     cublasLtMatmulPreference_t pref = NULL;
     LT_TRY(LT(MatmulPreferenceCreate)(&pref));
     teexec_status *st = NULL;
@@ -602,14 +508,12 @@ static teexec_status *query_algo(tx_gemm_lt *h, gemm_entry *en, const tx_gemm_de
         LT(MatmulPreferenceDestroy)(pref);
         return lt_error(s, "cublasLtMatmulPreferenceSetAttribute");
     }
-    cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
-    memset(&res, 0, sizeof res);
+    memset(res, 0, (size_t)want * sizeof *res);
     h->stats.heuristic_queries++;
-    s = LT(MatmulAlgoGetHeuristic)(h->lt, en->op, en->la, en->lb, en->lc, en->ld, pref, 1, &res,
-                                       &found);
+    s = LT(MatmulAlgoGetHeuristic)(h->lt, en->op, en->la, en->lb, en->lc, en->ld, pref, want, res,
+                                       found);
     LT(MatmulPreferenceDestroy)(pref);
-    if (s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && found == 0)) {
+    if (s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && *found == 0)) {
         st = UNSUP("cuBLASLt (version %zu) has no algorithm on sm_%d for %s x %s -> %s, "
                    "m=%lld n=%lld k=%lld %s%s, epilogue %s, scale modes %d/%d (%s)",
                    h->version, h->sm, dtype_name(d->a_type), dtype_name(d->b_type),
@@ -618,10 +522,200 @@ static teexec_status *query_algo(tx_gemm_lt *h, gemm_entry *en, const tx_gemm_de
                    (int)d->a_scale_mode, (int)d->b_scale_mode, LT(GetStatusName)(s));
     } else if (s != CUBLAS_STATUS_SUCCESS) {
         st = lt_error(s, "cublasLtMatmulAlgoGetHeuristic");
-    } else {
-        en->algo = res.algo;
     }
+    if (st) *found = 0;
     return st;
+}
+
+static cublasStatus_t launch(tx_gemm_lt *h, const gemm_entry *en, const cublasLtMatmulAlgo_t *algo,
+                             const tx_gemm_desc *d, const void *A, const void *B, const void *C,
+                             void *D, void *workspace, void *stream)
+{
+    const void *alpha = &d->alpha, *beta = &d->beta;
+    if (d->alpha_dev) {
+        alpha = d->alpha_dev;
+        beta = d->beta != 0.0f ? h->dconst + 1 : h->dconst;
+    }
+    return LT(Matmul)(h->lt, en->op, alpha, A, en->la, B, en->lb, beta, C, en->lc, D, en->ld, algo,
+                      workspace, h->ws_bytes, (cudaStream_t)stream);
+}
+
+static double wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+#define CUDA_TRY(call, what)                                      \
+    do {                                                          \
+        cudaError_t cu_e_ = (call);                               \
+        if (cu_e_ != cudaSuccess) return cuda_error(cu_e_, what); \
+    } while (0)
+
+/* GPU time of one launch of `algo` and of `reps` launches after it (*ms:
+ * per launch; -1 when cuBLASLt refused the algorithm). */
+static teexec_status *time_algo(tx_gemm_lt *h, const gemm_entry *en, const cublasLtMatmulAlgo_t *algo,
+                                const tx_gemm_desc *d, const void *A, const void *B, const void *C,
+                                void *D, void *workspace, void *stream, double *ms)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    *ms = -1.0;
+    float t = 0.0f;
+    CUDA_TRY(cudaEventRecord(h->ev[0], s), "timing a GEMM candidate");
+    h->stats.timed_runs++;
+    if (launch(h, en, algo, d, A, B, C, D, workspace, stream) != CUBLAS_STATUS_SUCCESS) return NULL;
+    CUDA_TRY(cudaEventRecord(h->ev[1], s), "timing a GEMM candidate");
+    CUDA_TRY(cudaEventSynchronize(h->ev[1]), "timing a GEMM candidate");
+    CUDA_TRY(cudaEventElapsedTime(&t, h->ev[0], h->ev[1]), "timing a GEMM candidate");
+    const int reps = tx_gemm_tune_reps(&h->tune, (double)t);
+    CUDA_TRY(cudaEventRecord(h->ev[0], s), "timing a GEMM candidate");
+    for (int r = 0; r < reps; r++) {
+        h->stats.timed_runs++;
+        if (launch(h, en, algo, d, A, B, C, D, workspace, stream) != CUBLAS_STATUS_SUCCESS) {
+            CUDA_TRY(cudaStreamSynchronize(s), "timing a GEMM candidate");
+            return NULL;
+        }
+    }
+    CUDA_TRY(cudaEventRecord(h->ev[1], s), "timing a GEMM candidate");
+    CUDA_TRY(cudaEventSynchronize(h->ev[1]), "timing a GEMM candidate");
+    CUDA_TRY(cudaEventElapsedTime(&t, h->ev[0], h->ev[1]), "timing a GEMM candidate");
+    *ms = (double)t / reps;
+    return NULL;
+}
+
+/* Times the heuristic's first answers with the call's buffers and keeps
+ * the fastest (gemm_select.h's rule). Only called outside capture, for a
+ * GEMM that may be repeated. */
+static teexec_status *tune_entry(tx_gemm_lt *h, gemm_entry *en, const tx_gemm_desc *d, const void *A,
+                                 const void *B, const void *C, void *D, void *workspace, void *stream)
+{
+    cublasLtMatmulHeuristicResult_t res[TX_GEMM_TUNE_MAX_CANDIDATES];
+    double ms[TX_GEMM_TUNE_MAX_CANDIDATES];
+    const int want = tx_gemm_tune_candidates(&h->tune, d->m, d->n, d->k);
+    int found = 0;
+    TX_TRY(query_algos(h, en, d, want, res, &found));
+    for (int i = 0; i < 2; i++)
+        if (!h->ev[i]) CUDA_TRY(cudaEventCreate(&h->ev[i]), "creating the tuning events");
+    const double t0 = wall_ms();
+    /* the work queued before this call must not count as the first candidate's */
+    CUDA_TRY(cudaStreamSynchronize((cudaStream_t)stream), "tuning a GEMM");
+    for (int i = 0; i < found; i++) {
+        ms[i] = -1.0;
+        if (res[i].state != CUBLAS_STATUS_SUCCESS || res[i].workspaceSize > h->ws_bytes) continue;
+        TX_TRY(time_algo(h, en, &res[i].algo, d, A, B, C, D, workspace, stream, &ms[i]));
+    }
+    en->tune_pending = false;
+    const int pick = tx_gemm_tune_pick(ms, (size_t)found);
+    h->stats.tune_ms += wall_ms() - t0;
+    if (pick < 0) return NULL; /* none ran: keep the first answer; the real call reports why */
+    en->algo = res[pick].algo;
+    en->tuned = true;
+    en->candidates = found;
+    en->chosen = pick;
+    en->first_ms = ms[0];
+    en->chosen_ms = ms[pick];
+    h->stats.tuned++;
+    if (tx_log_enabled(TEEXEC_LOG_DEBUG))
+        tx_log(TEEXEC_LOG_DEBUG,
+               "tx_gemm_lt: tuned %s x %s -> %s m=%lld n=%lld k=%lld %s%s epilogue %s: answer %d of "
+               "%d, %.4f ms (first answer %.4f ms)",
+               dtype_name(d->a_type), dtype_name(d->b_type), dtype_name(d->d_type),
+               (long long)d->m, (long long)d->n, (long long)d->k, d->transa ? "T" : "N",
+               d->transb ? "T" : "N", epi_name(d->epilogue), pick, found, ms[pick], ms[0]);
+    return NULL;
+}
+
+/* Tunes a pending entry now if this call allows it: not during capture
+ * (no timing there; the key stays pending), and only for a GEMM whose
+ * repetition leaves its outputs as one run does (the same node calls with
+ * the same buffers each time, so a refusal is final). */
+static teexec_status *maybe_tune(tx_gemm_lt *h, gemm_entry *en, const tx_gemm_desc *d, const void *A,
+                                 const void *B, const void *C, void *D, void *workspace, void *stream)
+{
+    if (!tx_gemm_tune_enabled(&h->tune)) {
+        en->tune_pending = false;
+        return NULL;
+    }
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing((cudaStream_t)stream, &cs) != cudaSuccess ||
+        cs != cudaStreamCaptureStatusNone) {
+        h->stats.tune_deferred++;
+        return NULL;
+    }
+    const char *why = NULL;
+    if (!tx_gemm_tune_repeatable(d, A, B, C, D, &why)) {
+        en->tune_pending = false;
+        h->stats.tune_deferred++;
+        if (tx_log_enabled(TEEXEC_LOG_DEBUG))
+            tx_log(TEEXEC_LOG_DEBUG, "tx_gemm_lt: m=%lld n=%lld k=%lld not tuned: %s",
+                   (long long)d->m, (long long)d->n, (long long)d->k, why);
+        return NULL;
+    }
+    return tune_entry(h, en, d, A, B, C, D, workspace, stream);
+}
+
+/* ---- public ------------------------------------------------------------------- */
+
+void tx_gemm_lt_set_tune(tx_gemm_lt *h, const tx_gemm_tune_config *cfg)
+{
+    if (!h) return;
+    h->tune = cfg ? *cfg : tx_gemm_tune_off();
+}
+
+int tx_gemm_lt_tuning(const tx_gemm_lt *h)
+{
+    return h && tx_gemm_tune_enabled(&h->tune);
+}
+
+static int32_t algo_attr(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr)
+{
+    int32_t v = -1; /* every attribute read here is a 32-bit integer */
+    size_t written = 0;
+    if (LT(MatmulAlgoConfigGetAttribute)(a, attr, &v, sizeof v, &written) != CUBLAS_STATUS_SUCCESS ||
+        written != sizeof v)
+        return -1;
+    return v;
+}
+
+teexec_status *tx_gemm_lt_choice_at(const tx_gemm_lt *h, size_t i, tx_gemm_lt_choice *out)
+{
+    if (!h || !out) return BAD("NULL handle or out");
+    memset(out, 0, sizeof *out);
+    if (i >= h->n_ent) return BAD("choice %zu of %zu cached GEMMs", i, h->n_ent);
+    const gemm_entry *en = &h->ent[i];
+    const tx_gemm_key *k = &en->key;
+    out->m = k->m;
+    out->n = k->n;
+    out->k = k->k;
+    out->transa = k->transa;
+    out->transb = k->transb;
+    out->a_type = (teexec_dtype)k->a_type;
+    out->d_type = (teexec_dtype)k->d_type;
+    out->epilogue = (tx_gemm_epilogue)k->epilogue;
+    out->tuned = en->tuned;
+    out->candidates = en->candidates;
+    out->chosen = en->chosen;
+    out->first_ms = en->first_ms;
+    out->chosen_ms = en->chosen_ms;
+    out->algo_id = algo_attr(&en->algo, CUBLASLT_ALGO_CONFIG_ID);
+    out->tile_id = algo_attr(&en->algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
+    out->splitk = algo_attr(&en->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+    out->reduction_scheme = algo_attr(&en->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME);
+    return NULL;
+}
+
+/* Room for one more entry (the table stores indices, so moving is fine). */
+static teexec_status *reserve_entry(tx_gemm_lt *h)
+{
+    if (h->n_ent < h->cap_ent) return NULL;
+    const size_t ncap = h->cap_ent ? h->cap_ent * 2 : 16;
+    if (ncap > UINT32_MAX || ncap > SIZE_MAX / sizeof(gemm_entry)) return tx_oom();
+    gemm_entry *ne = realloc(h->ent, ncap * sizeof *ne);
+    if (!ne) return tx_oom();
+    h->ent = ne;
+    h->cap_ent = ncap;
+    return NULL;
 }
 
 teexec_status *tx_gemm_lt_run(tx_gemm_lt *h, const tx_gemm_desc *d, const void *A, const void *B,
@@ -639,37 +733,35 @@ teexec_status *tx_gemm_lt_run(tx_gemm_lt *h, const tx_gemm_desc *d, const void *
      * passes it (an aliased C of another type is INVALID_VALUE). */
     if (!C && c_type_of(d) == d->d_type) C = D;
 
-    gemm_key key;
-    make_key(d, A, B, C, D, &key);
-    const uint64_t hsh = key_hash(&key);
-    gemm_entry *en = cache_find(h, &key, hsh);
-    if (!en->used) {
-        TX_TRY(cache_reserve(h));
-        en = cache_find(h, &key, hsh);
+    tx_gemm_key key;
+    tx_gemm_key_make(d, A, B, C, D, &key);
+    const int64_t idx = tx_gemm_cache_find(h->cache, &key);
+    gemm_entry *en;
+    if (idx < 0) {
+        TX_TRY(reserve_entry(h));
         gemm_entry fresh;
         memset(&fresh, 0, sizeof fresh);
         fresh.key = key;
-        fresh.hash = hsh;
+        cublasLtMatmulHeuristicResult_t res;
+        int found = 0;
         teexec_status *st = build_descs(&fresh, d);
-        if (!st) st = query_algo(h, &fresh, d);
+        if (!st) st = query_algos(h, &fresh, d, 1, &res, &found);
+        if (!st) st = tx_gemm_cache_insert(h->cache, &key, (uint32_t)h->n_ent);
         if (st) {
             entry_release(&fresh);
             return st;
         }
-        fresh.used = true;
-        *en = fresh;
-        h->count++;
+        fresh.algo = res.algo;
+        fresh.tune_pending = tx_gemm_tune_enabled(&h->tune);
+        h->ent[h->n_ent] = fresh;
+        en = &h->ent[h->n_ent++];
     } else {
+        en = &h->ent[idx];
         TX_TRY(set_pointers(en, d));
     }
+    if (en->tune_pending) TX_TRY(maybe_tune(h, en, d, A, B, C, D, workspace, stream));
 
-    const void *alpha = &d->alpha, *beta = &d->beta;
-    if (d->alpha_dev) {
-        alpha = d->alpha_dev;
-        beta = d->beta != 0.0f ? h->dconst + 1 : h->dconst;
-    }
-    cublasStatus_t s = LT(Matmul)(h->lt, en->op, alpha, A, en->la, B, en->lb, beta, C, en->lc, D,
-                                      en->ld, &en->algo, workspace, h->ws_bytes, (cudaStream_t)stream);
+    cublasStatus_t s = launch(h, en, &en->algo, d, A, B, C, D, workspace, stream);
     if (s != CUBLAS_STATUS_SUCCESS) {
         return tx_error(TEEXEC_ERR_DEVICE,
                         "tx_gemm_lt: cublasLtMatmul failed: %s (%s) for %s x %s -> %s, m=%lld n=%lld "

@@ -45,11 +45,28 @@
  * D over its n columns, length m); BGRADB (bias receives the sum of op(B)
  * over k, length n). aux_ld must be a multiple of 8 and >= m.
  *
- * Heuristic cache: the handle remembers the algorithm cuBLASLt chose for
- * each (shape, leading dims, dtypes, layout, epilogue, scale modes, flags,
- * pointer alignment) key, with its descriptors. The first call per key
- * queries the heuristic (host only); later calls only set the pointer
- * attributes and launch: no cudaMalloc and no host synchronization.
+ * Heuristic cache: the handle remembers the algorithm chosen for each
+ * (shape, leading dims, dtypes, layout, epilogue, scale modes, flags,
+ * pointer alignment) key, with its descriptors (key and table:
+ * gemm_select.h). The first call per key queries the heuristic (host
+ * only); later calls only set the pointer attributes and launch: no
+ * cudaMalloc and no host synchronization.
+ *
+ * Autotuning (off in a new handle; tx_gemm_lt_set_tune): the first call per
+ * key that runs outside CUDA-graph capture asks the heuristic for its first
+ * `candidates` answers, runs each once and then several times between two
+ * CUDA events on the call's stream, with the call's own buffers, and keeps
+ * the fastest (the first answer unless another beats it by more than 1%).
+ * That call synchronizes the stream (tuning only ever happens once per
+ * key). A call made during stream capture takes the first answer and
+ * leaves the key to be tuned by the next uncaptured call; so does a call
+ * whose repetition would not leave its outputs as one run does (an output
+ * overlapping an input, e.g. C == D with beta != 0). The GPU executor
+ * turns tuning on unless TEEXEC_GEMM_AUTOTUNE=0 or the session is
+ * deterministic (gemm_select.h): cuBLASLt's reduction schemes are all
+ * ordered, so each algorithm is reproducible, but a timing race can pick
+ * different algorithms in different runs, and algorithms round
+ * differently.
  *
  * Ownership: the handle owns its cuBLASLt handle, descriptors and a 8-byte
  * device constant block allocated at creation. All matrix, scale, bias and
@@ -123,7 +140,34 @@ typedef struct tx_gemm_lt_stats {
     uint64_t runs;               /* successful tx_gemm_lt_run calls */
     uint64_t heuristic_queries;  /* cublasLtMatmulAlgoGetHeuristic calls */
     uint64_t cache_entries;
+    uint64_t tuned;              /* entries whose algorithm was chosen by timing */
+    uint64_t tune_deferred;      /* tuning postponed (capture, overlapping buffers) */
+    uint64_t timed_runs;         /* GEMMs launched only to time a candidate */
+    double tune_ms;              /* host wall-clock time spent tuning */
 } tx_gemm_lt_stats;
+
+/* Autotuning settings (see the top of this file; rules in gemm_select.h). */
+typedef struct tx_gemm_tune_config {
+    /* heuristic answers timed per new key; <= 1: take the first, no timing */
+    int candidates;
+    /* measured time each candidate gets, spread over repeats (ms) */
+    double target_ms;
+    int min_reps, max_reps;
+} tx_gemm_tune_config;
+
+/* What the handle chose for one cached key (reports and tests). */
+typedef struct tx_gemm_lt_choice {
+    int64_t m, n, k;
+    int transa, transb;
+    teexec_dtype a_type, d_type;
+    tx_gemm_epilogue epilogue;
+    int tuned;              /* 1: chosen by timing */
+    int candidates;         /* heuristic answers timed (0 when not tuned) */
+    int chosen;             /* the kept answer's index in the heuristic's order */
+    double first_ms;        /* the first answer's time (0 when not tuned) */
+    double chosen_ms;       /* the kept answer's time (0 when not tuned) */
+    int32_t algo_id, tile_id, splitk, reduction_scheme; /* cuBLASLt's config; -1: unknown */
+} tx_gemm_lt_choice;
 
 /* Creates a handle on the current CUDA device. workspace_bytes is the
  * workspace every run will be given (TE uses 32 MiB + 1 KiB on sm_90+;
@@ -138,12 +182,24 @@ int tx_gemm_lt_sm(const tx_gemm_lt *h);
 size_t tx_gemm_lt_cublas_version(const tx_gemm_lt *h);
 tx_gemm_lt_stats tx_gemm_lt_get_stats(const tx_gemm_lt *h);
 
+/* Tuning for keys cached from now on (and keys whose tuning is still
+ * pending); NULL: off. Entries already chosen stay. */
+void tx_gemm_lt_set_tune(tx_gemm_lt *h, const tx_gemm_tune_config *cfg);
+/* True when the handle tunes new keys. */
+int tx_gemm_lt_tuning(const tx_gemm_lt *h);
+
+/* The choice for cache entry i (0 <= i < cache_entries, in creation
+ * order); INVALID_ARGUMENT outside that range. */
+teexec_status *tx_gemm_lt_choice_at(const tx_gemm_lt *h, size_t i, tx_gemm_lt_choice *out);
+
 /* NULL when the handle's device and cuBLASLt can run this description
  * natively, else a TEEXEC_ERR_UNSUPPORTED (or INVALID_ARGUMENT) status
  * saying why. Checks shapes, dtypes and flags only: no CUDA call. */
 teexec_status *tx_gemm_lt_check(const tx_gemm_lt *h, const tx_gemm_desc *d);
 
-/* Runs the GEMM. C may be NULL when beta == 0. */
+/* Runs the GEMM. C may be NULL when beta == 0. The first uncaptured call
+ * for a key of a tuning handle first times the candidates (see above),
+ * which waits for the stream; the GEMM itself is then queued as usual. */
 teexec_status *tx_gemm_lt_run(tx_gemm_lt *h, const tx_gemm_desc *d, const void *A, const void *B,
                               const void *C, void *D, void *workspace, void *stream);
 
