@@ -169,7 +169,8 @@ static void test_refusals(void **state)
     d.quant = NULL; /* recipe none runs fp16 */
     assert_null(tx_cuda_linear_init(&l, &d));
     shapes_free(&s);
-    /* GroupedLinear: no host sync on the split sizes */
+    /* GroupedLinear (te_cuda_grouped.c; test_te_grouped_prepare.c): a desc
+     * without its num_groups attribute is refused */
     const tx_cuda_te_impl *g = tx_cuda_te_linear_impl(TX_TE_GROUPED_LINEAR);
     assert_non_null(g);
     void *priv = NULL;
@@ -178,7 +179,7 @@ static void test_refusals(void **state)
     par[0] = &s.w;
     d = linear_desc(&s, par, TX_TE_FOR_ALL);
     d.op = TX_TE_GROUPED_LINEAR;
-    expect_refusal(g->prepare(&d, &priv, &sb, &scb), "split sizes");
+    expect_refusal(g->prepare(&d, &priv, &sb, &scb), "groups");
     assert_null(priv);
     shapes_free(&s);
 }
