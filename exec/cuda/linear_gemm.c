@@ -6,8 +6,10 @@
  *  - "source": the matrices as the caller holds them ([rows, cols] row-major;
  *    columnwise data that is stored transposed is dequantized back to that
  *    shape): FPROP TN (A = w, B = x), DGRAD NN (A = w, B = dy), WGRAD NT
- *    (A = x, B = dy). High precision, the exact emulation, and native MXFP8
- *    (whose columnwise data is not transposed) use it.
+ *    (A = x, B = dy). High precision and native MXFP8 (whose columnwise
+ *    data is not transposed) use it; the exact emulation describes its GEMM
+ *    this way, and gemm_emulate.h dequantizes into K-major operands and runs
+ *    it as TN.
  *  - "TN copies": every GEMM as TN over the stored rowwise data and the
  *    transposed columnwise copies, so both operands are K-major as Hopper's
  *    FP8 GEMM needs: FPROP (w row, x row), DGRAD (w col [K,N], dy row),
@@ -27,6 +29,7 @@
 #include "kernels/cuda/quant_mxfp8.h"
 #include "kernels/cuda/quant_nvfp4.h"
 
+#include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -312,6 +315,78 @@ teexec_status *tx_cuda_lin_quantize(const tx_cuda_lin_operand *o, const void *sr
                     (int)c->kind);
 }
 
+/* ---- quantized hand-off ---------------------------------------------------- */
+
+teexec_status *tx_cuda_lin_handoff_check(const tx_cuda_operand_q *q)
+{
+    if (!q || !q->on)
+        return tx_error(TEEXEC_ERR_UNSUPPORTED, "the consumer's operand is not quantized");
+    switch (q->cfg.kind) {
+    case TX_QKIND_FP8_TENSOR:
+        if (!is_fp8_fmt(q->cfg.fmt))
+            return tx_error(TEEXEC_ERR_UNSUPPORTED, "FP8 format %s is not E4M3 or E5M2",
+                            teexec_dtype_name(q->cfg.fmt));
+        return NULL;
+    case TX_QKIND_FP8_BLOCK:
+        return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                        "fp8-block: the GPU has no producer kernel that writes 1x128 / 128x128 "
+                        "block scales yet; the Linear quantizes the output itself (same bytes, "
+                        "one more pass)");
+    default:
+        return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                        "%s operands are emulated on this GPU; the planner hands off only to a "
+                        "native GEMM, and the Linear quantizes them itself",
+                        q->cfg.kind == TX_QKIND_MXFP8 ? "MXFP8" : "NVFP4");
+    }
+}
+
+teexec_status *tx_cuda_lin_handoff_begin(const tx_cuda_lin_operand *o, void *mem,
+                                         tx_cuda_lin_handoff *t, void *stream)
+{
+    memset(t, 0, sizeof *t);
+    if (!o || !mem) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: hand-off without a region", WHAT);
+    TX_TRY(tx_cuda_lin_handoff_check(&o->q));
+    float *sc = at(mem, o->scalars);
+    t->fmt = o->q.cfg.fmt;
+    if (o->q.delayed_scale) {
+        t->amax = o->q.delayed_amax ? o->q.delayed_amax : sc + SC_AMAX;
+        if (o->usage & TX_QUSAGE_ROWWISE) {
+            t->scale = o->q.delayed_scale;
+            t->row_data = at(mem, o->row_data);
+        }
+        return NULL;
+    }
+    t->amax = sc + SC_AMAX;
+    cudaError_t e = cudaMemsetAsync(t->amax, 0, sizeof(float), (cudaStream_t)stream);
+    return e == cudaSuccess ? NULL
+                            : tx_error(TEEXEC_ERR_DEVICE, "%s: clearing the hand-off amax: %s", WHAT,
+                                       cudaGetErrorString(e));
+}
+
+teexec_status *tx_cuda_lin_handoff_finish(const tx_cuda_lin_operand *o, const void *src,
+                                          teexec_dtype src_dtype, void *mem, void *stream)
+{
+    if (!o || !mem || !src)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: hand-off without a region", WHAT);
+    TX_TRY(tx_cuda_lin_handoff_check(&o->q));
+    const bool row = o->usage & TX_QUSAGE_ROWWISE, col = o->usage & TX_QUSAGE_COLUMNWISE;
+    float *sc = at(mem, o->scalars);
+    tx_cuda_fp8_args a = {.x = src, .x_dtype = src_dtype, .rows = o->rows, .cols = o->cols,
+                          .fmt = o->q.cfg.fmt, .scale_inv = sc + SC_SCALE_INV,
+                          .col_data = col ? at(mem, o->col_data) : NULL};
+    if (o->q.delayed_scale) {
+        /* rowwise bytes and amax came from the producer's pass */
+        a.scale = o->q.delayed_scale;
+        return tx_status_prefix(tx_cuda_fp8_quantize_delayed(&a, stream), WHAT);
+    }
+    a.row_data = row ? at(mem, o->row_data) : NULL;
+    a.scale = sc + SC_SCALE;
+    a.amax = sc + SC_AMAX;
+    return tx_status_prefix(
+        tx_cuda_fp8_quantize_from_amax(&a, o->q.cfg.amax_epsilon, o->q.cfg.power_2_scale, stream),
+        WHAT);
+}
+
 /* ---- GEMM planning ---------------------------------------------------------- */
 
 static bool quantized(const tx_cuda_lin_ref *r) { return r->op && r->op->q.on; }
@@ -474,9 +549,8 @@ size_t tx_cuda_lin_gemm_scratch(tx_lin_gemm kind, const tx_cuda_lin_ref *a,
     const path p = native_path(kind, a->op, b->op);
     if (p == PATH_TN && a->op->q.cfg.kind == TX_QKIND_NVFP4) return ALIGN; /* device alpha */
     if (p == PATH_MX || (p == PATH_TN && a->op->q.cfg.kind == TX_QKIND_FP8_TENSOR)) return 0;
-    /* The run picks BFLOAT16 or FLOAT operands (bf16_exact); BFLOAT16 ones
-     * stage an FP32 dequantization as well, so either may need the most:
-     * the larger of the two, each with the FP32 output temporary. */
+    /* The run picks BFLOAT16 or FLOAT operands (bf16_exact): the larger of
+     * the two sizes, each with the FP32 output temporary. */
     size_t total16 = 0;
     if (!emu_scratch(kind, a, b, TEEXEC_DTYPE_FLOAT, &helper, &total)) return 0;
     if (!emu_scratch(kind, a, b, TEEXEC_DTYPE_BFLOAT16, &helper, &total16)) return 0;
@@ -594,12 +668,16 @@ static teexec_status *mixed(tx_lin_gemm kind, const tx_cuda_lin_ref *a, const tx
     void *conv = base + round_up(staging, ALIGN);
     tx_cuda_dequant_args da;
     deq_args(q->op, q->mem, qa ? usage_a(kind) : usage_b(kind), &da);
-    da.out = t == TEEXEC_DTYPE_FLOAT ? (float *)conv : (float *)base;
-    TX_TRY(tx_status_prefix(tx_cuda_dequantize(&da, env->stream), WHAT));
-    if (t != TEEXEC_DTYPE_FLOAT)
+    if (t == TEEXEC_DTYPE_FLOAT16) {
+        /* FP32 staging, then the conversion (the direct kernel writes FP32 / BF16) */
+        da.out = (float *)base;
+        TX_TRY(tx_status_prefix(tx_cuda_dequantize(&da, env->stream), WHAT));
         TX_TRY(tx_status_prefix(tx_cuda_convert(base, TEEXEC_DTYPE_FLOAT, conv, t,
                                                 q->op->rows * q->op->cols, env->stream),
                                 WHAT));
+    } else {
+        TX_TRY(tx_status_prefix(tx_cuda_dequantize_to(&da, 0, t, conv, env->stream), WHAT));
+    }
     const void *A = qa ? h->hp : conv, *B = qa ? conv : h->hp;
     return hp_gemm(kind, A, B, t, d, out, out_dtype, epi, env);
 }

@@ -70,6 +70,31 @@ teexec_status *tx_cuda_lin_quantize(const tx_cuda_lin_operand *o, const void *sr
                                     teexec_dtype src_dtype, void *mem, uint64_t sr_offset,
                                     void *stream) TX_NODISCARD;
 
+/* The quantized hand-off (exec/cuda/te_cuda_handoff.c): a producer kernel
+ * fills this operand's region in place of tx_cuda_lin_quantize. FP8
+ * per-tensor only: tx_cuda_lin_handoff_check answers UNSUPPORTED with the
+ * reason for any other quantizer. tx_cuda_lin_handoff_begin sets *t to what
+ * the producer's own pass writes (the amax; with fp8-delayed's known scale
+ * also the rowwise bytes) and queues what must come first (current scaling:
+ * the amax zeroed); after the producer, tx_cuda_lin_handoff_finish
+ * completes the region from src, the producer's high-precision output
+ * (current: scale and cast(+transpose) without another amax pass; delayed:
+ * scale_inv and the transposed copy). Together they write the bytes
+ * tx_cuda_lin_quantize writes for src. */
+typedef struct tx_cuda_lin_handoff {
+    teexec_dtype fmt;        /* E4M3FN or E5M2 */
+    float *amax;             /* the producer max-reduces |stored value| here */
+    const float *scale;      /* non-NULL: the producer casts with it ... */
+    uint8_t *row_data;       /* ... into the rowwise data here */
+} tx_cuda_lin_handoff;
+
+teexec_status *tx_cuda_lin_handoff_check(const tx_cuda_operand_q *q) TX_NODISCARD;
+teexec_status *tx_cuda_lin_handoff_begin(const tx_cuda_lin_operand *o, void *mem,
+                                         tx_cuda_lin_handoff *t, void *stream) TX_NODISCARD;
+teexec_status *tx_cuda_lin_handoff_finish(const tx_cuda_lin_operand *o, const void *src,
+                                          teexec_dtype src_dtype, void *mem,
+                                          void *stream) TX_NODISCARD;
+
 /* One GEMM operand: the high-precision matrix (used when its quantizer is
  * off, and by nothing else) and the quantized region (when on). */
 typedef struct tx_cuda_lin_ref {

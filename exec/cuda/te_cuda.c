@@ -77,6 +77,7 @@ teexec_status *tx_cuda_fused_prepare(tx_fusion_id fusion, bool backward,
 {
     *out = NULL;
     static const tx_cuda_fused_prepare_fn families[] = {tx_cuda_fused_linear_prepare,
+                                                        tx_cuda_fused_handoff_prepare,
                                                         tx_cuda_fused_basic_prepare};
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
         const tx_cuda_fused_impl *impl = NULL;

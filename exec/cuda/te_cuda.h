@@ -82,6 +82,10 @@ typedef struct tx_cuda_operand_q {
      * rolls the history after the step (exec/cuda/gpu_recipe.c). */
     float *delayed_scale;
     float *delayed_amax;
+    /* Quantized hand-off: the producer's fused kernel (te_cuda_handoff.c)
+     * fills this operand's region, so the Linear does not quantize it (x:
+     * forward; dy: backward, its region then kept in the Linear's state). */
+    bool handed_off;
 } tx_cuda_operand_q;
 
 /* A Linear's (GroupedLinear's) quantization: x and w in forward, dy in
@@ -92,6 +96,8 @@ typedef struct tx_cuda_linear_quant {
 
 /* What prepare needs to know about one node. Tensors here carry dtype and
  * shape only (data ignored). */
+typedef struct tx_cuda_te_node tx_cuda_te_node; /* a prepared node (below) */
+
 typedef struct tx_cuda_te_desc {
     tx_te_op_id op;
     const char *name;                      /* node label, for messages */
@@ -111,9 +117,12 @@ typedef struct tx_cuda_te_desc {
     bool deterministic;
     tx_sdpa_cudnn *sdpa;                   /* env.sdpa (NULL: no cuDNN): attention checks and
                                             * builds its cuDNN plans in prepare */
+    /* Hand-off fusions led by this node: the consumer Linear's prepared node
+     * and where the executor keeps that Linear's state address (read at
+     * run time: the arena is placed after prepare). NULL: none. */
+    tx_cuda_te_node *handoff_to;
+    void *const *handoff_state;
 } tx_cuda_te_desc;
-
-typedef struct tx_cuda_te_node tx_cuda_te_node;
 
 /* The implementation table each op family provides (te_cuda_basic.c,
  * te_cuda_linear.c, te_cuda_attention.c). prepare returns the family's
@@ -197,12 +206,19 @@ typedef teexec_status *(*tx_cuda_fused_prepare_fn)(tx_fusion_id fusion, bool bac
 /* Linear fusions (te_cuda_linear_fused.c): FWD_LINEAR_BIAS_ACT,
  * FWD_LINEAR_BIAS_ADD, FWD_LINEAR_SCALE_ADD, BWD_LINEAR_ADD,
  * BWD_LINEAR_SCALE. Others (te_cuda_basic_fused.c): BWD_ACT_BIAS,
- * BWD_ADD_NORM, BWD_BIAS_QUANTIZE, FWD_NORM_QUANTIZE, FWD_ACT_QUANTIZE. */
+ * BWD_ADD_NORM (it also declines the hand-offs when asked directly). */
 teexec_status *tx_cuda_fused_linear_prepare(tx_fusion_id fusion, bool backward,
                                             const tx_cuda_te_desc *const *descs,
                                             tx_cuda_te_node *const *nodes, int n,
                                             const tx_cuda_fused_impl **impl, void **priv,
                                             size_t *scratch_bytes) TX_NODISCARD;
+/* The quantized hand-offs (te_cuda_handoff.c): FWD_NORM_QUANTIZE,
+ * FWD_ACT_QUANTIZE, BWD_BIAS_QUANTIZE; consulted before the basic family. */
+teexec_status *tx_cuda_fused_handoff_prepare(tx_fusion_id fusion, bool backward,
+                                             const tx_cuda_te_desc *const *descs,
+                                             tx_cuda_te_node *const *nodes, int n,
+                                             const tx_cuda_fused_impl **impl, void **priv,
+                                             size_t *scratch_bytes) TX_NODISCARD;
 teexec_status *tx_cuda_fused_basic_prepare(tx_fusion_id fusion, bool backward,
                                            const tx_cuda_te_desc *const *descs,
                                            tx_cuda_te_node *const *nodes, int n,

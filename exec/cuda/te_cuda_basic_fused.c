@@ -13,9 +13,10 @@
  *    one rounding). The unfused path rounds the norm's dx to bf16/fp16
  *    before adding, so it differs from this (more accurate) result by up
  *    to half an ulp of the norm's dx, which shows where the sum cancels.
- *  - ForwardNormQuantize, ForwardActivationQuantize, BackwardBiasQuantize:
- *    no fused CUDA kernel; prepare answers UNSUPPORTED with the reason and
- *    the executor runs the ops unfused.
+ *  - ForwardNormQuantize, ForwardActivationQuantize, BackwardBiasQuantize
+ *    are the hand-off family's (te_cuda_handoff.c, consulted first); what
+ *    it declines reaches this file, which answers UNSUPPORTED with the
+ *    reason, and the executor runs the ops unfused.
  *
  * The arrays a[i] / descs[i] follow the ops of the fusion in forward order.
  * The intermediate grad between the two ops (the Bias's output grad, the

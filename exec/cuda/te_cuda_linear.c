@@ -1,7 +1,8 @@
 /* te_cuda_linear.c - te.ops Linear on the GPU under every recipe
  * (te_cuda.h's op-family table; the steps in te_cuda_linear.h).
- * GroupedLinear is refused: see grouped_prepare. */
+ * GroupedLinear is te_cuda_grouped.c's. */
 #include "exec/cuda/te_cuda_linear.h"
+#include "exec/cuda/te_cuda_grouped.h"
 
 #include "base/checked.h"
 #include "kernels/cuda/elementwise.h"
@@ -117,8 +118,15 @@ teexec_status *tx_cuda_linear_init(tx_cuda_linear *l, const tx_cuda_te_desc *d)
     l->st_x = 0;
     l->st_w = wb;
     l->state_bytes = l->ow.bytes ? wb + align_up(l->ow.bytes) : wb;
+    l->st_dy = SIZE_MAX;
     l->sc_dy = 0;
     l->sc_gemm = align_up(l->ody.bytes);
+    if (l->ody.q.on && l->ody.q.handed_off) {
+        l->st_dy = align_up(l->state_bytes);
+        if (!tx_add_size(l->st_dy, align_up(l->ody.bytes), &l->state_bytes))
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: state size overflows", l->name);
+        l->sc_gemm = 0;
+    }
     size_t g = gemm_scratch(TX_LIN_FPROP, &l->ox, l->x_dt, &l->ow, l->w_dt);
     if (need_dx) {
         size_t s = gemm_scratch(TX_LIN_DGRAD, &l->ody, l->y_dt, &l->ow, l->w_dt);
@@ -145,7 +153,7 @@ teexec_status *tx_cuda_linear_quantize_inputs(const tx_cuda_linear *l, const voi
                                               const void *w, void *state,
                                               const tx_cuda_env *env)
 {
-    if (l->ox.q.on) {
+    if (l->ox.q.on && !l->ox.q.handed_off) {
         teexec_status *st = tx_cuda_lin_quantize(&l->ox, x, l->x_dt, at(state, l->st_x),
                                                  env->step, env->stream);
         if (st) return tx_status_prefix(st, "%s: quantizing x", l->name);
@@ -207,6 +215,14 @@ static teexec_status *hp_gemm(const tx_cuda_linear *l, tx_lin_gemm kind, const v
             d.aux_ld = d.m;
         }
     }
+    if (kind == TX_LIN_DGRAD && epi && epi->dgelu_pre) {
+        /* the GELU's input is [T, K] row-major like dx: aux_ld = K */
+        d.epilogue = TX_GEMM_EPI_DGELU_BGRAD;
+        d.aux = epi->dgelu_pre;
+        d.aux_ld = d.m;
+        d.bias = epi->dbias;
+        d.bias_type = out_dt;
+    }
     return tx_gemm_lt_run(env->gemm, &d, A, B, C, out, env->gemm_ws, env->stream);
 }
 
@@ -239,8 +255,8 @@ teexec_status *tx_cuda_linear_backward(const tx_cuda_linear *l, const tx_cuda_li
     tx_cuda_lin_epi epi;
     memset(&epi, 0, sizeof epi);
     epi.alpha = b->alpha;
-    void *dyq = at(scratch, l->sc_dy);
-    if (l->ody.q.on) {
+    void *dyq = l->ody.q.handed_off ? at(state, l->st_dy) : at(scratch, l->sc_dy);
+    if (l->ody.q.on && !l->ody.q.handed_off) {
         teexec_status *st = tx_cuda_lin_quantize(&l->ody, b->dy, b->dy_dt, dyq, env->step,
                                                  env->stream);
         if (st) return tx_status_prefix(st, "%s: quantizing grad_output", l->name);
@@ -249,9 +265,16 @@ teexec_status *tx_cuda_linear_backward(const tx_cuda_linear *l, const tx_cuda_li
         teexec_status *st;
         if (!l->ow.q.on && !b->saved_w)
             return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: dx needs the saved weight", l->name);
+        if (b->dgelu_pre && (l->ody.q.on || l->ow.q.on || b->dx_add || !b->dbias))
+            return tx_error(TEEXEC_ERR_INTERNAL,
+                            "%s: the dGELU+dbias epilogue takes high-precision operands, a "
+                            "dbias and no fork grad",
+                            l->name);
         if (!l->ody.q.on && !l->ow.q.on) {
             tx_cuda_lin_epi e = epi;
             e.residual = b->dx_add; /* beta = 1: the fork's grad accumulates in the GEMM */
+            e.dgelu_pre = (void *)(uintptr_t)b->dgelu_pre;
+            e.dbias = b->dbias;
             st = hp_gemm(l, TX_LIN_DGRAD, b->dy, b->dy_dt, b->saved_w, l->w_dt, b->dx, b->dx_dt,
                          &e, env);
         } else {
@@ -381,28 +404,9 @@ static void linear_free(void *priv) { free(priv); }
 static const tx_cuda_te_impl linear_impl = {linear_prepare, linear_forward, linear_backward,
                                             linear_free};
 
-/* GroupedLinear: its split sizes are a device tensor, and a cuBLASLt GEMM
- * per group needs each group's row count on the host when it is queued.
- * Reading them back would synchronize the host every step (and break graph
- * capture), which te_cuda.h rules out; a device-side grouped GEMM does not
- * exist yet. */
-static teexec_status *grouped_prepare(const tx_cuda_te_desc *d, void **priv, size_t *state_bytes,
-                                      size_t *scratch_bytes)
-{
-    *priv = NULL;
-    *state_bytes = *scratch_bytes = 0;
-    return tx_error(TEEXEC_ERR_UNSUPPORTED,
-                    "op %s (GroupedLinear): the GPU has no grouped GEMM that reads the split "
-                    "sizes on the device, and reading them on the host would synchronize every "
-                    "step; it runs on the CPU",
-                    d->name ? d->name : "?");
-}
-
-static const tx_cuda_te_impl grouped_impl = {grouped_prepare, NULL, NULL, NULL};
-
 const tx_cuda_te_impl *tx_cuda_te_linear_impl(tx_te_op_id op)
 {
     if (op == TX_TE_LINEAR) return &linear_impl;
-    if (op == TX_TE_GROUPED_LINEAR) return &grouped_impl;
+    if (op == TX_TE_GROUPED_LINEAR) return tx_cuda_te_grouped_impl(); /* te_cuda_grouped.c */
     return NULL;
 }

@@ -11,6 +11,9 @@
  *    and the backward reads their columnwise copies, so a fused forward
  *    followed by the unfused backward (or the reverse) sees one layout.
  *  - scratch: dy's operand region, then the GEMMs' emulation scratch.
+ *    A handed-off operand (tx_cuda_operand_q.handed_off) is written by the
+ *    producer's fused kernel (te_cuda_handoff.c) and not quantized here; a
+ *    handed-off dy's region moves to the end of the state (st_dy).
  * A GEMM whose two operands stay in high precision runs here through
  * cuBLASLt directly (recipe none: fp32 / bf16 / fp16, TF32 only with
  * env->allow_tf32); any quantized operand goes through exec/cuda/
@@ -37,6 +40,9 @@ typedef struct tx_cuda_linear {
     unsigned needs;                /* TX_TE_FOR_* */
     tx_cuda_lin_operand ox, ow, ody;
     size_t st_x, st_w, state_bytes;        /* offsets into the node's state */
+    size_t st_dy;            /* dy's region in the state when it is handed off
+                              * (ody.q.handed_off: the producer runs before this
+                              * Linear's backward and uses the shared scratch) */
     size_t sc_dy, sc_gemm, gemm_scratch;   /* offsets into the scratch */
     size_t scratch_bytes;
 } tx_cuda_linear;
@@ -77,6 +83,12 @@ typedef struct tx_cuda_linear_bwd {
     void *dw;
     teexec_dtype dw_dt;
     float alpha;
+    /* Optional dGELU+dbias epilogue of the dgrad (the executor's fusion of
+     * the GELU(tanh) and Bias before this Linear, high-precision operands
+     * only): dx = (dy·w) * gelu'(dgelu_pre) and dbias = its column sums,
+     * one rounding to dx's dtype. dbias must have dx's dtype. */
+    const void *dgelu_pre;
+    void *dbias;
 } tx_cuda_linear_bwd;
 
 teexec_status *tx_cuda_linear_backward(const tx_cuda_linear *l, const tx_cuda_linear_bwd *b,

@@ -285,6 +285,16 @@ extern "C" teexec_status *tx_cuda_fp8_quantize_current(const tx_cuda_fp8_args *a
     cudaStream_t s = (cudaStream_t)stream;
     TX_CUDA_TRY(cudaMemsetAsync(a->amax, 0, sizeof(float), s), what);
     TX_TRY(tx_cuda_amax(a->x, a->x_dtype, a->rows * a->cols, a->amax, stream));
+    return tx_cuda_fp8_quantize_from_amax(a, amax_eps, pow2, stream);
+}
+
+extern "C" teexec_status *tx_cuda_fp8_quantize_from_amax(const tx_cuda_fp8_args *a, float amax_eps,
+                                                         int pow2, void *stream)
+{
+    static const char *const what = "tx_cuda_fp8_quantize_from_amax";
+    TX_TRY(check(a, what));
+    if (!a->amax) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: no amax buffer", what);
+    cudaStream_t s = (cudaStream_t)stream;
     const float fp8_max = a->fmt == TEEXEC_DTYPE_FLOAT8E5M2 ? 57344.0f : 448.0f;
     scale_kernel<<<1, 1, 0, s>>>(a->amax, fp8_max, amax_eps, pow2, a->scale, a->scale_inv);
     TX_CUDA_LAUNCHED("scale_kernel");

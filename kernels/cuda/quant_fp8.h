@@ -48,6 +48,13 @@ teexec_status *tx_cuda_fp8_quantize_delayed(const tx_cuda_fp8_args *a, void *str
 teexec_status *tx_cuda_fp8_quantize_current(const tx_cuda_fp8_args *a, float amax_eps, int pow2,
                                             void *stream);
 
+/* Current scaling when *a->amax already holds max|x| (a producer kernel
+ * measured it while writing x, kernels/cuda/handoff_fp8.h): the scale and
+ * scale_inv from it as tx_cuda_fp8_quantize_current does, then the cast.
+ * One pass over x; the same bytes as tx_cuda_fp8_quantize_current. */
+teexec_status *tx_cuda_fp8_quantize_from_amax(const tx_cuda_fp8_args *a, float amax_eps, int pow2,
+                                              void *stream);
+
 /* *amax = max(*amax, max|x|) over n elements (NaN ignored). */
 teexec_status *tx_cuda_amax(const void *x, teexec_dtype x_dtype, size_t n, float *amax,
                             void *stream);
