@@ -46,6 +46,13 @@ teexec_status *teexec_session_options_set_profile(teexec_session_options *o, int
     return NULL;
 }
 
+teexec_status *teexec_session_options_set_cuda_stream(teexec_session_options *o, void *stream)
+{
+    if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options is NULL");
+    o->cuda_stream = stream;
+    return NULL;
+}
+
 teexec_status *teexec_session_options_set_dtype(teexec_session_options *o, teexec_dtype dtype)
 {
     if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options is NULL");
@@ -116,6 +123,7 @@ static teexec_status *copy_options(teexec_session *s, const teexec_session_optio
         c->no_cuda_graphs = o->no_cuda_graphs;
         c->profile = o->profile;
         c->dtype = o->dtype;
+        c->cuda_stream = o->cuda_stream;
         if (o->recipe && !(c->recipe = strdup(o->recipe))) {
             free(c);
             return tx_oom();
@@ -138,6 +146,7 @@ static teexec_status *new_graph(teexec_session *s, const tx_shape *shapes)
     cfg.deterministic = o->deterministic;
     cfg.cuda_graphs = !o->no_cuda_graphs;
     cfg.profile = o->profile;
+    cfg.stream = o->cuda_stream;
     cfg.n_inputs = s->n_in;
     const char **names = calloc(s->n_in ? s->n_in : 1, sizeof(*names));
     if (!names) return tx_oom();

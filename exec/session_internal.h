@@ -56,6 +56,7 @@ struct teexec_session_options {
     bool no_cuda_graphs;
     bool profile;
     teexec_dtype dtype;      /* UNDEFINED = the model's */
+    void *cuda_stream;       /* the caller's cudaStream_t, or NULL: the session's own */
     /* Internal (the CUDA executor's CPU session on its lowered model):
      * plans types and folded values but allocates no host arena. */
     bool plan_only;

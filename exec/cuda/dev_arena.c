@@ -1,12 +1,19 @@
 /* dev_arena.c - one device allocation for many buffers (dev_arena.h). */
 #include "exec/cuda/dev_arena.h"
 
+#include "planner/memory_plan.h"
+
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 
 static size_t round_up(size_t v) { return (v + TX_DEV_ALIGN - 1) / TX_DEV_ALIGN * TX_DEV_ALIGN; }
 
 void tx_dev_want(tx_dev_reqs *l, void *slot, size_t bytes)
+{
+    tx_dev_want_live(l, slot, bytes, 0, INT32_MAX);
+}
+
+void tx_dev_want_live(tx_dev_reqs *l, void *slot, size_t bytes, int32_t start, int32_t end)
 {
     if (l->oom) return;
     if (l->n == l->cap) {
@@ -19,7 +26,8 @@ void tx_dev_want(tx_dev_reqs *l, void *slot, size_t bytes)
         l->r = nr;
         l->cap = cap;
     }
-    l->r[l->n++] = (tx_dev_req){(void **)slot, bytes ? bytes : 1};
+    if (start > end) start = end; /* a caller's slip costs sharing, never correctness */
+    l->r[l->n++] = (tx_dev_req){(void **)slot, bytes ? bytes : 1, start, end};
 }
 
 teexec_status *tx_dev_place(tx_dev_reqs *l, const char *what, void **arena, size_t *total)
@@ -34,18 +42,34 @@ teexec_status *tx_dev_place(tx_dev_reqs *l, const char *what, void **arena, size
             return tx_error(TEEXEC_ERR_LIMIT, "%s: device memory size overflows", what);
         sum += b;
     }
-    cudaError_t e = cudaMalloc(arena, sum ? sum : 1);
+    l->sum_bytes = sum;
+    tx_memory_plan mp = {0};
+    mp.alignment = TX_DEV_ALIGN;
+    mp.n_tensors = l->n;
+    mp.tensors = calloc(l->n ? l->n : 1, sizeof(*mp.tensors));
+    if (!mp.tensors) return tx_oom();
+    for (size_t i = 0; i < l->n; i++) {
+        mp.tensors[i].name = (char *)"a device buffer"; /* for its messages only */
+        mp.tensors[i].bytes = l->r[i].bytes;
+        mp.tensors[i].start = l->r[i].start;
+        mp.tensors[i].end = l->r[i].end;
+    }
+    teexec_status *st = tx_memory_assign_offsets(&mp);
+    size_t bytes = mp.arena_bytes;
+    if (st) {
+        free(mp.tensors);
+        return tx_status_prefix(st, "%s", what);
+    }
+    cudaError_t e = cudaMalloc(arena, bytes ? bytes : 1);
     if (e != cudaSuccess) {
+        free(mp.tensors);
         *arena = NULL;
         return tx_error(TEEXEC_ERR_DEVICE, "%s: allocating %.1f MiB of device memory: %s", what,
-                        (double)sum / 1048576.0, cudaGetErrorString(e));
+                        (double)bytes / 1048576.0, cudaGetErrorString(e));
     }
-    size_t off = 0;
-    for (size_t i = 0; i < l->n; i++) {
-        *l->r[i].slot = (char *)*arena + off;
-        off += round_up(l->r[i].bytes);
-    }
-    *total = sum;
+    for (size_t i = 0; i < l->n; i++) *l->r[i].slot = (char *)*arena + mp.tensors[i].offset;
+    free(mp.tensors);
+    *total = bytes;
     return NULL;
 }
 

@@ -6,10 +6,14 @@
 
 #include "exec/cpu_te_ops.h"
 #include "exec/cuda/dev_arena.h"
+#include "exec/cuda/gpu_handoff.h"
+#include "exec/cuda/te_cuda_basic.h"
+#include "exec/cuda/te_cuda_linear.h"
 #include "exec/model_lower.h"
 #include "exec/quant_operand.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gemm_lt.h"
+#include "kernels/cuda/gemm_select.h"
 #include "kernels/cuda/loss_mse.h"
 #include "kernels/cuda/sdpa_cudnn.h"
 #include "kernels/cuda/xent.h"
@@ -204,6 +208,7 @@ static teexec_status *prepare_te(tx_gpu_graph *g, gnode *n)
         n->q.x = operand_q(g, n, TX_QOP_INPUT, dx, dp);
         n->q.w = operand_q(g, n, TX_QOP_WEIGHT, dx, dp);
         n->q.dy = training ? operand_q(g, n, TX_QOP_GRAD_OUTPUT, dx, dp) : n->q.dy;
+        tx_gpu_handoff_mark(g, n); /* before the layout is fixed */
     }
     tx_cuda_te_desc *d = &n->desc;
     *d = (tx_cuda_te_desc){.op = n->s->id, .name = ir->label, .attrs = n->attrs,
@@ -286,6 +291,7 @@ static teexec_status *prepare_nodes(tx_gpu_graph *g)
         n->ir = &ir->nodes[i];
         n->index = (int32_t)i;
         n->fwd_fused = n->bwd_fused = -1;
+        n->dgelu_act = n->dgelu_bias = -1;
         bool all_known = true;
         for (size_t j = 0; j < n->ir->n_outputs; j++) {
             int32_t o = n->ir->outputs[j];
@@ -372,7 +378,9 @@ static teexec_status *prepare_fusions(tx_gpu_graph *g)
                 for (int32_t j = 0; j < ks[k].count; j++) {
                     idx[j] = pg->nodes[ks[k].first + j];
                     gnode *n = &g->nodes[idx[j]];
-                    if (n->kind != GN_TE || n->fwd_covered || n->fwd_fused >= 0 ||
+                    /* the two passes are independent: a node inside a forward
+                     * fusion may lead or join a backward one */
+                    if (n->kind != GN_TE || (!bwd && (n->fwd_covered || n->fwd_fused >= 0)) ||
                         (bwd && (!n->needs_bwd || n->bwd_fused >= 0 || n->bwd_covered)))
                         ok = false;
                     descs[j] = &n->desc;
@@ -380,6 +388,7 @@ static teexec_status *prepare_fusions(tx_gpu_graph *g)
                 }
                 if (!ok) continue;
                 tx_cuda_fused *f = NULL;
+                if (ks[k].count == 1) tx_gpu_handoff_bind(g, ks[k].fusion, &g->nodes[idx[0]]);
                 teexec_status *st = tx_cuda_fused_prepare(ks[k].fusion, bwd, descs, tn,
                                                           ks[k].count, &f);
                 if (st) {
@@ -402,7 +411,7 @@ static teexec_status *prepare_fusions(tx_gpu_graph *g)
                     g->cap_fused = cap;
                 }
                 gfused *gf = &g->fused[g->n_fused];
-                *gf = (gfused){.f = f, .backward = bwd, .n = ks[k].count};
+                *gf = (gfused){.f = f, .fusion = ks[k].fusion, .backward = bwd, .n = ks[k].count};
                 memcpy(gf->nodes, idx, (size_t)ks[k].count * sizeof(idx[0]));
                 size_t sb = tx_cuda_fused_scratch_bytes(f);
                 if (sb > g->scratch_bytes) g->scratch_bytes = sb;
@@ -422,7 +431,7 @@ static teexec_status *prepare_fusions(tx_gpu_graph *g)
             }
         }
     }
-    return NULL;
+    return tx_gpu_handoff_verify(g);
 }
 
 /* ---- creation: backward wiring ------------------------------------------------ */
@@ -430,7 +439,7 @@ static teexec_status *prepare_fusions(tx_gpu_graph *g)
 /* Simulates the backward walk once: which grad buffer each node writes
  * directly and where it needs a temporary to add (fan-out), which output
  * grads are zero. Runs are then the same every step. */
-static teexec_status *wire_backward(tx_gpu_graph *g, tx_dev_reqs *l)
+static teexec_status *wire_backward(tx_gpu_graph *g)
 {
     for (size_t v = 0; v < g->ir->n_values; v++) g->vals[v].grad_live = false;
     g->vals[g->loss_value].grad_live = true;
@@ -476,9 +485,9 @@ static teexec_status *wire_backward(tx_gpu_graph *g, tx_dev_reqs *l)
                     dst = &gv->grad;
                     gv->grad_live = true;
                 } else {
+                    /* placed with the node's backward step (place_memory) */
                     TX_TRY(tx_tensor_wrap(&n->acc[k], gv->grad.dtype, gv->grad.rank,
                                           gv->grad.dims, NULL));
-                    tx_dev_want(l, &n->acc[k].data, tensor_bytes(&n->acc[k]));
                     dst = &n->acc[k];
                 }
             }
@@ -489,40 +498,331 @@ static teexec_status *wire_backward(tx_gpu_graph *g, tx_dev_reqs *l)
     return NULL;
 }
 
+/* The one reader of value v, if v has exactly one consumer node and is
+ * no graph output; else NULL. */
+static gnode *sole_consumer(tx_gpu_graph *g, int32_t v)
+{
+    const tx_ir_value *iv = &g->ir->values[v];
+    if (iv->n_consumers != 1 || (iv->flags & TX_IR_VALUE_GRAPH_OUTPUT)) return NULL;
+    return &g->nodes[iv->consumers[0].node];
+}
+
+static bool te_bwd_unfused(const gnode *n, tx_te_op_id op)
+{
+    return n->kind == GN_TE && n->s->id == op && n->needs_bwd && n->bwd_fused < 0 &&
+           !n->bwd_covered && n->dgelu_act < 0;
+}
+
+/* A Bias followed by its activation whose backward the plan left unfused
+ * (the planner's BackwardActivationBias exists to hand the Linear before
+ * a quantized grad, so it is not planned under recipe none): the GPU's
+ * dact+dbias kernel (te_cuda_basic_fused.c, one pass, the same bits as the
+ * two unfused kernels) runs them as one. Deterministic. */
+static teexec_status *fuse_act_bias_backward(tx_gpu_graph *g, gnode *bias, gnode *act)
+{
+    const tx_cuda_te_desc *descs[2] = {&bias->desc, &act->desc};
+    tx_cuda_te_node *tn[2] = {bias->te, act->te};
+    tx_cuda_fused *f = NULL;
+    teexec_status *st = tx_cuda_fused_prepare(TX_FUSION_BWD_ACT_BIAS, true, descs, tn, 2, &f);
+    if (st) {
+        /* no such kernel for these ops: they stay unfused */
+        bool unsup = teexec_status_code(st) == TEEXEC_ERR_UNSUPPORTED;
+        teexec_status_destroy(st);
+        return unsup ? NULL : tx_error(TEEXEC_ERR_INTERNAL, "preparing dact+dbias");
+    }
+    if (g->n_fused == g->cap_fused) {
+        size_t cap = g->cap_fused ? 2 * g->cap_fused : 16;
+        gfused *nf = realloc(g->fused, cap * sizeof(*nf));
+        if (!nf) {
+            tx_cuda_fused_free(f);
+            return tx_oom();
+        }
+        g->fused = nf;
+        g->cap_fused = cap;
+    }
+    gfused *gf = &g->fused[g->n_fused];
+    *gf = (gfused){.f = f, .fusion = TX_FUSION_BWD_ACT_BIAS, .backward = true, .n = 2};
+    gf->nodes[0] = bias->index;
+    gf->nodes[1] = act->index;
+    size_t sb = tx_cuda_fused_scratch_bytes(f);
+    if (sb > g->scratch_bytes) g->scratch_bytes = sb;
+    act->bwd_fused = (int32_t)g->n_fused;
+    bias->bwd_covered = true;
+    g->n_fused++;
+    return NULL;
+}
+
+/* Bias -> GELU(tanh) -> Linear in the forward, with nothing else reading
+ * the two values in between, under a recipe that leaves the Linear's dgrad
+ * operands in bf16/fp16: the Linear's dgrad runs with cuBLASLt's
+ * DGELU_BGRAD epilogue and writes the Bias's input grad and dbias itself,
+ * and the GELU's and the Bias's backward kernels do not run. This is what
+ * Transformer Engine's LayerNormMLP does in its backward (the planner's
+ * BackwardActivationBias covers the quantized recipes with its own
+ * kernel). Not in deterministic mode: the epilogue's bias reduction is
+ * cuBLASLt's, which does not promise a fixed order.
+ * The Bias -> activation pairs left after that run as one dact+dbias
+ * kernel (fuse_act_bias_backward). */
+static teexec_status *plan_dgelu_epilogues(tx_gpu_graph *g)
+{
+    for (size_t i = 0; i < g->n_nodes && !g->cfg.deterministic; i++) {
+        gnode *lin = &g->nodes[i];
+        if (!te_bwd_unfused(lin, TX_TE_LINEAR) || lin->ir->n_inputs < 1) continue;
+        const tx_cuda_linear *l = tx_cuda_te_node_priv(lin->te);
+        if (!l || tx_cuda_linear_quantized(l)) continue;
+        if (l->x_dt != TEEXEC_DTYPE_BFLOAT16 && l->x_dt != TEEXEC_DTYPE_FLOAT16) continue;
+        /* cuBLASLt's aux rule; and measured on the H200 (2026-11-30): with
+         * 8192 output columns (GPT-2 block, h=2048) the epilogue saved the
+         * GELU and bias-grad kernels (0.43 ms a step), with 16384 (MLP
+         * block, ffn=16384) the dgrad with DGELU_BGRAD ran ~1 ms slower
+         * than dgrad + GELU + bias grad, so wider outputs stay unfused */
+        if (l->K % 8 || l->K > 8192) continue;
+        int32_t v = lin->ir->inputs[0];
+        if (v < 0) continue;
+        int32_t pa = g->ir->values[v].producer;
+        /* v's grad written by this dgrad alone (no fan-out temporary) */
+        if (pa < 0 || sole_consumer(g, v) != lin || lin->gin[0] != &g->vals[v].grad)
+            continue;
+        gnode *act = &g->nodes[pa];
+        if (!te_bwd_unfused(act, TX_TE_GELU) ||
+            act->attrs[TX_TE_A_GELU_APPROX].i != TX_TE_GELU_TANH || act->ir->n_inputs < 1)
+            continue;
+        int32_t u = act->ir->inputs[0];
+        int32_t pb = u >= 0 ? g->ir->values[u].producer : -1;
+        if (pb < 0 || sole_consumer(g, u) != act || act->gout[0] != &g->vals[v].grad ||
+            act->gin[0] != &g->vals[u].grad)
+            continue;
+        gnode *bias = &g->nodes[pb];
+        if (!te_bwd_unfused(bias, TX_TE_BIAS) || bias->gout[0] != &g->vals[u].grad) continue;
+        const tx_tensor *dx = bias->gin[0];
+        const tx_tensor *db = bias->n_params > 0 ? bias->gin[1 + bias->s->n_extra_inputs] : NULL;
+        if (!dx || !db || dx->dtype != l->x_dt || db->dtype != l->x_dt ||
+            g->vals[u].dev.dtype != l->x_dt || (size_t)dx->numel != l->T * l->K ||
+            (size_t)db->numel != l->K)
+            continue;
+        lin->dgelu_act = (int32_t)pa;
+        lin->dgelu_bias = (int32_t)pb;
+        act->bwd_covered = bias->bwd_covered = true;
+    }
+    /* the Bias -> activation pairs the epilogue did not take: dact+dbias */
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        gnode *act = &g->nodes[i];
+        if (act->kind != GN_TE || !act->needs_bwd || act->bwd_fused >= 0 || act->bwd_covered ||
+            !tx_cuda_basic_act_plain(act->s->id) || act->ir->n_inputs < 1 || act->ir->inputs[0] < 0)
+            continue;
+        int32_t u = act->ir->inputs[0];
+        int32_t pb = g->ir->values[u].producer;
+        if (pb < 0 || sole_consumer(g, u) != act || act->gin[0] != &g->vals[u].grad) continue;
+        gnode *bias = &g->nodes[pb];
+        if (!te_bwd_unfused(bias, TX_TE_BIAS) || bias->gout[0] != &g->vals[u].grad) continue;
+        TX_TRY(fuse_act_bias_backward(g, bias, act));
+    }
+    return NULL;
+}
+
 /* ---- creation: memory --------------------------------------------------------- */
+
+/* Schedule steps for buffer lifetimes: forward node i runs at step i (a
+ * fused kernel at its first node's), the loss at step F = n_nodes, and
+ * node i's backward at 2F - i (a fused kernel, or a Linear carrying the
+ * dGELU+dbias epilogue, at its leading node's). */
+typedef struct life_steps {
+    int32_t *fwd, *bwd;
+    int32_t loss;
+} life_steps;
+
+static teexec_status *life_steps_init(const tx_gpu_graph *g, life_steps *ls)
+{
+    size_t n = g->n_nodes;
+    if (n > (size_t)INT32_MAX / 4) return tx_error(TEEXEC_ERR_LIMIT, "too many nodes");
+    ls->fwd = malloc((n ? n : 1) * sizeof(int32_t));
+    ls->bwd = malloc((n ? n : 1) * sizeof(int32_t));
+    if (!ls->fwd || !ls->bwd) return tx_oom();
+    int32_t F = (int32_t)n;
+    ls->loss = F;
+    for (int32_t i = 0; i < F; i++) {
+        ls->fwd[i] = i;
+        ls->bwd[i] = 2 * F - i;
+    }
+    for (size_t f = 0; f < g->n_fused; f++) {
+        const gfused *gf = &g->fused[f];
+        int32_t lead = gf->backward ? gf->nodes[gf->n - 1] : gf->nodes[0];
+        for (int32_t j = 0; j < gf->n; j++) {
+            if (gf->backward) ls->bwd[gf->nodes[j]] = ls->bwd[lead];
+            else ls->fwd[gf->nodes[j]] = ls->fwd[lead];
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        const gnode *nd = &g->nodes[i];
+        if (nd->dgelu_act < 0) continue;
+        ls->bwd[nd->dgelu_act] = ls->bwd[nd->dgelu_bias] = ls->bwd[i];
+    }
+    return NULL;
+}
+
+static void life_steps_free(life_steps *ls)
+{
+    free(ls->fwd);
+    free(ls->bwd);
+}
+
+static void widen(int32_t *lo, int32_t *hi, int32_t a, int32_t b)
+{
+    if (a < *lo) *lo = a;
+    if (b > *hi) *hi = b;
+}
+
+/* The root buffer of a value: a standard op that only reinterprets its
+ * input (Reshape and the like, n->alias) shares its input's buffer. */
+static int32_t alias_root(const tx_gpu_graph *g, const int32_t *alias_of, int32_t v)
+{
+    for (size_t hops = 0; v >= 0 && alias_of[v] >= 0 && hops < g->ir->n_values; hops++)
+        v = alias_of[v];
+    return v;
+}
+
+/* Lifetimes of every value's buffer and grad, from the schedule above:
+ * a value lives from its producer's forward step to its last reader's,
+ * extended to the backward step of every node that reads or writes it and
+ * runs a backward (its saved context is a subset of its inputs and
+ * outputs); a grad from the first backward step that writes it (the loss
+ * step for the loss and for grads cleared before the backward) to its
+ * producer's backward step. Graph inputs and outputs, parameters, known
+ * constants and everything of an inference-only value that outlives the
+ * call live for the whole run. */
+static teexec_status *value_lifetimes(tx_gpu_graph *g, const life_steps *ls,
+                                      const int32_t *alias_of, int32_t *vlo, int32_t *vhi,
+                                      int32_t *glo, int32_t *ghi)
+{
+    const tx_ir_graph *ir = g->ir;
+    const int32_t WHOLE_LO = 0, WHOLE_HI = INT32_MAX;
+    for (size_t v = 0; v < ir->n_values; v++) {
+        vlo[v] = INT32_MAX, vhi[v] = INT32_MIN;
+        glo[v] = INT32_MAX, ghi[v] = INT32_MIN;
+    }
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const gnode *n = &g->nodes[i];
+        if (n->kind == GN_FOLDED) continue;
+        bool bwd = g->cfg.training && n->needs_bwd;
+        for (size_t j = 0; j < n->ir->n_outputs; j++) {
+            int32_t o = n->ir->outputs[j];
+            if (o < 0) continue;
+            widen(&vlo[o], &vhi[o], ls->fwd[i], ls->fwd[i]);
+            if (bwd) widen(&vlo[o], &vhi[o], ls->fwd[i], ls->bwd[i]);
+        }
+        for (size_t k = 0; k < n->ir->n_inputs; k++) {
+            int32_t v = n->ir->inputs[k];
+            if (v < 0) continue;
+            /* read at the node's own index: never before a fused leader's */
+            widen(&vlo[v], &vhi[v], (int32_t)i, (int32_t)i);
+            if (bwd) widen(&vlo[v], &vhi[v], (int32_t)i, ls->bwd[i]);
+            if (g->cfg.training && slot_req(g, n, k)) widen(&glo[v], &ghi[v], ls->bwd[i], ls->bwd[i]);
+        }
+        if (n->zero_gout0 && n->ir->outputs[0] >= 0)
+            widen(&glo[n->ir->outputs[0]], &ghi[n->ir->outputs[0]], ls->loss, ls->loss);
+    }
+    for (size_t v = 0; v < ir->n_values; v++) {
+        gval *gv = &g->vals[v];
+        const tx_ir_value *iv = &ir->values[v];
+        int32_t p = iv->producer;
+        bool whole = gv->param >= 0 || (gv->host && !gv->produced) || p < 0 ||
+                     g->nodes[p].kind == GN_FOLDED ||
+                     (iv->flags & (TX_IR_VALUE_GRAPH_INPUT | TX_IR_VALUE_GRAPH_OUTPUT)) ||
+                     (int32_t)v == g->loss_value || vlo[v] > vhi[v];
+        if (whole) vlo[v] = WHOLE_LO, vhi[v] = WHOLE_HI;
+        if (gv->req && g->cfg.training) {
+            if ((int32_t)v == g->loss_value) widen(&glo[v], &ghi[v], ls->loss, ls->loss);
+            if (p >= 0 && g->nodes[p].kind != GN_FOLDED && g->nodes[p].needs_bwd)
+                widen(&glo[v], &ghi[v], ls->bwd[p], ls->bwd[p]);
+            if (gv->param >= 0 || p < 0 || g->nodes[p].kind == GN_FOLDED || glo[v] > ghi[v])
+                glo[v] = WHOLE_LO, ghi[v] = WHOLE_HI;
+        }
+    }
+    /* an alias keeps its root's buffer alive */
+    for (size_t v = 0; v < ir->n_values; v++) {
+        int32_t r = alias_root(g, alias_of, (int32_t)v);
+        if (r >= 0 && r != (int32_t)v) widen(&vlo[r], &vhi[r], vlo[v], vhi[v]);
+    }
+    return NULL;
+}
 
 static teexec_status *place_memory(tx_gpu_graph *g)
 {
     tx_dev_reqs l = {0};
     const tx_ir_graph *ir = g->ir;
-    /* values: known ones (uploaded once) and computed ones; aliases later */
-    for (size_t v = 0; v < ir->n_values; v++) {
+    life_steps ls = {0};
+    size_t nv = ir->n_values ? ir->n_values : 1;
+    int32_t *alias_of = malloc(nv * sizeof(int32_t)), *vlo = malloc(nv * sizeof(int32_t)),
+            *vhi = malloc(nv * sizeof(int32_t)), *glo = malloc(nv * sizeof(int32_t)),
+            *ghi = malloc(nv * sizeof(int32_t));
+    teexec_status *st = NULL;
+    if (!alias_of || !vlo || !vhi || !glo || !ghi) st = tx_oom();
+    for (size_t v = 0; v < ir->n_values && !st; v++) alias_of[v] = -1;
+    for (size_t i = 0; i < g->n_nodes && !st; i++) {
+        gnode *n = &g->nodes[i];
+        if (n->ir->n_outputs < 1 || n->ir->outputs[0] < 0 || n->ir->n_inputs < 1 ||
+            n->ir->inputs[0] < 0 || !g->vals[n->ir->outputs[0]].produced)
+            continue;
+        if (n->kind == GN_STD && n->alias) {
+            alias_of[n->ir->outputs[0]] = n->ir->inputs[0];
+            continue;
+        }
+        /* te.ops Reshape, Identity and MakeExtraOutput outside any fusion
+         * only copy their input into each output: the outputs share its
+         * buffer instead (no kernel writes into a value it did not make) */
+        if (n->kind != GN_TE || n->fwd_covered || n->fwd_fused >= 0 ||
+            (n->s->id != TX_TE_RESHAPE && n->s->id != TX_TE_IDENTITY &&
+             n->s->id != TX_TE_MAKE_EXTRA_OUTPUT))
+            continue;
+        const tx_tensor *x = &g->vals[n->ir->inputs[0]].dev;
+        bool all = true;
+        for (size_t j = 0; j < n->ir->n_outputs; j++) {
+            int32_t o = n->ir->outputs[j];
+            const tx_tensor *y = o >= 0 ? &g->vals[o].dev : NULL;
+            if (!y || !g->vals[o].produced || y->dtype != x->dtype || y->numel != x->numel ||
+                o == n->ir->inputs[0])
+                all = false;
+        }
+        if (!all) continue;
+        n->te_alias = true;
+        for (size_t j = 0; j < n->ir->n_outputs; j++) alias_of[n->ir->outputs[j]] = n->ir->inputs[0];
+    }
+    if (!st && g->cfg.training) {
+        st = wire_backward(g);
+        if (!st) st = plan_dgelu_epilogues(g);
+    }
+    if (!st) st = life_steps_init(g, &ls);
+    if (!st) st = value_lifetimes(g, &ls, alias_of, vlo, vhi, glo, ghi);
+    /* values (aliases take their root's buffer after placing) and grads */
+    for (size_t v = 0; v < ir->n_values && !st; v++) {
         gval *gv = &g->vals[v];
         if (gv->dev.rank == 0 && gv->dev.numel == 0 && gv->model_dtype == TEEXEC_DTYPE_UNDEFINED)
             continue;
-        bool aliased = false;
-        for (size_t i = 0; i < g->n_nodes && gv->produced; i++) {
-            gnode *n = &g->nodes[i];
-            if (n->kind == GN_STD && n->alias && n->ir->n_outputs > 0 &&
-                n->ir->outputs[0] == (int32_t)v)
-                aliased = true;
-        }
-        if (!aliased) tx_dev_want(&l, &gv->dev.data, tensor_bytes(&gv->dev));
-        if (gv->req && g->cfg.training) tx_dev_want(&l, &gv->grad.data, tensor_bytes(&gv->grad));
+        if (alias_of[v] < 0) tx_dev_want_live(&l, &gv->dev.data, tensor_bytes(&gv->dev), vlo[v], vhi[v]);
+        if (gv->req && g->cfg.training)
+            tx_dev_want_live(&l, &gv->grad.data, tensor_bytes(&gv->grad), glo[v], ghi[v]);
     }
-    for (size_t i = 0; i < g->n_nodes; i++) {
+    for (size_t i = 0; i < g->n_nodes && !st; i++) {
         gnode *n = &g->nodes[i];
-        if (n->kind != GN_TE) continue;
-        for (int j = 0; j < n->n_aux; j++) tx_dev_want(&l, &n->aux[j].data, tensor_bytes(&n->aux[j]));
-        if (n->state_bytes) tx_dev_want(&l, &n->state, n->state_bytes);
+        if (n->kind == GN_TE) {
+            bool bwd = g->cfg.training && n->needs_bwd;
+            for (int j = 0; j < n->n_aux; j++)
+                tx_dev_want_live(&l, &n->aux[j].data, tensor_bytes(&n->aux[j]), ls.fwd[i],
+                                 bwd ? ls.bwd[i] : ls.loss);
+            /* states may carry data from one call to the next: whole run */
+            if (n->state_bytes) tx_dev_want(&l, &n->state, n->state_bytes);
+        }
+        for (size_t k = 0; n->acc && k < n->ir->n_inputs; k++)
+            if (n->acc[k].rank || n->acc[k].numel)
+                tx_dev_want_live(&l, &n->acc[k].data, tensor_bytes(&n->acc[k]), ls.bwd[i],
+                                 ls.bwd[i]);
     }
     /* staging for inputs converted to the compute dtype */
-    g->staging = calloc(g->n_in ? g->n_in : 1, sizeof(*g->staging));
-    if (!g->staging) {
-        tx_dev_reqs_free(&l);
-        return tx_oom();
+    if (!st) {
+        g->staging = calloc(g->n_in ? g->n_in : 1, sizeof(*g->staging));
+        if (!g->staging) st = tx_oom();
     }
-    for (size_t i = 0; i < g->n_in; i++) {
+    for (size_t i = 0; i < g->n_in && !st; i++) {
         gval *gv = &g->vals[g->in_values[i]];
         if (gv->dev.dtype != gv->model_dtype) {
             size_t es = tx_dtype_elem_size(gv->model_dtype);
@@ -530,24 +830,18 @@ static teexec_status *place_memory(tx_gpu_graph *g)
         }
     }
     /* and for outputs converted back, so runs never allocate */
-    g->out_staging = calloc(g->ir->n_outputs ? g->ir->n_outputs : 1, sizeof(*g->out_staging));
-    if (!g->out_staging) {
-        tx_dev_reqs_free(&l);
-        return tx_oom();
+    if (!st) {
+        g->out_staging = calloc(g->ir->n_outputs ? g->ir->n_outputs : 1, sizeof(*g->out_staging));
+        if (!g->out_staging) st = tx_oom();
     }
-    for (size_t j = 0; j < g->ir->n_outputs; j++) {
+    for (size_t j = 0; j < g->ir->n_outputs && !st; j++) {
         gval *gv = &g->vals[g->ir->outputs[j]];
         if (gv->produced && gv->dev.dtype != gv->model_dtype) {
             size_t es = tx_dtype_elem_size(gv->model_dtype);
             tx_dev_want(&l, &g->out_staging[j], (size_t)gv->dev.numel * (es ? es : 1));
         }
     }
-    if (g->cfg.training) {
-        teexec_status *st = wire_backward(g, &l);
-        if (st) {
-            tx_dev_reqs_free(&l);
-            return st;
-        }
+    if (!st && g->cfg.training) {
         gval *lv = &g->vals[g->loss_value];
         size_t n = (size_t)lv->dev.numel;
         if (g->topt.loss == TEEXEC_LOSS_MSE) {
@@ -572,21 +866,29 @@ static teexec_status *place_memory(tx_gpu_graph *g)
         }
         tx_dev_want(&l, &g->opt_dev, (g->n_params ? g->n_params : 1) * sizeof(tx_cuda_optim_tensor));
     }
-    tx_dev_want(&l, &g->scratch, g->scratch_bytes);
-    tx_dev_want(&l, &g->env.gemm_ws, GEMM_WORKSPACE);
-    teexec_status *pst = tx_dev_place(&l, "cuda executor: the model's tensors", &g->arena,
-                                      &g->arena_bytes);
-    tx_dev_reqs_free(&l);
-    TX_TRY(pst);
-    g->env.gemm_ws_bytes = GEMM_WORKSPACE;
-    /* aliases share their input's buffer */
-    for (size_t i = 0; i < g->n_nodes; i++) {
-        gnode *n = &g->nodes[i];
-        if (n->kind == GN_STD && n->alias && n->ir->n_outputs > 0 && n->ir->outputs[0] >= 0 &&
-            n->ir->inputs[0] >= 0)
-            g->vals[n->ir->outputs[0]].dev.data = g->vals[n->ir->inputs[0]].dev.data;
+    if (!st) {
+        tx_dev_want(&l, &g->scratch, g->scratch_bytes);
+        tx_dev_want(&l, &g->env.gemm_ws, GEMM_WORKSPACE);
+        st = tx_dev_place(&l, "cuda executor: the model's tensors", &g->arena, &g->arena_bytes);
+        g->arena_unshared_bytes = l.sum_bytes;
     }
-    return NULL;
+    tx_dev_reqs_free(&l);
+    life_steps_free(&ls);
+    if (!st) {
+        g->env.gemm_ws_bytes = GEMM_WORKSPACE;
+        /* aliases share their root's buffer (an alias of an alias too) */
+        for (size_t v = 0; v < ir->n_values; v++)
+            if (alias_of[v] >= 0) {
+                int32_t r = alias_root(g, alias_of, (int32_t)v);
+                g->vals[v].dev.data = g->vals[r].dev.data;
+            }
+    }
+    free(alias_of);
+    free(vlo);
+    free(vhi);
+    free(glo);
+    free(ghi);
+    return st;
 }
 
 /* Host values known before running (initializers, folded constants) go to
@@ -766,6 +1068,11 @@ static teexec_status *device_setup(tx_gpu_graph *g, tx_device_caps *caps)
         g->own_stream = true;
     }
     TX_TRY(tx_gemm_lt_create(GEMM_WORKSPACE, &g->gemm));
+    /* GEMM algorithms timed once per shape on the first (uncaptured) call;
+     * TEEXEC_GEMM_AUTOTUNE=0 or determinism: the heuristic's first answer */
+    const tx_gemm_tune_config tune =
+        tx_gemm_tune_from_env(getenv("TEEXEC_GEMM_AUTOTUNE"), g->cfg.deterministic);
+    tx_gemm_lt_set_tune(g->gemm, &tune);
     teexec_status *st = tx_sdpa_cudnn_create(&g->sdpa);
     if (st) {
         /* no cuDNN: attention takes the CUDA fallback */

@@ -66,7 +66,9 @@ typedef struct gnode {
     tx_tensor *gin[64];
     /* standard */
     tx_cuda_std_node *std;
-    bool alias;
+    bool alias;                    /* standard op that only reinterprets its input */
+    bool te_alias;                 /* te.ops Reshape sharing its input's buffer: no forward
+                                    * kernel (place_memory) */
     const tx_tensor **s_in;
     tx_tensor **s_out;
     const tx_tensor **s_gout;
@@ -77,12 +79,17 @@ typedef struct gnode {
     /* fused kernels */
     int32_t fwd_fused, bwd_fused; /* index into g->fused led by this node, or -1 */
     bool zero_gout0;              /* main output's grad is zero: cleared before backward */
+    /* a Linear whose dgrad also runs the backward of the GELU(tanh) and
+     * Bias before it (cuBLASLt's DGELU_BGRAD epilogue): their node indices,
+     * or -1; those two nodes are then bwd_covered */
+    int32_t dgelu_act, dgelu_bias;
     bool fwd_covered, bwd_covered;
     uint64_t rng_base;
 } gnode;
 
 typedef struct gfused {
     tx_cuda_fused *f;
+    tx_fusion_id fusion;
     bool backward;
     int32_t n;
     int32_t nodes[8];
@@ -101,6 +108,11 @@ typedef struct prof_row {
     bool backward;
     uint64_t calls;
     double ms;
+    /* of those, the executor's first call (one-time costs: cuBLASLt's
+     * heuristic queries, cuDNN plans, lazy module loading), which the
+     * table leaves out once later calls exist */
+    uint64_t first_calls;
+    double first_ms;
 } prof_row;
 
 struct tx_gpu_graph {
@@ -133,6 +145,7 @@ struct tx_gpu_graph {
     tx_sdpa_cudnn *sdpa;
     void *arena;
     size_t arena_bytes;
+    size_t arena_unshared_bytes; /* what it would take without lifetime sharing */
     void *scratch;
     size_t scratch_bytes;
     void **staging;            /* per input: device staging buffer when converted */
@@ -151,6 +164,7 @@ struct tx_gpu_graph {
     /* CUDA graphs */
     cudaGraphExec_t graph_exec;
     bool graph_ok;             /* capture allowed for this graph */
+    bool tuning_run_done;      /* the uncaptured call that tunes the GEMMs ran */
     const char *graph_off_why;
     uint64_t steps;
     bool stepped;
@@ -158,6 +172,7 @@ struct tx_gpu_graph {
     /* profile */
     prof_row *prof;
     size_t n_prof;
+    uint64_t calls_done;       /* finished run / step calls */
     cudaEvent_t ev[2];
 };
 

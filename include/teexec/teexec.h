@@ -427,6 +427,13 @@ TEEXEC_API teexec_status *teexec_session_options_set_cuda_graphs(teexec_session_
  * disables CUDA graphs. Default off. */
 TEEXEC_API teexec_status *teexec_session_options_set_profile(teexec_session_options *options,
                                                              int enabled);
+/* The CUDA stream (a cudaStream_t) a CUDA session queues its work on, for
+ * callers that order teexec's work with their own; NULL (default): the
+ * session makes its own non-blocking stream. The stream must outlive the
+ * session. A run still returns only when its work on the stream is done.
+ * CPU sessions ignore it. */
+TEEXEC_API teexec_status *teexec_session_options_set_cuda_stream(teexec_session_options *options,
+                                                                 void *stream);
 /* The compute dtype of float activations and parameters: FLOAT, BFLOAT16
  * or FLOAT16 cast the model's float tensors; UNDEFINED (default) keeps the
  * model's own. Inputs and outputs keep the model's dtypes. */

@@ -50,6 +50,8 @@ static void option_values_are_checked(void **state)
     assert_null(teexec_session_options_set_deterministic(o, 1));
     assert_null(teexec_session_options_set_cuda_graphs(o, 0));
     assert_null(teexec_session_options_set_profile(o, 1));
+    assert_null(teexec_session_options_set_cuda_stream(o, NULL));
+    expect(teexec_session_options_set_cuda_stream(NULL, NULL), TEEXEC_ERR_INVALID_ARGUMENT, "NULL");
     expect(teexec_session_options_set_profile(NULL, 1), TEEXEC_ERR_INVALID_ARGUMENT, "NULL");
     teexec_session_options_destroy(o);
 }

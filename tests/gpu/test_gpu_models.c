@@ -20,6 +20,7 @@
 #include "teexec/teexec.h"
 #include "tests/gpu/gpu_harness.h"
 
+#include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -112,12 +113,15 @@ static void unload(model_data *md)
 
 /* ---- inference ---------------------------------------------------------------- */
 
-static void run_session(const model_data *md, teexec_device dev, int graphs, teexec_tensor **out)
+static void run_session_on(const model_data *md, teexec_device dev, int graphs, int deterministic,
+                           void *stream, teexec_tensor **out)
 {
     teexec_session_options *o;
     ok(teexec_session_options_create(&o), "options");
     ok(teexec_session_options_set_device(o, dev), "device");
     ok(teexec_session_options_set_cuda_graphs(o, graphs), "graphs");
+    ok(teexec_session_options_set_deterministic(o, deterministic), "deterministic");
+    ok(teexec_session_options_set_cuda_stream(o, stream), "stream");
     teexec_session *s;
     ok(teexec_session_create(md->m, o, &s), "session");
     teexec_session_options_destroy(o);
@@ -133,19 +137,33 @@ static void run_session(const model_data *md, teexec_device dev, int graphs, tee
     teexec_session_destroy(s);
 }
 
+static void run_session(const model_data *md, teexec_device dev, int graphs, teexec_tensor **out)
+{
+    run_session_on(md, dev, graphs, 0, NULL, out);
+}
+
+/* Against the CPU; then CUDA graphs against plain launches on the caller's
+ * stream, bit for bit. That pair runs in deterministic mode: otherwise
+ * each session picks its GEMM algorithms by timing them (gemm autotuning),
+ * and two sessions may round differently. */
 static void test_inference(void **state)
 {
     (void)state;
+    cudaStream_t caller = NULL;
+    assert_int_equal(cudaStreamCreate(&caller), cudaSuccess);
     for (size_t i = 0; i < N_MODELS; i++) {
         model_data md;
         load(kModels[i], &md);
-        teexec_tensor *cpu, *gpu, *gpu_nog;
+        teexec_tensor *cpu, *gpu, *gpu_det, *gpu_nog;
         run_session(&md, TEEXEC_DEVICE_CPU, 1, &cpu);
         run_session(&md, TEEXEC_DEVICE_CUDA, 1, &gpu);
-        run_session(&md, TEEXEC_DEVICE_CUDA, 0, &gpu_nog);
-        double e = rel_l2(gpu, cpu), e2 = rel_l2(gpu_nog, gpu);
-        char detail[160];
-        snprintf(detail, sizeof detail, "%s fp32 inference rel-L2 %.2e vs CPU, graphs vs none %.1e",
+        run_session_on(&md, TEEXEC_DEVICE_CUDA, 1, 1, NULL, &gpu_det);
+        run_session_on(&md, TEEXEC_DEVICE_CUDA, 0, 1, caller, &gpu_nog);
+        double e = rel_l2(gpu, cpu), e2 = rel_l2(gpu_nog, gpu_det);
+        char detail[200];
+        snprintf(detail, sizeof detail,
+                 "%s fp32 inference rel-L2 %.2e vs CPU, graphs vs none on the caller's stream "
+                 "(deterministic) %.1e",
                  kModels[i], e, e2);
         fprintf(stderr, "%s\n", detail);
         tg_record("models_inference", e <= 1e-5 && e2 == 0.0, detail);
@@ -154,8 +172,10 @@ static void test_inference(void **state)
         teexec_tensor_destroy(cpu);
         teexec_tensor_destroy(gpu);
         teexec_tensor_destroy(gpu_nog);
+        teexec_tensor_destroy(gpu_det);
         unload(&md);
     }
+    cudaStreamDestroy(caller);
 }
 
 /* ---- training ----------------------------------------------------------------- */
@@ -362,9 +382,25 @@ static void test_profile(void **state)
     step(t, &md, 0);
     char *text = NULL;
     ok(teexec_trainer_profile(t, &text), "profile");
+    assert_non_null(strstr(text, "includes one-time setup"));
+    teexec_string_free(text);
+    /* from the second call on, the first call's setup is left out */
+    step(t, &md, 1);
+    step(t, &md, 2);
+    ok(teexec_trainer_profile(t, &text), "profile");
     fprintf(stderr, "%s", text);
+    assert_non_null(strstr(text, "is left out"));
     assert_non_null(strstr(text, "bwd"));
     assert_non_null(strstr(text, "Linear"));
+    /* gpt2_block's MLP (Bias, GELU(tanh), Linear) runs its dgrad with the
+     * dGELU+dbias epilogue in bf16 */
+    assert_non_null(strstr(text, "dGELU+dBias"));
+    /* buffers with disjoint lifetimes share the arena */
+    const char *ar = strstr(text, "device arena: ");
+    assert_non_null(ar);
+    double mib = 0.0, unshared = 0.0;
+    assert_int_equal(sscanf(ar, "device arena: %lf MiB (%lf", &mib, &unshared), 2);
+    assert_true(mib < unshared);
     tg_record("models_profile", 1, "gpt2_block bf16 training step profile table");
     teexec_string_free(text);
     teexec_trainer_destroy(t);

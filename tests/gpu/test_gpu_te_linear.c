@@ -96,9 +96,12 @@ static void expect_none(const char *what, const tx_tensor *ref, const tx_tensor 
 {
     assert_int_equal(ref->numel, dev->numel);
     assert_int_equal(ref->dtype, dev->dtype);
-    bool f32 = ref->dtype == KU_F32;
+    bool f32 = ref->dtype == KU_F32, f16 = ref->dtype == KU_F16;
     double m = max_abs(ref);
-    ku_expect_close(what, ref, dev->data, f32 ? 1e-5 : 1.6e-2, (f32 ? 1e-5 : 1e-4) * m);
+    /* 16-bit outputs: one rounding of the FP32 sum on either side (2^-8
+     * relative in bf16, 2^-11 in fp16) */
+    ku_expect_close(what, ref, dev->data, f32 ? 1e-5 : f16 ? 2e-3 : 1.6e-2,
+                    (f32 ? 1e-5 : 1e-4) * m);
 }
 
 /* A fused kernel against the unfused CPU ops: in bf16 the unfused path
@@ -236,9 +239,9 @@ static void gpu_lin_run(gpu_lin *g, tx_tensor *x, tx_tensor *w, tx_tensor *y, tx
 
 static void run_none(teexec_dtype dt)
 {
-    const char *tag = dt == KU_F32 ? "fp32" : "bf16";
+    const char *tag = dt == KU_F32 ? "fp32" : dt == KU_F16 ? "fp16" : "bf16";
     int64_t xd[3] = {2, 24, 64}, wd[2] = {96, 64}, yd[3] = {2, 24, 96};
-    ku_seed(dt == KU_F32 ? 11 : 12);
+    ku_seed(dt == KU_F32 ? 11 : dt == KU_F16 ? 13 : 12);
     tx_tensor x, w, dy;
     ku_make(&x, dt, 3, xd, -2.0, 2.0);
     ku_make(&w, dt, 2, wd, -0.2, 0.2);
@@ -281,6 +284,7 @@ static void run_none(teexec_dtype dt)
 
 static void test_none_fp32(void **s) { (void)s; run_none(KU_F32); }
 static void test_none_bf16(void **s) { (void)s; run_none(KU_BF16); }
+static void test_none_fp16(void **s) { (void)s; run_none(KU_F16); }
 
 /* ---- recipes ---------------------------------------------------------------- */
 
@@ -1297,10 +1301,11 @@ int main(void)
            NU = sizeof fusion_cases / sizeof fusion_cases[0],
            NG = sizeof gcases / sizeof gcases[0], NI = sizeof icases / sizeof icases[0],
            NR = sizeof rcases / sizeof rcases[0] };
-    struct CMUnitTest tests[2 + NU + NQ + NF + NG + NI + NR];
+    struct CMUnitTest tests[3 + NU + NQ + NF + NG + NI + NR];
     int n = 0;
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_none_fp32);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_none_bf16);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_none_fp16);
     for (int i = 0; i < NU; i++)
         tests[n++] = (struct CMUnitTest){fusion_cases[i].name, run_fusion, NULL, NULL,
                                          (void *)&fusion_cases[i]};
