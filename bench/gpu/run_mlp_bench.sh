@@ -2,17 +2,17 @@
 # The MLP-block benchmark of issue 7 (a) and (c), on the GPU machine, in one
 # run: PyTorch eager and torch.compile (bench/gpu/torch_mlp.py, which also
 # writes the same model with the same weights as ONNX), teexec on that ONNX
-# file through the public API (`teexec bench`, bf16 on the CUDA backend),
-# the numeric check of the CUDA chain executor against float32 PyTorch
-# (mlp_bench --check) and cuBLASLt's own GEMM rate (gemm_rate), then the
-# ratios. Binaries come from CARRY_DIR (built on the development machine:
-# -Dstatic_protobuf=true -Dbuildtype=release). Without a carried teexec the
-# timings come from mlp_bench, as before `teexec bench` existed.
+# file through the public API (`teexec bench`, bf16 compute on the CUDA
+# backend, under the recipes in RECIPES), a numeric check of teexec's
+# inference against the float32 PyTorch module (`teexec run --input
+# --output-dir`, relative L2) and cuBLASLt's own GEMM rate (gemm_rate).
+# Binaries come from CARRY_DIR (built on the development machine:
+# -Dstatic_protobuf=true -Dbuildtype=release).
 #
-# What is timed: torch's train_step is forward + backward with a fixed
-# output grad (no loss, no optimizer); `teexec bench --train` is a whole
-# step (forward, MSE loss, backward, AdamW update), so its ratio to torch's
-# train_step is conservative. Inference is one forward on both sides.
+# What is timed: torch's train_step is forward + MSE loss + backward + fused
+# AdamW on its bf16 parameters; `teexec bench --train` is a whole step too
+# (forward, MSE loss, backward, AdamW over FP32 master weights). Inference
+# is one forward on both sides.
 set -u
 C=${CARRY_DIR:-.carry/lead}
 OUT=${OUT:-/tmp/mlp-bench}
@@ -45,31 +45,57 @@ print('teexec bench %s ms=%.4f min=%.4f tflops=%.1f' % (sys.argv[5], d['median_m
   python3 bench/gpu/torch_mlp.py --hidden $H --ffn $F --tokens $T --iters $ITERS --onnx "$OUT/mlp.onnx" --check-dir "$OUT" 2>&1 | grep -v Warning
   if [ -x "$C/teexec" ]; then
     # numbers first (teexec bench has no reference to compare with)
-    if [ -x "$C/mlp_bench" ]; then
-      for r in none fp8-current; do
-        $C/mlp_bench "$OUT/mlp.onnx" --rows $T --recipe $r --iters 3 --check "$OUT/x.npy" "$OUT/y.npy" 2>&1 | grep -E 'check|mlp_bench'
-      done
-    fi
     for r in none fp8-current; do
+      rm -rf "$OUT/y_teexec"
+      if timeout 300 "$C/teexec" run "$OUT/mlp.onnx" --device cuda --dtype bf16 --recipe $r \
+          --input "x=$OUT/x.npy" --output-dir "$OUT/y_teexec" > /dev/null 2> "$OUT/run.err"; then
+        y=$(ls "$OUT"/y_teexec/*.npy | head -1)
+        echo "check recipe=$r vs float32 PyTorch: $(python3 bench/gpu/torch_mlp.py --compare "$OUT/y.npy" "$y")"
+      else
+        echo "check recipe=$r: teexec run failed: $(tail -1 "$OUT/run.err")"
+      fi
+    done
+    rm -rf "$OUT/y_teexec" "$OUT/run.err"
+    for r in ${RECIPES:-none fp8-current mxfp8}; do
       tb "train_step recipe=$r" $T "$OUT/mlp.onnx" --train --recipe $r --iters $ITERS
     done
     tb "train_step recipe=none no-graphs" $T "$OUT/mlp.onnx" --train --iters $ITERS --no-graphs
     tb "inference recipe=none" $T "$OUT/mlp.onnx" --iters $ITERS
+    tb "inference recipe=fp8-current" $T "$OUT/mlp.onnx" --iters $ITERS --recipe fp8-current
   else
-    for r in none fp8-current; do
-      $C/mlp_bench "$OUT/mlp.onnx" --rows $T --recipe $r --iters $ITERS --check "$OUT/x.npy" "$OUT/y.npy" 2>&1
-    done
-    $C/mlp_bench "$OUT/mlp.onnx" --rows $T --recipe none --iters $ITERS --graph 2>&1
+    echo "teexec: not run ($C/teexec missing)"
   fi
   echo "latency: tokens=16"
   python3 bench/gpu/torch_mlp.py --hidden $H --ffn $F --tokens 16 --iters 200 --infer-only --onnx "$OUT/mlp16.onnx" 2>&1 | grep -v Warning
   if [ -x "$C/teexec" ]; then
     tb "inference tokens=16" 16 "$OUT/mlp16.onnx" --iters 200 --warmup 10
     tb "inference tokens=16 no-graphs" 16 "$OUT/mlp16.onnx" --iters 200 --warmup 10 --no-graphs
-  else
-    $C/mlp_bench "$OUT/mlp16.onnx" --rows 16 --recipe none --iters 200 --infer-only 2>&1
-    $C/mlp_bench "$OUT/mlp16.onnx" --rows 16 --recipe none --iters 200 --infer-only --graph 2>&1
   fi
   [ -x $C/gemm_rate ] && timeout 120 $C/gemm_rate 2>&1 | tail -12
 } | tee "$OUT/mlp_bench.txt"
+# the ratios of issue 7's goals, from the lines above
+python3 - "$OUT/mlp_bench.txt" <<'PYEOF'
+import re, sys
+text = open(sys.argv[1]).read()
+big, _, small = text.partition("latency: tokens=16")
+def ms(part, pattern):
+    m = re.search(pattern + r" ms=([0-9.]+)", part)
+    return float(m.group(1)) if m else None
+def ratio(label, num, den, goal):
+    if num and den:
+        print("ratio %-52s %.2fx (goal %s)" % (label, num / den, goal))
+te, tc = ms(big, "torch eager train_step"), ms(big, "torch compile train_step")
+ie, ic = ms(big, "torch eager inference"), ms(big, "torch compile inference")
+bf = ms(big, "train_step recipe=none")
+ratio("bf16 training step vs torch eager", te, bf, ">= 1.1x")
+ratio("bf16 training step vs torch.compile", tc, bf, ">= 1.0x")
+ratio("fp8-current training step vs torch bf16 eager", te, ms(big, "train_step recipe=fp8-current"), ">= 1.5x")
+mx = ms(big, "train_step recipe=mxfp8")
+if mx and bf:
+    print("ratio %-52s %.2fx (goal <= 1.25x)" % ("mxfp8 step / teexec bf16 step", mx / bf))
+ratio("bf16 inference vs torch eager", ie, ms(big, "inference recipe=none"), ">= 1.1x")
+ratio("bf16 inference vs torch.compile", ic, ms(big, "inference recipe=none"), ">= 1.0x")
+ratio("16-token inference (CUDA graph) vs torch eager", ms(small, "torch eager inference"),
+      ms(small, "inference tokens=16"), ">= 1.3x")
+PYEOF
 rm -f "$OUT"/*.onnx "$OUT"/*.npy

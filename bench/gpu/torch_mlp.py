@@ -90,7 +90,17 @@ def main():
     ap.add_argument("--infer-only", action="store_true")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--check-dir", help="write x.npy / y.npy (float32 reference) here")
+    ap.add_argument("--compare", nargs=2, metavar=("REF", "GOT"),
+                    help="print the relative L2 error of the .npy GOT against REF and exit")
     args = ap.parse_args()
+    if args.compare:
+        ref = np.load(args.compare[0]).astype(np.float64)
+        got = np.load(args.compare[1]).astype(np.float64)
+        if ref.shape != got.shape:
+            print("compare: shapes differ: %s vs %s" % (ref.shape, got.shape))
+            sys.exit(1)
+        print("rel_l2=%.3e" % (np.linalg.norm(got - ref) / np.linalg.norm(ref)))
+        return
     torch.manual_seed(0)
     m = MLP(args.hidden, args.ffn)
     with torch.no_grad():
@@ -101,13 +111,14 @@ def main():
     dev = torch.device("cuda")
     if args.check_dir:
         # teexec's numbers are checked against the float32 module's output
-        # on an input of the same shape (mlp_bench --check)
+        # on an input of the model's shape (run_mlp_bench.sh: teexec run
+        # --input x=x.npy --output-dir, then --compare)
         g = torch.Generator().manual_seed(1)
         xc = torch.randn(1, args.tokens, args.hidden, generator=g)
         with torch.no_grad():
             yc = m.to(dev)(xc.to(dev)).cpu()
-        np.save(os.path.join(args.check_dir, "x.npy"), xc.numpy()[0])
-        np.save(os.path.join(args.check_dir, "y.npy"), yc.numpy()[0])
+        np.save(os.path.join(args.check_dir, "x.npy"), xc.numpy())
+        np.save(os.path.join(args.check_dir, "y.npy"), yc.numpy())
     m = m.to(dev, torch.bfloat16)
     flops = 2.0 * args.tokens * args.hidden * args.ffn * 2
     x = torch.randn(1, args.tokens, args.hidden, device=dev, dtype=torch.bfloat16)
