@@ -326,6 +326,29 @@ static teexec_status *grouped_forward(void *priv, const tx_te_fwd_args *a, void 
     return st ? tx_status_prefix(st, "%s: forward", l->name) : NULL;
 }
 
+/* A backward grouped GEMM over all groups whose A operand is dy: as
+ * stored, or (quantized) dequantized to FP32 into `dy_f` in the usage
+ * the GEMM reduces over (rowwise for DGRAD, columnwise for WGRAD). */
+static teexec_status *bwd_gemm_begin(const grouped *l, tx_gg_kind kind, int G,
+                                     const tx_tensor *ss, const tx_tensor *dy, const void *dyq,
+                                     float *dy_f, const tx_cuda_env *env,
+                                     tx_cuda_grouped_gemm *gg)
+{
+    memset(gg, 0, sizeof *gg);
+    gg->kind = kind;
+    gg->groups = G;
+    gg->split_sizes = ss->data;
+    gg->m = l->M, gg->n = l->N, gg->k = l->K;
+    gg->a = dy->data;
+    gg->a_dt = dy->dtype;
+    if (!l->ody.q.on) return NULL;
+    unsigned usage = kind == TX_GG_DGRAD ? TX_QUSAGE_ROWWISE : TX_QUSAGE_COLUMNWISE;
+    TX_TRY(dequant(l, &l->ody, dyq, usage, dy_f, env, "grad_output"));
+    gg->a = dy_f;
+    gg->a_dt = TEEXEC_DTYPE_FLOAT;
+    return NULL;
+}
+
 static teexec_status *grouped_backward(void *priv, const tx_te_bwd_args *a, void *state,
                                        void *scratch, const tx_cuda_env *env)
 {
@@ -365,19 +388,7 @@ static teexec_status *grouped_backward(void *priv, const tx_te_bwd_args *a, void
     teexec_status *st = NULL;
     if (dx) {
         tx_cuda_grouped_gemm gg;
-        memset(&gg, 0, sizeof gg);
-        gg.kind = TX_GG_DGRAD;
-        gg.groups = G;
-        gg.split_sizes = ss->data;
-        gg.m = l->M, gg.n = l->N, gg.k = l->K;
-        gg.a = dy->data;
-        gg.a_dt = dy->dtype;
-        if (l->ody.q.on) {
-            float *f = at(scratch, l->sc_dyr);
-            TX_TRY(dequant(l, &l->ody, dyq, TX_QUSAGE_ROWWISE, f, env, "grad_output"));
-            gg.a = f;
-            gg.a_dt = TEEXEC_DTYPE_FLOAT;
-        }
+        TX_TRY(bwd_gemm_begin(l, TX_GG_DGRAD, G, ss, dy, dyq, at(scratch, l->sc_dyr), env, &gg));
         gg.b_dt = l->ow.q.on ? TEEXEC_DTYPE_FLOAT : l->w_dt;
         for (int g = 0; g < G; g++) {
             if (l->ow.q.on) {
@@ -401,19 +412,7 @@ static teexec_status *grouped_backward(void *priv, const tx_te_bwd_args *a, void
     }
     if (any_dw) {
         tx_cuda_grouped_gemm gg;
-        memset(&gg, 0, sizeof gg);
-        gg.kind = TX_GG_WGRAD;
-        gg.groups = G;
-        gg.split_sizes = ss->data;
-        gg.m = l->M, gg.n = l->N, gg.k = l->K;
-        gg.a = dy->data;
-        gg.a_dt = dy->dtype;
-        if (l->ody.q.on) {
-            float *f = at(scratch, l->sc_dyc);
-            TX_TRY(dequant(l, &l->ody, dyq, TX_QUSAGE_COLUMNWISE, f, env, "grad_output"));
-            gg.a = f;
-            gg.a_dt = TEEXEC_DTYPE_FLOAT;
-        }
+        TX_TRY(bwd_gemm_begin(l, TX_GG_WGRAD, G, ss, dy, dyq, at(scratch, l->sc_dyc), env, &gg));
         if (l->ox.q.on) {
             float *xf = at(scratch, l->sc_x);
             TX_TRY(dequant(l, &l->ox, at(state, l->st_x), TX_QUSAGE_COLUMNWISE, xf, env, "x"));
