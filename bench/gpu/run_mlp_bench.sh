@@ -10,7 +10,9 @@
 # -Dstatic_protobuf=true -Dbuildtype=release).
 #
 # What is timed: torch's train_step is forward + MSE loss + backward + fused
-# AdamW on its bf16 parameters; `teexec bench --train` is a whole step too
+# AdamW on its bf16 parameters (no master weights); "eager-autocast" is the
+# same step of the FP32 module under bf16 autocast, whose AdamW updates FP32
+# weights as teexec's does. `teexec bench --train` is a whole step too
 # (forward, MSE loss, backward, AdamW over FP32 master weights). Inference
 # is one forward on both sides.
 set -u
@@ -42,7 +44,7 @@ print('teexec bench %s ms=%.4f min=%.4f tflops=%.1f' % (sys.argv[5], d['median_m
   date -u
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
   echo "MLP block hidden=$H ffn=$F tokens=$T iters=$ITERS"
-  python3 bench/gpu/torch_mlp.py --hidden $H --ffn $F --tokens $T --iters $ITERS --onnx "$OUT/mlp.onnx" --check-dir "$OUT" 2>&1 | grep -v Warning
+  python3 bench/gpu/torch_mlp.py --hidden $H --ffn $F --tokens $T --iters $ITERS --autocast --onnx "$OUT/mlp.onnx" --check-dir "$OUT" 2>&1 | grep -v Warning
   if [ -x "$C/teexec" ]; then
     # numbers first (teexec bench has no reference to compare with)
     for r in none fp8-current; do
@@ -89,6 +91,10 @@ ie, ic = ms(big, "torch eager inference"), ms(big, "torch compile inference")
 bf = ms(big, "train_step recipe=none")
 ratio("bf16 training step vs torch eager", te, bf, ">= 1.1x")
 ratio("bf16 training step vs torch.compile", tc, bf, ">= 1.0x")
+ratio("bf16 training step vs torch eager-autocast", ms(big, "torch eager-autocast train_step"), bf,
+      "none: FP32 masters on both sides")
+ratio("fp8-current training step vs torch eager-autocast", ms(big, "torch eager-autocast train_step"),
+      ms(big, "train_step recipe=fp8-current"), "none: FP32 masters on both sides")
 ratio("fp8-current training step vs torch bf16 eager", te, ms(big, "train_step recipe=fp8-current"), ">= 1.5x")
 mx = ms(big, "train_step recipe=mxfp8")
 if mx and bf:

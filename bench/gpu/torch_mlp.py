@@ -17,6 +17,7 @@
    "torch <eager|compile> <inference|train_step> ms=<median> tflops=<x>".
 """
 import argparse
+import copy
 import os
 import sys
 
@@ -88,6 +89,9 @@ def main():
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--onnx", help="write the model here")
     ap.add_argument("--infer-only", action="store_true")
+    ap.add_argument("--autocast", action="store_true",
+                    help="also time the training step of the FP32 module under bf16 autocast "
+                         "(FP32 master weights, as teexec keeps them)")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--check-dir", help="write x.npy / y.npy (float32 reference) here")
     ap.add_argument("--compare", nargs=2, metavar=("REF", "GOT"),
@@ -119,6 +123,9 @@ def main():
             yc = m.to(dev)(xc.to(dev)).cpu()
         np.save(os.path.join(args.check_dir, "x.npy"), xc.numpy())
         np.save(os.path.join(args.check_dir, "y.npy"), yc.numpy())
+    # like-for-like with teexec's trainer, which keeps FP32 master weights
+    # under --dtype bf16: the FP32 module under bf16 autocast
+    m32 = copy.deepcopy(m).to(dev) if args.autocast and not args.infer_only else None
     m = m.to(dev, torch.bfloat16)
     flops = 2.0 * args.tokens * args.hidden * args.ffn * 2
     x = torch.randn(1, args.tokens, args.hidden, device=dev, dtype=torch.bfloat16)
@@ -143,6 +150,18 @@ def main():
             opt.zero_grad(set_to_none=True)
         ms = time_ms(step, args.iters)
         print(f"torch {name} train_step ms={ms:.4f} tflops={3 * flops / (ms * 1e-3) / 1e12:.1f}", flush=True)
+    if m32 is not None:
+        opt32 = torch.optim.AdamW(m32.parameters(), lr=1e-3, weight_decay=0.01, fused=True)
+
+        def step32():
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = F.mse_loss(m32(x), dy)
+            loss.backward()
+            opt32.step()
+            opt32.zero_grad(set_to_none=True)
+        ms = time_ms(step32, args.iters)
+        print(f"torch eager-autocast train_step ms={ms:.4f} tflops={3 * flops / (ms * 1e-3) / 1e12:.1f}",
+              flush=True)
 
 
 if __name__ == "__main__":
