@@ -357,6 +357,42 @@ static teexec_status *prepare_kernels(tx_gpu_graph *g, int kind)
     return st;
 }
 
+/* Records a prepared fused kernel over nodes idx[0..n) (forward order):
+ * the forward is led by the first node, the backward by the last (the
+ * backward walk meets it first); the others are covered. Takes f (freed
+ * on failure). */
+static teexec_status *add_fused(tx_gpu_graph *g, tx_cuda_fused *f, tx_fusion_id fusion, bool bwd,
+                                const int32_t *idx, int32_t n)
+{
+    if (g->n_fused == g->cap_fused) {
+        size_t cap = g->cap_fused ? 2 * g->cap_fused : 16;
+        gfused *nf = realloc(g->fused, cap * sizeof(*nf));
+        if (!nf) {
+            tx_cuda_fused_free(f);
+            return tx_oom();
+        }
+        g->fused = nf;
+        g->cap_fused = cap;
+    }
+    gfused *gf = &g->fused[g->n_fused];
+    *gf = (gfused){.f = f, .fusion = fusion, .backward = bwd, .n = n};
+    memcpy(gf->nodes, idx, (size_t)n * sizeof(idx[0]));
+    size_t sb = tx_cuda_fused_scratch_bytes(f);
+    if (sb > g->scratch_bytes) g->scratch_bytes = sb;
+    for (int32_t j = 0; j < n; j++) {
+        gnode *nd = &g->nodes[idx[j]];
+        if (!bwd) {
+            if (j == 0) nd->fwd_fused = (int32_t)g->n_fused;
+            else nd->fwd_covered = true;
+        } else {
+            if (j == n - 1) nd->bwd_fused = (int32_t)g->n_fused;
+            else nd->bwd_covered = true;
+        }
+    }
+    g->n_fused++;
+    return NULL;
+}
+
 /* Forward layouts' and backward layouts' fused kernels, where the GPU has
  * them; the others run unfused (declines recorded in the fuser plan). */
 static teexec_status *prepare_fusions(tx_gpu_graph *g)
@@ -400,34 +436,7 @@ static teexec_status *prepare_fusions(tx_gpu_graph *g)
                     TX_TRY(ds);
                     continue;
                 }
-                if (g->n_fused == g->cap_fused) {
-                    size_t cap = g->cap_fused ? 2 * g->cap_fused : 16;
-                    gfused *nf = realloc(g->fused, cap * sizeof(*nf));
-                    if (!nf) {
-                        tx_cuda_fused_free(f);
-                        return tx_oom();
-                    }
-                    g->fused = nf;
-                    g->cap_fused = cap;
-                }
-                gfused *gf = &g->fused[g->n_fused];
-                *gf = (gfused){.f = f, .fusion = ks[k].fusion, .backward = bwd, .n = ks[k].count};
-                memcpy(gf->nodes, idx, (size_t)ks[k].count * sizeof(idx[0]));
-                size_t sb = tx_cuda_fused_scratch_bytes(f);
-                if (sb > g->scratch_bytes) g->scratch_bytes = sb;
-                /* forward: led by the first op; backward: by the last (the
-                 * backward walk meets it first) */
-                for (int32_t j = 0; j < ks[k].count; j++) {
-                    gnode *n = &g->nodes[idx[j]];
-                    if (!bwd) {
-                        if (j == 0) n->fwd_fused = (int32_t)g->n_fused;
-                        else n->fwd_covered = true;
-                    } else {
-                        if (j == ks[k].count - 1) n->bwd_fused = (int32_t)g->n_fused;
-                        else n->bwd_covered = true;
-                    }
-                }
-                g->n_fused++;
+                TX_TRY(add_fused(g, f, ks[k].fusion, bwd, idx, ks[k].count));
             }
         }
     }
@@ -524,32 +533,14 @@ static teexec_status *fuse_act_bias_backward(tx_gpu_graph *g, gnode *bias, gnode
     tx_cuda_te_node *tn[2] = {bias->te, act->te};
     tx_cuda_fused *f = NULL;
     teexec_status *st = tx_cuda_fused_prepare(TX_FUSION_BWD_ACT_BIAS, true, descs, tn, 2, &f);
-    if (st) {
+    if (st && teexec_status_code(st) == TEEXEC_ERR_UNSUPPORTED) {
         /* no such kernel for these ops: they stay unfused */
-        bool unsup = teexec_status_code(st) == TEEXEC_ERR_UNSUPPORTED;
         teexec_status_destroy(st);
-        return unsup ? NULL : tx_error(TEEXEC_ERR_INTERNAL, "preparing dact+dbias");
+        return NULL;
     }
-    if (g->n_fused == g->cap_fused) {
-        size_t cap = g->cap_fused ? 2 * g->cap_fused : 16;
-        gfused *nf = realloc(g->fused, cap * sizeof(*nf));
-        if (!nf) {
-            tx_cuda_fused_free(f);
-            return tx_oom();
-        }
-        g->fused = nf;
-        g->cap_fused = cap;
-    }
-    gfused *gf = &g->fused[g->n_fused];
-    *gf = (gfused){.f = f, .fusion = TX_FUSION_BWD_ACT_BIAS, .backward = true, .n = 2};
-    gf->nodes[0] = bias->index;
-    gf->nodes[1] = act->index;
-    size_t sb = tx_cuda_fused_scratch_bytes(f);
-    if (sb > g->scratch_bytes) g->scratch_bytes = sb;
-    act->bwd_fused = (int32_t)g->n_fused;
-    bias->bwd_covered = true;
-    g->n_fused++;
-    return NULL;
+    TX_TRY(st);
+    int32_t idx[2] = {bias->index, act->index};
+    return add_fused(g, f, TX_FUSION_BWD_ACT_BIAS, true, idx, 2);
 }
 
 /* Bias -> GELU(tanh) -> Linear in the forward, with nothing else reading

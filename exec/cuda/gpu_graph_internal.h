@@ -164,7 +164,6 @@ struct tx_gpu_graph {
     /* CUDA graphs */
     cudaGraphExec_t graph_exec;
     bool graph_ok;             /* capture allowed for this graph */
-    bool tuning_run_done;      /* the uncaptured call that tunes the GEMMs ran */
     const char *graph_off_why;
     uint64_t steps;
     bool stepped;

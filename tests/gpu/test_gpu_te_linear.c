@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "base/half.h"
+#include "exec/quant_operand.h"
 #include "exec/cuda/te_cuda_linear.h"
 #include "exec/group_exec.h"
 #include "exec/recipe_delayed.h"
@@ -363,19 +364,10 @@ static tx_cuda_operand_q gpu_q(const tx_plan_quant *e, const tx_gx_config *cfg, 
 {
     tx_cuda_operand_q q;
     memset(&q, 0, sizeof q);
-    q.on = true;
-    q.cfg.kind = e->kind;
-    q.cfg.fmt = e->data_dtype;
-    q.cfg.block_2d = e->block_rows > 1 && e->block_cols > 1;
-    q.cfg.scale_layout = TX_SCALE_COMPACT;
-    if (e->kind == TX_QKIND_NVFP4) {
-        q.cfg.rht = cfg->recipe.nvfp4_rht && e->operand != TX_QOP_WEIGHT;
-        q.cfg.stochastic_rounding = cfg->recipe.nvfp4_stochastic &&
-                                    e->operand == TX_QOP_GRAD_OUTPUT;
-        q.cfg.seed = cfg->seed ^ ((uint64_t)(uint32_t)e->node * 0x9E3779B97F4A7C15ull +
-                                  (uint64_t)e->operand);
-        q.cfg.sr_offset = cfg->step;
-    }
+    /* the executor's mapping from a plan entry (exec/quant_operand.h) */
+    q.on = tx_quant_operand_config(e, 1, &cfg->recipe, e->node, e->operand, true, true,
+                                   cfg->seed, cfg->step, &q.cfg) != NULL;
+    assert_true(q.on);
     q.native = (e->kind == TX_QKIND_FP8_TENSOR || e->kind == TX_QKIND_FP8_BLOCK) && g_env.sm >= 89;
     if (e->delayed_slot >= 0) {
         q.delayed_scale = dscale;
