@@ -24,7 +24,9 @@ const char exec_options_help[] =
     "  --no-graphs              launch every kernel each run instead of\n"
     "                           replaying a captured CUDA graph\n"
     "  --profile                time every fuser group and kernel (GPU) and print\n"
-    "                           the table to stderr after the runs\n";
+    "                           the table to stderr after the runs (the first\n"
+    "                           call's one-time setup left out), with the device\n"
+    "                           memory used and the fusions not run, and why\n";
 
 void exec_options_init(exec_options *o)
 {
