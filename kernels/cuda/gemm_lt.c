@@ -327,6 +327,9 @@ teexec_status *tx_gemm_lt_create(size_t workspace_bytes, tx_gemm_lt **out)
     if (e == cudaSuccess) {
         const float c[2] = {0.0f, 1.0f};
         e = cudaMemcpy(h->dconst, c, sizeof c, cudaMemcpyHostToDevice);
+        /* a pageable copy may return before its DMA lands, and the GEMMs
+         * run on streams that do not wait for the legacy stream */
+        if (e == cudaSuccess) e = cudaStreamSynchronize(cudaStreamLegacy);
     }
     if (e != cudaSuccess) {
         st = cuda_error(e, "allocating the device constants");
@@ -488,13 +491,13 @@ static teexec_status *build_descs(gemm_entry *en, const tx_gemm_desc *d)
 /* cuBLASLt's first `want` answers for the entry's descriptors (*found of
  * them, in its order); UNSUPPORTED when it has none. */
 static teexec_status *query_algos(tx_gemm_lt *h, gemm_entry *en, const tx_gemm_desc *d, int want,
-                                  cublasLtMatmulHeuristicResult_t *res, int *found)
+                                  size_t ws_limit, cublasLtMatmulHeuristicResult_t *res, int *found)
 {
     *found = 0;
     cublasLtMatmulPreference_t pref = NULL;
     LT_TRY(LT(MatmulPreferenceCreate)(&pref));
     teexec_status *st = NULL;
-    const uint64_t ws = h->ws_bytes;
+    const uint64_t ws = ws_limit < h->ws_bytes ? ws_limit : h->ws_bytes;
     const uint32_t al[4] = {(uint32_t)en->key.align_a, (uint32_t)en->key.align_b,
                             (uint32_t)en->key.align_c, (uint32_t)en->key.align_d};
     cublasStatus_t s = LT(MatmulPreferenceSetAttribute)(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -553,11 +556,13 @@ static double wall_ms(void)
         if (cu_e_ != cudaSuccess) return cuda_error(cu_e_, what); \
     } while (0)
 
-/* GPU time of one launch of `algo` and of `reps` launches after it (*ms:
- * per launch; -1 when cuBLASLt refused the algorithm). */
+/* GPU time of one launch of `algo` (warm-up) and of *reps launches after
+ * it (*ms: per launch; -1 when cuBLASLt refused the algorithm). *reps <= 0:
+ * the repeat rule of cfg decides from the warm-up, and *reps is set. */
 static teexec_status *time_algo(tx_gemm_lt *h, const gemm_entry *en, const cublasLtMatmulAlgo_t *algo,
                                 const tx_gemm_desc *d, const void *A, const void *B, const void *C,
-                                void *D, void *workspace, void *stream, double *ms)
+                                void *D, void *workspace, void *stream,
+                                const tx_gemm_tune_config *cfg, int *reps_io, double *ms)
 {
     cudaStream_t s = (cudaStream_t)stream;
     *ms = -1.0;
@@ -568,7 +573,8 @@ static teexec_status *time_algo(tx_gemm_lt *h, const gemm_entry *en, const cubla
     CUDA_TRY(cudaEventRecord(h->ev[1], s), "timing a GEMM candidate");
     CUDA_TRY(cudaEventSynchronize(h->ev[1]), "timing a GEMM candidate");
     CUDA_TRY(cudaEventElapsedTime(&t, h->ev[0], h->ev[1]), "timing a GEMM candidate");
-    const int reps = tx_gemm_tune_reps(&h->tune, (double)t);
+    if (*reps_io <= 0) *reps_io = tx_gemm_tune_reps(cfg, (double)t);
+    const int reps = *reps_io;
     CUDA_TRY(cudaEventRecord(h->ev[0], s), "timing a GEMM candidate");
     for (int r = 0; r < reps; r++) {
         h->stats.timed_runs++;
@@ -584,6 +590,36 @@ static teexec_status *time_algo(tx_gemm_lt *h, const gemm_entry *en, const cubla
     return NULL;
 }
 
+/* Times found candidates in cfg->rounds interleaved passes (each keeps its
+ * fastest pass; ms[i] < 0: refused or over the workspace). */
+static teexec_status *time_candidates(tx_gemm_lt *h, const gemm_entry *en,
+                                      const cublasLtMatmulHeuristicResult_t *res, int found,
+                                      const tx_gemm_desc *d, const void *A, const void *B,
+                                      const void *C, void *D, void *workspace, void *stream,
+                                      const tx_gemm_tune_config *cfg, double *ms)
+{
+    int reps[TX_GEMM_TUNE_MAX_CANDIDATES];
+    for (int i = 0; i < 2; i++)
+        if (!h->ev[i]) CUDA_TRY(cudaEventCreate(&h->ev[i]), "creating the tuning events");
+    /* the work queued before this call must not count as the first candidate's */
+    CUDA_TRY(cudaStreamSynchronize((cudaStream_t)stream), "tuning a GEMM");
+    const int rounds = cfg->rounds > 1 ? cfg->rounds : 1;
+    for (int i = 0; i < found; i++) {
+        ms[i] = -1.0;
+        reps[i] = 0;
+    }
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < found; i++) {
+            if (res[i].state != CUBLAS_STATUS_SUCCESS || res[i].workspaceSize > h->ws_bytes) continue;
+            if (r > 0 && ms[i] < 0.0) continue; /* refused in the first pass */
+            double t = -1.0;
+            TX_TRY(time_algo(h, en, &res[i].algo, d, A, B, C, D, workspace, stream, cfg, &reps[i], &t));
+            if (t >= 0.0 && (ms[i] < 0.0 || t < ms[i])) ms[i] = t;
+        }
+    }
+    return NULL;
+}
+
 /* Times the heuristic's first answers with the call's buffers and keeps
  * the fastest (gemm_select.h's rule). Only called outside capture, for a
  * GEMM that may be repeated. */
@@ -594,17 +630,9 @@ static teexec_status *tune_entry(tx_gemm_lt *h, gemm_entry *en, const tx_gemm_de
     double ms[TX_GEMM_TUNE_MAX_CANDIDATES];
     const int want = tx_gemm_tune_candidates(&h->tune, d->m, d->n, d->k);
     int found = 0;
-    TX_TRY(query_algos(h, en, d, want, res, &found));
-    for (int i = 0; i < 2; i++)
-        if (!h->ev[i]) CUDA_TRY(cudaEventCreate(&h->ev[i]), "creating the tuning events");
+    TX_TRY(query_algos(h, en, d, want, h->ws_bytes, res, &found));
     const double t0 = wall_ms();
-    /* the work queued before this call must not count as the first candidate's */
-    CUDA_TRY(cudaStreamSynchronize((cudaStream_t)stream), "tuning a GEMM");
-    for (int i = 0; i < found; i++) {
-        ms[i] = -1.0;
-        if (res[i].state != CUBLAS_STATUS_SUCCESS || res[i].workspaceSize > h->ws_bytes) continue;
-        TX_TRY(time_algo(h, en, &res[i].algo, d, A, B, C, D, workspace, stream, &ms[i]));
-    }
+    TX_TRY(time_candidates(h, en, res, found, d, A, B, C, D, workspace, stream, &h->tune, ms));
     en->tune_pending = false;
     const int pick = tx_gemm_tune_pick(ms, (size_t)found);
     h->stats.tune_ms += wall_ms() - t0;
@@ -670,12 +698,68 @@ int tx_gemm_lt_tuning(const tx_gemm_lt *h)
 
 static int32_t algo_attr(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr)
 {
-    int32_t v = -1; /* every attribute read here is a 32-bit integer */
+    /* cuBLASLt wants the exact size: most attributes are 32-bit, the inner
+     * and cluster shape ids 16-bit */
+    int32_t v = -1;
     size_t written = 0;
-    if (LT(MatmulAlgoConfigGetAttribute)(a, attr, &v, sizeof v, &written) != CUBLAS_STATUS_SUCCESS ||
-        written != sizeof v)
-        return -1;
-    return v;
+    if (LT(MatmulAlgoConfigGetAttribute)(a, attr, &v, sizeof v, &written) == CUBLAS_STATUS_SUCCESS &&
+        written == sizeof v)
+        return v;
+    uint16_t u = 0;
+    if (LT(MatmulAlgoConfigGetAttribute)(a, attr, &u, sizeof u, &written) == CUBLAS_STATUS_SUCCESS &&
+        written == sizeof u)
+        return u;
+    return -1;
+}
+
+teexec_status *tx_gemm_lt_sweep(tx_gemm_lt *h, const tx_gemm_desc *d, const void *A, const void *B,
+                                const void *C, void *D, void *workspace, size_t ws_limit,
+                                void *stream, int want, int rounds, tx_gemm_lt_candidate *out,
+                                int *n)
+{
+    if (!h || !d || !out || !n) return BAD("NULL handle, description or output");
+    *n = 0;
+    TX_TRY(tx_gemm_lt_check(h, d));
+    if (!A || !B || !D || d->m == 0 || d->n == 0) return BAD("a sweep needs A, B, D and m, n > 0");
+    if (d->beta != 0.0f && !C) return BAD("beta != 0 needs C");
+    if (h->ws_bytes && !workspace) return BAD("NULL workspace");
+    if (!C && c_type_of(d) == d->d_type) C = D;
+    const char *why = NULL;
+    if (!tx_gemm_tune_repeatable(d, A, B, C, D, &why)) return BAD("cannot repeat this GEMM: %s", why);
+    if (want < 1) want = 1;
+    if (want > TX_GEMM_TUNE_MAX_CANDIDATES) want = TX_GEMM_TUNE_MAX_CANDIDATES;
+    gemm_entry en;
+    memset(&en, 0, sizeof en);
+    tx_gemm_key_make(d, A, B, C, D, &en.key);
+    cublasLtMatmulHeuristicResult_t res[TX_GEMM_TUNE_MAX_CANDIDATES];
+    double ms[TX_GEMM_TUNE_MAX_CANDIDATES];
+    int found = 0;
+    teexec_status *st = build_descs(&en, d);
+    if (!st) st = query_algos(h, &en, d, want, ws_limit, res, &found);
+    tx_gemm_tune_config cfg = h->tune;
+    if (cfg.min_reps < 1) cfg = tx_gemm_tune_off(); /* the repeat rule's defaults */
+    cfg.rounds = rounds;
+    if (!st) st = time_candidates(h, &en, res, found, d, A, B, C, D, workspace, stream, &cfg, ms);
+    entry_release(&en);
+    if (st) return st;
+    for (int i = 0; i < found; i++) {
+        tx_gemm_lt_candidate *c = &out[i];
+        memset(c, 0, sizeof *c);
+        c->ms = ms[i];
+        c->workspace = res[i].workspaceSize;
+        c->waves = res[i].wavesCount;
+        c->algo_id = algo_attr(&res[i].algo, CUBLASLT_ALGO_CONFIG_ID);
+        c->tile_id = algo_attr(&res[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
+        c->stages_id = algo_attr(&res[i].algo, CUBLASLT_ALGO_CONFIG_STAGES_ID);
+        c->splitk = algo_attr(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+        c->reduction_scheme = algo_attr(&res[i].algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME);
+        c->swizzle = algo_attr(&res[i].algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING);
+        c->custom = algo_attr(&res[i].algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION);
+        c->inner_shape_id = algo_attr(&res[i].algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID);
+        c->cluster_shape_id = algo_attr(&res[i].algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
+    }
+    *n = found;
+    return NULL;
 }
 
 teexec_status *tx_gemm_lt_choice_at(const tx_gemm_lt *h, size_t i, tx_gemm_lt_choice *out)
@@ -745,7 +829,7 @@ teexec_status *tx_gemm_lt_run(tx_gemm_lt *h, const tx_gemm_desc *d, const void *
         cublasLtMatmulHeuristicResult_t res;
         int found = 0;
         teexec_status *st = build_descs(&fresh, d);
-        if (!st) st = query_algos(h, &fresh, d, 1, &res, &found);
+        if (!st) st = query_algos(h, &fresh, d, 1, h->ws_bytes, &res, &found);
         if (!st) st = tx_gemm_cache_insert(h->cache, &key, (uint32_t)h->n_ent);
         if (st) {
             entry_release(&fresh);

@@ -615,6 +615,9 @@ static teexec_status *plan_build(tx_sdpa_cudnn *s, const plan_key *k, sdpa_plan 
         cudaError_t ce = cudaMalloc((void **)&p->auto_seq, 2 * kv * sizeof(int32_t));
         if (ce == cudaSuccess)
             ce = cudaMemcpy(p->auto_seq, host, 2 * kv * sizeof(int32_t), cudaMemcpyHostToDevice);
+        /* the pageable copy may still be in flight when cudaMemcpy returns,
+         * and the attention runs on a stream that does not wait for it */
+        if (ce == cudaSuccess) ce = cudaStreamSynchronize(cudaStreamLegacy);
         free(host);
         if (ce != cudaSuccess) {
             st = tx_error(TEEXEC_ERR_DEVICE, "cuDNN SDPA: sequence-length buffer: %s",

@@ -137,6 +137,11 @@ void *tg_dev_alloc(size_t bytes)
     void *p = NULL;
     check_cuda(cudaMalloc(&p, bytes ? bytes : 16), "cudaMalloc");
     check_cuda(cudaMemset(p, 0xA5, bytes ? bytes : 16), "cudaMemset");
+    /* cudaMemset may return before it ran, and a test's non-blocking
+     * stream does not wait for the legacy stream: without this the fill
+     * can land after a kernel wrote the buffer (test_gpu_te_linear's
+     * graph_none_bf16 failed that way, intermittently) */
+    check_cuda(cudaDeviceSynchronize(), "cudaMemset");
     return p;
 }
 
