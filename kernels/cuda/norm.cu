@@ -203,8 +203,8 @@ __global__ void __launch_bounds__(1024) norm_fwd_vec(tx_cuda_norm_fwd a)
  * dy*xhat and dy, accumulated in shared memory in row order - x and dy are
  * read from HBM once for both. acc layout [2][8][nv]: plane k holds element
  * k of every vector, so a warp's accesses hit consecutive banks. */
-template <typename T, int VPT>
-__global__ void __launch_bounds__(256, 2) norm_bwd_vec(tx_cuda_norm_bwd a, int want_params)
+template <typename T, int VPT, int MINB>
+__global__ void __launch_bounds__(256, MINB) norm_bwd_vec(tx_cuda_norm_bwd a, int want_params)
 {
     extern __shared__ float acc[];
     __shared__ float red[32];
@@ -226,17 +226,35 @@ __global__ void __launch_bounds__(256, 2) norm_bwd_vec(tx_cuda_norm_bwd a, int w
                 for (int k = 0; k < 8; k++) acc[k * nv + j] = acc[(8 + k) * nv + j] = 0.0f;
         }
     }
-    for (size_t r = blockIdx.x; r < a.rows; r += n_parts) {
-        const size_t base = r * h;
-        float xh[VPT][8], dy[VPT][8];
+    /* the next row's x, dy (and residual grad) are loaded while this row is
+     * reduced and written: two resident blocks of one row each keep too few
+     * bytes in flight to hide HBM latency (measured 35-48% of bandwidth) */
+    tx_vec8<T> nx[VPT], ndy[VPT], nres[VPT];
+    auto fetch = [&](size_t row) {
 #pragma unroll
         for (int q = 0; q < VPT; q++) {
             size_t j = threadIdx.x + (size_t)q * blockDim.x;
             if (j < nv) {
-                tx_vec8<T>::load((const T *)a.x + base, j).to_float(xh[q]);
-                tx_vec8<T>::load((const T *)a.dy + base, j).to_float(dy[q]);
+                nx[q] = tx_vec8<T>::load((const T *)a.x + row * h, j);
+                ndy[q] = tx_vec8<T>::load((const T *)a.dy + row * h, j);
+                if (a.dx && a.dresid) nres[q] = tx_vec8<T>::load((const T *)a.dresid + row * h, j);
             }
         }
+    };
+    if (blockIdx.x < a.rows) fetch(blockIdx.x);
+    for (size_t r = blockIdx.x; r < a.rows; r += n_parts) {
+        const size_t base = r * h;
+        float xh[VPT][8], dy[VPT][8], res[VPT][8];
+#pragma unroll
+        for (int q = 0; q < VPT; q++) {
+            size_t j = threadIdx.x + (size_t)q * blockDim.x;
+            if (j < nv) {
+                nx[q].to_float(xh[q]);
+                ndy[q].to_float(dy[q]);
+                if (a.dx && a.dresid) nres[q].to_float(res[q]);
+            }
+        }
+        if (r + n_parts < a.rows) fetch(r + n_parts);
         float mu = a.rms ? 0.0f : a.mu[r];
         float rs = a.rsigma[r];
         float s1 = 0.0f, s2 = 0.0f;
@@ -266,13 +284,12 @@ __global__ void __launch_bounds__(256, 2) norm_bwd_vec(tx_cuda_norm_bwd a, int w
         for (int q = 0; q < VPT; q++) {
             size_t j = threadIdx.x + (size_t)q * blockDim.x;
             if (j < nv) {
-                float res[8], o[8];
-                if (a.dresid) tx_vec8<T>::load((const T *)a.dresid + base, j).to_float(res);
+                float o[8];
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
                     float gd = g[q][k] * dy[q][k];
                     float d = rs * (gd - m1 - xh[q][k] * m2);
-                    if (a.dresid) d += res[k];
+                    if (a.dresid) d += res[q][k];
                     o[k] = d;
                 }
                 tx_vec8<T>::from_float(o).store((T *)a.dx + base, j);
@@ -296,14 +313,23 @@ __global__ void __launch_bounds__(256, 2) norm_bwd_vec(tx_cuda_norm_bwd a, int w
     }
 }
 
-/* Row blocks of the vectorized backward: about two resident blocks of 256
- * threads per SM of a 132-SM part, so x and dy stream at full rate while
- * the partials (2 x parts x h floats) stay a few per cent of the traffic.
- * A function of (rows, threads) only: the summation order does not depend
- * on the device. */
-size_t vec_bwd_parts(size_t rows, int threads)
+/* Row blocks of the vectorized backward: resident blocks of 256 threads
+ * per SM of a 132-SM part, so x and dy stream at full rate while the
+ * partials (2 x parts x h floats) stay a few per cent of the traffic. Rows
+ * of up to 2048 (16 KB of partials per block) run four blocks per SM, wider
+ * rows two: measured on the H200 (bench/gpu/kernel_bw), LayerNorm backward
+ * at 8192x2048 took 0.053 ms with four against 0.071 with two, while at
+ * 8192x4096 four blocks (32 KB each) were 1.6x slower than two. A function
+ * of (rows, h, threads) only: the summation order does not depend on the
+ * device. */
+int bwd_blocks_per_sm(size_t h)
 {
-    size_t p = (size_t)264 * 256 / (size_t)threads;
+    return 16 * (h / 8) * sizeof(float) <= 16 * 1024 ? 4 : 2;
+}
+
+size_t vec_bwd_parts(size_t rows, size_t h, int threads)
+{
+    size_t p = (size_t)132 * (size_t)bwd_blocks_per_sm(h) * 256 / (size_t)threads;
     return rows < p ? rows : p;
 }
 
@@ -327,12 +353,19 @@ void launch_bwd_vec(const tx_cuda_norm_bwd *a, const vec_cfg &c, int want, size_
                     cudaStream_t s)
 {
     size_t smem = want ? 16 * (a->h / 8) * sizeof(float) : 0;
-    switch (c.vpt) {
-    case 1: norm_bwd_vec<T, 1><<<(unsigned)parts, c.threads, smem, s>>>(*a, want); break;
-    case 2: norm_bwd_vec<T, 2><<<(unsigned)parts, c.threads, smem, s>>>(*a, want); break;
-    case 3: norm_bwd_vec<T, 3><<<(unsigned)parts, c.threads, smem, s>>>(*a, want); break;
-    default: norm_bwd_vec<T, 4><<<(unsigned)parts, c.threads, smem, s>>>(*a, want); break;
+#define BWD_LAUNCH(MINB)                                                                      \
+    switch (c.vpt) {                                                                          \
+    case 1: norm_bwd_vec<T, 1, MINB><<<(unsigned)parts, c.threads, smem, s>>>(*a, want); break; \
+    case 2: norm_bwd_vec<T, 2, MINB><<<(unsigned)parts, c.threads, smem, s>>>(*a, want); break; \
+    case 3: norm_bwd_vec<T, 3, MINB><<<(unsigned)parts, c.threads, smem, s>>>(*a, want); break; \
+    default: norm_bwd_vec<T, 4, MINB><<<(unsigned)parts, c.threads, smem, s>>>(*a, want); break; \
     }
+    if (bwd_blocks_per_sm(a->h) == 2) {
+        BWD_LAUNCH(2)
+    } else {
+        BWD_LAUNCH(4)
+    }
+#undef BWD_LAUNCH
 }
 
 int threads_for(size_t h)
@@ -397,7 +430,7 @@ extern "C" size_t tx_cuda_norm_bwd_workspace_floats(size_t rows, size_t h)
     size_t scalar = 2 * n_chunks_of(rows) * h;
     vec_cfg c;
     if (!vec_cfg_of(h, &c)) return scalar;
-    size_t vec = 2 * vec_bwd_parts(rows, c.threads) * h;
+    size_t vec = 2 * vec_bwd_parts(rows, h, c.threads) * h;
     return vec > scalar ? vec : scalar;
 }
 
@@ -416,7 +449,7 @@ extern "C" teexec_status *tx_cuda_norm_backward(const tx_cuda_norm_bwd *a, void 
         if (want && !a->workspace)
             return tx_status_new(TEEXEC_ERR_INVALID_ARGUMENT, NULL, NULL,
                                  "cuda norm backward: parameter grads need the workspace");
-        size_t parts = vec_bwd_parts(a->rows, c.threads);
+        size_t parts = vec_bwd_parts(a->rows, a->h, c.threads);
         TX_VEC8_DISPATCH(a->x_dtype, T, launch_bwd_vec<T>(a, c, want, parts, s));
         TX_CUDA_LAUNCHED("norm_backward (vectorized)");
         if (want) {
