@@ -55,8 +55,10 @@
  * Autotuning (off in a new handle; tx_gemm_lt_set_tune): the first call per
  * key that runs outside CUDA-graph capture asks the heuristic for its first
  * `candidates` answers, runs each once and then several times between two
- * CUDA events on the call's stream, with the call's own buffers, and keeps
- * the fastest (the first answer unless another beats it by more than 1%).
+ * CUDA events on the call's stream, with the call's own buffers, in
+ * `rounds` passes over all candidates (each keeps its fastest pass), and
+ * keeps the fastest (the first answer unless another beats it by more
+ * than 1%).
  * That call synchronizes the stream (tuning only ever happens once per
  * key). A call made during stream capture takes the first answer and
  * leaves the key to be tuned by the next uncaptured call; so does a call
@@ -153,6 +155,10 @@ typedef struct tx_gemm_tune_config {
     /* measured time each candidate gets, spread over repeats (ms) */
     double target_ms;
     int min_reps, max_reps;
+    /* passes over all candidates; each keeps its fastest pass (<= 1: one).
+     * Interleaving the passes keeps a drift of the GPU's clock during
+     * tuning from favouring whichever candidate happened to run first. */
+    int rounds;
 } tx_gemm_tune_config;
 
 /* What the handle chose for one cached key (reports and tests). */
@@ -168,6 +174,15 @@ typedef struct tx_gemm_lt_choice {
     double chosen_ms;       /* the kept answer's time (0 when not tuned) */
     int32_t algo_id, tile_id, splitk, reduction_scheme; /* cuBLASLt's config; -1: unknown */
 } tx_gemm_lt_choice;
+
+/* One heuristic answer as tx_gemm_lt_sweep timed it. */
+typedef struct tx_gemm_lt_candidate {
+    double ms;              /* per launch, the fastest round; < 0: cuBLASLt refused it */
+    size_t workspace;       /* bytes the algorithm asked for */
+    float waves;            /* cuBLASLt's wavesCount estimate */
+    int32_t algo_id, tile_id, stages_id, splitk, reduction_scheme, swizzle, custom;
+    int32_t inner_shape_id, cluster_shape_id; /* -1: unknown */
+} tx_gemm_lt_candidate;
 
 /* Creates a handle on the current CUDA device. workspace_bytes is the
  * workspace every run will be given (TE uses 32 MiB + 1 KiB on sm_90+;
@@ -202,6 +217,18 @@ teexec_status *tx_gemm_lt_check(const tx_gemm_lt *h, const tx_gemm_desc *d);
  * which waits for the stream; the GEMM itself is then queued as usual. */
 teexec_status *tx_gemm_lt_run(tx_gemm_lt *h, const tx_gemm_desc *d, const void *A, const void *B,
                               const void *C, void *D, void *workspace, void *stream);
+
+/* A study of one description (bench/gpu/gemm_study.c): asks the heuristic
+ * for up to `want` answers (at most TX_GEMM_TUNE_MAX_CANDIDATES) allowed
+ * ws_limit bytes of workspace (at most the handle's), times each as tuning
+ * does (`rounds` interleaved passes of the handle's repeat rule) with the
+ * given buffers, and writes them in the heuristic's order to out[0..*n).
+ * The buffers must allow repetition (tx_gemm_tune_repeatable). Waits for
+ * the stream; leaves the cache as it was. Not for use during capture. */
+teexec_status *tx_gemm_lt_sweep(tx_gemm_lt *h, const tx_gemm_desc *d, const void *A, const void *B,
+                                const void *C, void *D, void *workspace, size_t ws_limit,
+                                void *stream, int want, int rounds, tx_gemm_lt_candidate *out,
+                                int *n);
 
 #ifdef __cplusplus
 }

@@ -204,7 +204,8 @@ size_t tx_gemm_cache_count(const tx_gemm_cache *c) { return c ? c->count : 0; }
 
 tx_gemm_tune_config tx_gemm_tune_off(void)
 {
-    tx_gemm_tune_config c = {.candidates = 1, .target_ms = 2.0, .min_reps = 3, .max_reps = 200};
+    tx_gemm_tune_config c = {
+        .candidates = 1, .target_ms = 2.0, .min_reps = 3, .max_reps = 200, .rounds = 1};
     return c;
 }
 
@@ -213,17 +214,29 @@ tx_gemm_tune_config tx_gemm_tune_from_env(const char *value, bool deterministic)
     tx_gemm_tune_config c = tx_gemm_tune_off();
     if (deterministic) return c;
     c.candidates = TX_GEMM_TUNE_DEFAULT_CANDIDATES;
+    c.rounds = TX_GEMM_TUNE_DEFAULT_ROUNDS;
     if (!value || !*value) return c;
     if (!strcmp(value, "0") || !strcasecmp(value, "off") || !strcasecmp(value, "false") ||
         !strcasecmp(value, "no")) {
         c.candidates = 1;
         return c;
     }
+    /* "N" or "NxR" (R passes); anything else keeps the defaults */
     char *end = NULL;
     errno = 0;
     const long n = strtol(value, &end, 10);
-    if (errno == 0 && end != value && *end == '\0' && n >= 2)
+    long r = c.rounds;
+    bool ok = errno == 0 && end != value && n >= 2;
+    if (ok && (*end == 'x' || *end == 'X')) {
+        const char *rs = end + 1;
+        errno = 0;
+        r = strtol(rs, &end, 10);
+        ok = errno == 0 && end != rs && r >= 1;
+    }
+    if (ok && *end == '\0') {
         c.candidates = n > TX_GEMM_TUNE_MAX_CANDIDATES ? TX_GEMM_TUNE_MAX_CANDIDATES : (int)n;
+        c.rounds = r > TX_GEMM_TUNE_MAX_ROUNDS ? TX_GEMM_TUNE_MAX_ROUNDS : (int)r;
+    }
     return c;
 }
 

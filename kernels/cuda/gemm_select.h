@@ -10,8 +10,12 @@
  *    open-addressing table that grows; lookups allocate nothing.
  *  - autotuning settings: TEEXEC_GEMM_AUTOTUNE ("0"/"off"/"false"/"no":
  *    take cuBLASLt's first heuristic answer; unset or anything else: time
- *    the first TX_GEMM_TUNE_DEFAULT_CANDIDATES answers; an integer N >= 2:
- *    N answers, at most TX_GEMM_TUNE_MAX_CANDIDATES). Deterministic
+ *    the first TX_GEMM_TUNE_DEFAULT_CANDIDATES answers in
+ *    TX_GEMM_TUNE_DEFAULT_ROUNDS pass (more passes were not measured
+ *    faster on the H200, bench/results/gpu_mlp_speed_2026-12-01.md); an
+ *    integer N >= 2:
+ *    N answers, at most TX_GEMM_TUNE_MAX_CANDIDATES; "NxR": N answers in R
+ *    passes, at most TX_GEMM_TUNE_MAX_ROUNDS). Deterministic
  *    executors never time: which algorithm wins a timing race can differ
  *    between runs, and each algorithm rounds differently.
  *  - the choice among timed candidates and the number of timed repeats;
@@ -89,7 +93,12 @@ size_t tx_gemm_cache_count(const tx_gemm_cache *c);
 
 /* ---- autotuning ------------------------------------------------------------ */
 
-enum { TX_GEMM_TUNE_DEFAULT_CANDIDATES = 8, TX_GEMM_TUNE_MAX_CANDIDATES = 64 };
+enum {
+    TX_GEMM_TUNE_DEFAULT_CANDIDATES = 8,
+    TX_GEMM_TUNE_MAX_CANDIDATES = 64,
+    TX_GEMM_TUNE_DEFAULT_ROUNDS = 1,
+    TX_GEMM_TUNE_MAX_ROUNDS = 16
+};
 
 /* tx_gemm_tune_config is declared in gemm_lt.h (the handle takes one). */
 

@@ -177,6 +177,36 @@ static void test_env(void **state)
     assert_false(tx_gemm_tune_enabled(NULL));
 }
 
+/* "NxR": N candidates timed in R interleaved passes */
+static void test_env_rounds(void **state)
+{
+    (void)state;
+    tx_gemm_tune_config c = tx_gemm_tune_from_env(NULL, false);
+    assert_int_equal(c.rounds, TX_GEMM_TUNE_DEFAULT_ROUNDS);
+    assert_int_equal(tx_gemm_tune_off().rounds, 1);
+    c = tx_gemm_tune_from_env("16x5", false);
+    assert_int_equal(c.candidates, 16);
+    assert_int_equal(c.rounds, 5);
+    c = tx_gemm_tune_from_env("8X1", false);
+    assert_int_equal(c.candidates, 8);
+    assert_int_equal(c.rounds, 1);
+    c = tx_gemm_tune_from_env("32", false);
+    assert_int_equal(c.candidates, 32);
+    assert_int_equal(c.rounds, TX_GEMM_TUNE_DEFAULT_ROUNDS);
+    c = tx_gemm_tune_from_env("4x1000", false);
+    assert_int_equal(c.rounds, TX_GEMM_TUNE_MAX_ROUNDS);
+    /* malformed: the defaults, both fields */
+    const char *bad[] = {"8x0", "8x-2", "8x2y", "x3", "1x3"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        c = tx_gemm_tune_from_env(bad[i], false);
+        assert_int_equal(c.candidates, TX_GEMM_TUNE_DEFAULT_CANDIDATES);
+        assert_int_equal(c.rounds, TX_GEMM_TUNE_DEFAULT_ROUNDS);
+    }
+    assert_false(tx_gemm_tune_enabled(&(tx_gemm_tune_config){0}));
+    c = tx_gemm_tune_from_env("16x2", true);
+    assert_false(tx_gemm_tune_enabled(&c));
+}
+
 static void test_reps(void **state)
 {
     (void)state;
@@ -315,7 +345,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_key_fields), cmocka_unit_test(test_cache),
-        cmocka_unit_test(test_env),        cmocka_unit_test(test_reps),
+        cmocka_unit_test(test_env),        cmocka_unit_test(test_env_rounds),
+        cmocka_unit_test(test_reps),
         cmocka_unit_test(test_pick),       cmocka_unit_test(test_repeatable),
         cmocka_unit_test(test_candidates),
     };

@@ -519,13 +519,64 @@ static void test_timing_table(void **state)
     fflush(stdout);
 }
 
+/* tx_gemm_lt_sweep: every answer timed in the heuristic's order, the
+ * workspace limit respected, the cache untouched, and a GEMM that cannot be
+ * repeated (C == D, beta = 1) refused. */
+static void test_sweep(void **state)
+{
+    (void)state;
+    tx_gemm_lt *h = new_handle(false);
+    tx_gemm_desc d;
+    memset(&d, 0, sizeof d);
+    d.m = 1024;
+    d.n = 512;
+    d.k = 2048;
+    d.transb = 1; /* NT, as a wgrad */
+    d.a_type = d.b_type = d.d_type = BF16;
+    d.alpha = 1.0f;
+    void *D = tg_dev_alloc((size_t)(d.m * d.n) * 2);
+    tx_gemm_lt_candidate c[TX_GEMM_TUNE_MAX_CANDIDATES];
+    int n = 0;
+    TG_OK(tx_gemm_lt_sweep(h, &d, g_pool_bf16, g_pool_bf16 + 4096, NULL, D, g_ws, WS_BYTES, NULL, 6,
+                           2, c, &n));
+    assert_true(n >= 1 && n <= 6);
+    int n_timed = 0;
+    for (int i = 0; i < n; i++) {
+        n_timed += c[i].ms > 0.0;
+        assert_true(c[i].workspace <= WS_BYTES);
+        assert_true(c[i].algo_id >= 0);
+    }
+    assert_true(c[0].ms > 0.0); /* the heuristic's first answer always runs */
+    const double first_ms = c[0].ms;
+    const int n1 = n;
+    int n0 = 0;
+    TG_OK(tx_gemm_lt_sweep(h, &d, g_pool_bf16, g_pool_bf16 + 4096, NULL, D, g_ws, 0, NULL, 4, 1, c,
+                           &n0));
+    for (int i = 0; i < n0; i++) assert_int_equal(c[i].workspace, 0);
+    assert_int_equal(tx_gemm_lt_get_stats(h).cache_entries, 0);
+    assert_int_equal(tx_gemm_lt_get_stats(h).runs, 0);
+    d.beta = 1.0f;
+    teexec_status *st =
+        tx_gemm_lt_sweep(h, &d, g_pool_bf16, g_pool_bf16 + 4096, D, D, g_ws, WS_BYTES, NULL, 4, 1, c, &n);
+    assert_non_null(st);
+    assert_int_equal(teexec_status_code(st), TEEXEC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(n, 0);
+    teexec_status_destroy(st);
+    char detail[128];
+    snprintf(detail, sizeof detail, "NT 1024x512x2048: %d answers (%d timed, first %.4f ms); %d with "
+             "no workspace", n1, n_timed, first_ms, n0);
+    tg_record("gemm_sweep", n_timed >= 1, detail);
+    tg_dev_free(D);
+    tx_gemm_lt_destroy(h);
+}
+
 int main(void)
 {
     tg_require_gpu("test_gpu_gemm_tune");
     g_ws = tg_dev_alloc(WS_BYTES);
     make_pools();
     enum { NC = sizeof cases / sizeof cases[0] };
-    struct CMUnitTest tests[NC + 4];
+    struct CMUnitTest tests[NC + 5];
     size_t n = 0;
     for (size_t i = 0; i < NC; i++) {
         struct CMUnitTest t = {cases[i].name, test_tuned_equals_untuned, NULL, NULL, (void *)&cases[i]};
@@ -536,8 +587,9 @@ int main(void)
         cmocka_unit_test(test_capture_defers),
         cmocka_unit_test(test_off_is_reproducible),
         cmocka_unit_test(test_timing_table),
+        cmocka_unit_test(test_sweep),
     };
-    for (size_t i = 0; i < 4; i++) tests[n++] = extra[i];
+    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) tests[n++] = extra[i];
     const int rc = _cmocka_run_group_tests("test_gpu_gemm_tune", tests, n, NULL, NULL);
     tg_dev_free(g_pool_bf16);
     tg_dev_free(g_pool_e4);
