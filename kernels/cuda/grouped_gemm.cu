@@ -8,6 +8,7 @@
 
 extern "C" {
 #include "kernels/cuda/grouped_gemm.h"
+#include "kernels/cuda/grouped_gemm_mma.h"
 }
 
 namespace {
@@ -351,6 +352,7 @@ extern "C" teexec_status *tx_cuda_grouped_gemm_run(const tx_cuda_grouped_gemm *g
         if (g->kind != TX_GG_WGRAD || !g->n || !g->k) return NULL;
         /* m = 0: every dW_g is 0 (the launch below sums no rows) */
     }
+    if (!g->force_general && tx_cuda_grouped_mma_covers(g)) return tx_cuda_grouped_mma_run(g, stream);
     gg_params p;
     memset(&p, 0, sizeof p);
     p.kind = g->kind;

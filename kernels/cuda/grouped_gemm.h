@@ -25,8 +25,10 @@
  * Numbers: FP32 accumulation in a fixed order, each output rounded once to
  * its dtype; deterministic (every output element is computed by one thread
  * block, no atomics). bf16 / fp16 operands of one dtype go through tensor
- * cores (WMMA); anything else (fp32, mixed dtypes) through an FP32-FMA
- * tiled kernel (never TF32).
+ * cores: the mma.sync pipeline of grouped_gemm_mma.h when n and k are
+ * multiples of 8 and the pointers 16-byte aligned, a simpler WMMA kernel
+ * otherwise; anything else (fp32, mixed dtypes) through an FP32-FMA tiled
+ * kernel (never TF32).
  *
  * Ownership: every pointer is device memory owned by the caller; nothing is
  * allocated. Asynchronous on `stream` (cudaStream_t). No shared state:
@@ -64,6 +66,9 @@ typedef struct tx_cuda_grouped_gemm {
     /* FPROP: out[0] = y [m, n]; DGRAD: out[0] = dx [m, k]; WGRAD: out[g] = dW_g [n, k] (NULL: skipped) */
     void *out[TX_GG_MAX_GROUPS];
     teexec_dtype out_dt;
+    /* 0: the mma.sync kernel wherever it applies (grouped_gemm_mma.h);
+     * 1: always the general kernels (tests and benchmarks compare the two) */
+    int force_general;
 } tx_cuda_grouped_gemm;
 
 /* Dtypes: FLOAT, BFLOAT16, FLOAT16 for every tensor. */

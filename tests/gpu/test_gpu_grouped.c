@@ -1,11 +1,14 @@
 /* GPU test: te.ops GroupedLinear on the GPU (exec/cuda/te_cuda_grouped.c
  * over kernels/cuda/grouped_gemm.h).
- *  - the grouped GEMM kernels alone (fp32 FMA path, bf16 tensor-core path):
- *    FPROP / DGRAD rows past sum(split_sizes) keep a sentinel (no group
- *    writes them); a 0-row group gets dW = 0; split sizes the CPU refuses
- *    (negative, past the rows) are clamped: the result equals the clamped
- *    sizes' result and nothing outside the matrices is touched (guard bytes
- *    after every output keep their poison);
+ *  - the grouped GEMM kernels alone (fp32 FMA path, the bf16 / fp16
+ *    mma.sync path, the WMMA path for dims that are not multiples of 8)
+ *    against an FP64 reference: FPROP / DGRAD rows past sum(split_sizes)
+ *    keep a sentinel (no group writes them); a 0-row group gets dW = 0;
+ *    groups of 1, 127 and 129 rows and a last group past the end; split
+ *    sizes the CPU refuses (negative, past the rows) are clamped: the result
+ *    equals the clamped sizes' result and nothing outside the matrices is
+ *    touched (guard bytes after every output keep their poison); a second
+ *    run of every case gives identical bytes (determinism);
  *  - the node, recipe none, fp32 and bf16: forward and backward (y, dx, every
  *    dW_g and dbias_g) against the CPU kernel (tx_te_cpu_forward /
  *    _backward) on the same inputs, uneven groups with a 0-row group and a
@@ -267,6 +270,39 @@ static void run_kernel_case(void **state)
         snprintf(what, sizeof what, "kernel_%s dW_%d guard", c->name, g);
         expect_poison(what, gdw[g], N * K * es, GUARD);
     }
+    /* determinism: the same three launches into fresh (poisoned) buffers
+     * give the same bytes, guards and untouched tails included */
+    void *gy2 = dev_guarded(M * N * es), *gdx2 = dev_guarded(M * K * es), *gdw2[5];
+    f.out[0] = gy2;
+    d.out[0] = gdx2;
+    for (int g = 0; g < G; g++) wg.out[g] = gdw2[g] = dev_guarded(N * K * es);
+    TG_OK(tx_cuda_grouped_gemm_run(&f, NULL));
+    TG_OK(tx_cuda_grouped_gemm_run(&d, NULL));
+    TG_OK(tx_cuda_grouped_gemm_run(&wg, NULL));
+    tg_sync("grouped GEMMs again");
+    size_t diff = 0;
+    {
+        const void *p1[12] = {gy, gdx}, *p2[12] = {gy2, gdx2};
+        size_t nb[12] = {M * N * es + GUARD, M * K * es + GUARD};
+        for (int g = 0; g < G; g++) p1[2 + g] = gdw[g], p2[2 + g] = gdw2[g], nb[2 + g] = N * K * es + GUARD;
+        for (int i = 0; i < 2 + G; i++) {
+            uint8_t *h1 = malloc(nb[i]), *h2 = malloc(nb[i]);
+            assert_true(h1 && h2);
+            tg_download(h1, p1[i], nb[i]);
+            tg_download(h2, p2[i], nb[i]);
+            diff += tg_cmp_bytes(c->name, h1, h2, nb[i]);
+            free(h1);
+            free(h2);
+        }
+    }
+    snprintf(what, sizeof what, "kernel_%s deterministic (two runs)", c->name);
+    char det[64];
+    snprintf(det, sizeof det, "%zu bytes differ", diff);
+    tg_record(what, diff == 0, det);
+    if (diff) fail_msg("%s: %s", what, det);
+    tg_dev_free(gy2);
+    tg_dev_free(gdx2);
+    for (int g = 0; g < G; g++) tg_dev_free(gdw2[g]);
     for (int g = 0; g < G; g++) {
         tg_dev_free(gw[g]);
         tg_dev_free(gdw[g]);
@@ -291,6 +327,13 @@ static const kcase kcases[] = {
     {"fp16_uneven", KU_F16, {1, 129, 0, 3, 2}, 5, 150, 136, 72},
     {"fp32_clamped", KU_F32, {-5, 100, 90, 7}, 4, 150, 136, 72}, /* -5 -> 0, 90 -> 50, 7 -> 0 */
     {"bf16_clamped", KU_BF16, {150, 3, -1, 4}, 4, 150, 136, 72}, /* everything in group 0 */
+    /* the mma.sync path's edges: groups of 0, 1, 127 and 129 rows (one
+     * under and one over a 128-row tile) and a last group running past the
+     * end (300 -> 127); N and K multiples of 8 but not of the 128 tile; K
+     * over several 32-wide pipeline steps with a partial last one */
+    {"bf16_moe_edges", KU_BF16, {0, 1, 127, 129, 300}, 5, 384, 200, 136},
+    {"fp16_moe_edges_long_k", KU_F16, {1, 0, 129, 127, 7}, 5, 300, 264, 520}, /* sum 264 < 300 */
+    {"bf16_one_group", KU_BF16, {260}, 1, 260, 392, 264},
 };
 
 /* ---- the node: recipe none ----------------------------------------------------- */
