@@ -424,7 +424,7 @@ static teexec_status *prepare_fusions(tx_gpu_graph *g)
                 }
                 if (!ok) continue;
                 tx_cuda_fused *f = NULL;
-                if (ks[k].count == 1) tx_gpu_handoff_bind(g, ks[k].fusion, &g->nodes[idx[0]]);
+                tx_gpu_handoff_bind(g, ks[k].fusion, &g->nodes[idx[0]]);
                 teexec_status *st = tx_cuda_fused_prepare(ks[k].fusion, bwd, descs, tn,
                                                           ks[k].count, &f);
                 if (st) {

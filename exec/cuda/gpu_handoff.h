@@ -23,7 +23,9 @@
 void tx_gpu_handoff_mark(tx_gpu_graph *g, gnode *n);
 
 /* Points the producer's desc at its consumer Linear (or clears it) before
- * the fused kernel `fusion` led by `producer` is prepared. */
+ * the fused kernel `fusion` led by `producer` is prepared (a no-op for
+ * fusions that are not hand-offs; BackwardActivationBias is led by its
+ * Bias). */
 void tx_gpu_handoff_bind(tx_gpu_graph *g, tx_fusion_id fusion, gnode *producer);
 
 /* TEEXEC_ERR_INTERNAL naming the nodes when a Linear expects a handed-off

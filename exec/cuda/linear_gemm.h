@@ -33,6 +33,7 @@
 
 #include "exec/cuda/te_cuda.h"
 #include "kernels/cuda/gemm_lt.h"
+#include "kernels/cuda/quant_block.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -94,6 +95,12 @@ teexec_status *tx_cuda_lin_handoff_begin(const tx_cuda_lin_operand *o, void *mem
 teexec_status *tx_cuda_lin_handoff_finish(const tx_cuda_lin_operand *o, const void *src,
                                           teexec_dtype src_dtype, void *mem,
                                           void *stream) TX_NODISCARD;
+
+/* fp8-block operands: the quantizer arguments (kernels/cuda/quant_block.h)
+ * that write the operand's region `mem` (x, x_dtype left NULL / 0), as
+ * tx_cuda_lin_quantize uses them; the fp8-block hand-off producers
+ * (te_cuda_handoff_block.c) write the same region through them. */
+void tx_cuda_lin_block_dest(const tx_cuda_lin_operand *o, void *mem, tx_cuda_block_args *a);
 
 /* One GEMM operand: the high-precision matrix (used when its quantizer is
  * off, and by nothing else) and the quantized region (when on). */

@@ -6,16 +6,19 @@
  *    activation, else act_ext.h's dact followed by the column sums), dbias
  *    summed from dx as stored, exactly what the unfused Bias backward reads.
  *    The planner also asks this fusion to quantize the grad for the Linear
- *    before; on the GPU that Linear quantizes its own grad_output with the
- *    same quantizer (same bytes), so this kernel leaves dx in high precision.
+ *    before: where that Linear's grad_output is handed off (FP8 per-tensor),
+ *    te_cuda_handoff.c, consulted first, runs dact + dbias + the quantize;
+ *    what reaches this file leaves dx in high precision, and the Linear
+ *    quantizes its grad_output itself (same bytes, one more pass).
  *  - BackwardAddNorm (MakeExtraOutput, LayerNorm|RMSNorm): the norm's
  *    backward adding the fork's grad into dx in the same pass (FP32 sum,
  *    one rounding). The unfused path rounds the norm's dx to bf16/fp16
  *    before adding, so it differs from this (more accurate) result by up
  *    to half an ulp of the norm's dx, which shows where the sum cancels.
  *  - ForwardNormQuantize, ForwardActivationQuantize, BackwardBiasQuantize
- *    are the hand-off family's (te_cuda_handoff.c, consulted first); what
- *    it declines reaches this file, which answers UNSUPPORTED with the
+ *    (and BackwardActivationBias's quantize) are the hand-off family's
+ *    (te_cuda_handoff.c, consulted first); what it declines reaches this
+ *    file, which answers UNSUPPORTED with the
  *    reason, and the executor runs the ops unfused.
  *
  * The arrays a[i] / descs[i] follow the ops of the fusion in forward order.

@@ -17,8 +17,9 @@
  * tensor or its amax and run after, in quant_fp8.h's cast+transpose kernel.
  *
  * Shapes: cols (h) a multiple of 8 and every buffer 16-byte aligned (the
- * kernels move 16 bytes per load); the quantized tensor (norm / act output,
- * bias-grad input) is FLOAT or BFLOAT16, the dtypes the quantizers read.
+ * kernels move 16 bytes per load); the quantized tensor (norm output,
+ * bias-grad input) is FLOAT, BFLOAT16 or FLOAT16 (the norm: x and y of one
+ * dtype, or bfloat16 and float32 either way).
  * The norm kernel keeps a row in registers: h <= TX_HANDOFF_NORM_MAX_H.
  *
  * Device pointers owned by the caller; asynchronous on `stream`
@@ -28,7 +29,6 @@
 #ifndef TEEXEC_KERNELS_CUDA_HANDOFF_FP8_H
 #define TEEXEC_KERNELS_CUDA_HANDOFF_FP8_H
 
-#include "kernels/cuda/act.h"
 #include "kernels/cuda/norm.h"
 #include "teexec/teexec.h"
 
@@ -52,14 +52,6 @@ typedef struct tx_cuda_handoff_q {
  * included) plus the hand-off of y. */
 teexec_status *tx_cuda_handoff_norm_forward(const tx_cuda_norm_fwd *a, const tx_cuda_handoff_q *q,
                                             void *stream);
-
-/* y = act(x) over n elements (act: GELU_TANH, GELU_ERF, RELU or SILU; x and
- * y FLOAT, BFLOAT16 or FLOAT16 for x) plus the hand-off of y, viewed as
- * rows x cols (n = rows * cols). */
-teexec_status *tx_cuda_handoff_act_forward(tx_cuda_act act, size_t rows, size_t cols,
-                                           const void *x, teexec_dtype x_dtype, void *y,
-                                           teexec_dtype y_dtype, const tx_cuda_handoff_q *q,
-                                           void *stream);
 
 /* Bias backward: dbias[j] = sum over rows of dy[r, j] (FP32: 64-row
  * chunks, then the chunks summed in order: deterministic) through the FP32

@@ -12,6 +12,7 @@
 #define TEEXEC_KERNELS_CUDA_QUANT_COMMON_CUH
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <stdint.h>
 
 namespace txq {
@@ -38,6 +39,20 @@ __device__ __forceinline__ void load8(const float *p, float v[8])
     v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
 }
 
+/* float16 sources (the FP8 per-tensor quantizer reads them for fp16
+ * models' hand-offs) */
+__device__ __forceinline__ void load8(const __half *p, float v[8])
+{
+    uint4 r = __ldg(reinterpret_cast<const uint4 *>(p));
+    const __half2 *h = reinterpret_cast<const __half2 *>(&r);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float2 f = __half22float2(h[i]);
+        v[2 * i] = f.x;
+        v[2 * i + 1] = f.y;
+    }
+}
+
 /* Raw 16 bytes of bf16 (8 elements) or 2x16 bytes of fp32 for staging in
  * shared memory without conversion. */
 __device__ __forceinline__ float to_f32(__nv_bfloat16 h)
@@ -45,6 +60,7 @@ __device__ __forceinline__ float to_f32(__nv_bfloat16 h)
     return __uint_as_float((uint32_t)__bfloat16_as_ushort(h) << 16);
 }
 __device__ __forceinline__ float to_f32(float f) { return f; }
+__device__ __forceinline__ float to_f32(__half h) { return __half2float(h); }
 
 /* x * s rounded on its own; a NaN x stays x (sign included), as the CPU's
  * x * s keeps its NaN operand while the GPU would return a positive
@@ -71,6 +87,22 @@ template <> struct Raw8<__nv_bfloat16> {
         }
     }
     /* staged copy in shared memory: the same 16 bytes */
+    __device__ __forceinline__ void stage(void *dst) const { *reinterpret_cast<uint4 *>(dst) = r; }
+};
+template <> struct Raw8<__half> {
+    uint4 r;
+    __device__ __forceinline__ void load(const __half *p) { r = __ldg(reinterpret_cast<const uint4 *>(p)); }
+    __device__ __forceinline__ void zero() { r = make_uint4(0, 0, 0, 0); }
+    __device__ __forceinline__ void get(float v[8]) const
+    {
+        const __half2 *h = reinterpret_cast<const __half2 *>(&r);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const float2 f = __half22float2(h[i]);
+            v[2 * i] = f.x;
+            v[2 * i + 1] = f.y;
+        }
+    }
     __device__ __forceinline__ void stage(void *dst) const { *reinterpret_cast<uint4 *>(dst) = r; }
 };
 template <> struct Raw8<float> {

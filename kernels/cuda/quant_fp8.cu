@@ -193,9 +193,10 @@ teexec_status *check(const tx_cuda_fp8_args *a, const char *what)
 {
     if (!a || !a->x || !a->scale)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: no input or scale", what);
-    if (a->x_dtype != TEEXEC_DTYPE_BFLOAT16 && a->x_dtype != TEEXEC_DTYPE_FLOAT)
-        return tx_error(TEEXEC_ERR_UNSUPPORTED, "%s: input dtype %d is not bf16 or fp32", what,
-                        (int)a->x_dtype);
+    if (a->x_dtype != TEEXEC_DTYPE_BFLOAT16 && a->x_dtype != TEEXEC_DTYPE_FLOAT &&
+        a->x_dtype != TEEXEC_DTYPE_FLOAT16)
+        return tx_error(TEEXEC_ERR_UNSUPPORTED, "%s: input dtype %d is not bf16, fp16 or fp32",
+                        what, (int)a->x_dtype);
     if (a->fmt != TEEXEC_DTYPE_FLOAT8E4M3FN && a->fmt != TEEXEC_DTYPE_FLOAT8E5M2)
         return tx_error(TEEXEC_ERR_UNSUPPORTED, "%s: format %d is not E4M3FN or E5M2", what,
                         (int)a->fmt);
@@ -226,6 +227,8 @@ teexec_status *cast(const tx_cuda_fp8_args *a, float *amax, cudaStream_t s, cons
     p.e5m2 = a->fmt == TEEXEC_DTYPE_FLOAT8E5M2;
     TX_CUDA_TRY(a->x_dtype == TEEXEC_DTYPE_BFLOAT16
                     ? pt_dispatch<__nv_bfloat16>(p, (unsigned)blocks, s)
+                : a->x_dtype == TEEXEC_DTYPE_FLOAT16
+                    ? pt_dispatch<__half>(p, (unsigned)blocks, s)
                     : pt_dispatch<float>(p, (unsigned)blocks, s),
                 "fp8_pt_kernel");
     return NULL;
@@ -255,9 +258,11 @@ extern "C" teexec_status *tx_cuda_amax(const void *x, teexec_dtype x_dtype, size
                                                      amax);
     else if (x_dtype == TEEXEC_DTYPE_FLOAT)
         amax_kernel<<<(unsigned)blocks, 512, 0, s>>>(static_cast<const float *>(x), nvec, n, amax);
+    else if (x_dtype == TEEXEC_DTYPE_FLOAT16)
+        amax_kernel<<<(unsigned)blocks, 512, 0, s>>>(static_cast<const __half *>(x), nvec, n, amax);
     else
-        return tx_error(TEEXEC_ERR_UNSUPPORTED, "%s: input dtype %d is not bf16 or fp32", what,
-                        (int)x_dtype);
+        return tx_error(TEEXEC_ERR_UNSUPPORTED, "%s: input dtype %d is not bf16, fp16 or fp32",
+                        what, (int)x_dtype);
     TX_CUDA_LAUNCHED("amax_kernel");
     return NULL;
 }

@@ -25,7 +25,7 @@ extern "C" {
 
 typedef struct tx_cuda_fp8_args {
     const void *x;          /* [rows, cols], 16-byte aligned */
-    teexec_dtype x_dtype;   /* BFLOAT16 or FLOAT */
+    teexec_dtype x_dtype;   /* BFLOAT16, FLOAT16 or FLOAT */
     size_t rows, cols;      /* cols % 8 == 0; rows % 16 == 0 if col_data */
     teexec_dtype fmt;       /* FLOAT8E4M3FN or FLOAT8E5M2 */
     float *scale;           /* device: 1 float; read (delayed) or written (current) */
