@@ -15,14 +15,16 @@
  * reductions within 1e-3, copies and the optimizer's masters exact); a
  * failing check is printed and makes the exit status 1.
  *
- * Usage: kernel_bw [--reps N] [--no-check]   Prints CHECK lines (unless
+ * Usage: kernel_bw [--reps N] [--no-check] [--handoff-only]   Prints CHECK lines (unless
  * --no-check), TIME lines, then a markdown table. */
 #include "base/half.h"
 #include "kernels/cuda/act.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/handoff_act.h"
 #include "kernels/cuda/loss_mse.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/optim.h"
+#include "kernels/cuda/quant_fp8.h"
 #include "kernels/cuda/std_ops.h"
 
 #include <cuda_runtime_api.h>
@@ -39,6 +41,7 @@
 static int reps = 20;
 static int failures;
 static int no_check; /* --no-check: timings only */
+static int handoff_only; /* --handoff-only: only bench_handoff */
 static void *flush_buf;
 static const size_t flush_bytes = (size_t)256 << 20;
 
@@ -486,6 +489,222 @@ static void bench_act(size_t rows, size_t cols, int gelu)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cudaFree(bufs[i]);
 }
 
+/* ---- FP8 hand-offs of an activation (fp8-current) -------------------------
+ * The MLP's GELU -> fc2 x (ForwardActivationQuantize) and fc1's grad_output
+ * (BackwardActivationBias) as te_cuda_handoff.c runs them: the producer
+ * (activation forward, or dact + dbias) measuring the amax of what it
+ * stores, then linear_gemm.c's cast(+transpose) from that amax
+ * (tx_cuda_fp8_quantize_from_amax: scale kernel + rowwise and columnwise
+ * FP8). Each piece is timed alone and the whole chain once, beside a plain
+ * copy of the same bytes. The producers are checked here; the cast's bytes
+ * are test_gpu_fp8's and test_gpu_handoff's to check. */
+
+typedef struct hk_ctx {
+    size_t rows, cols;
+    tx_cuda_actx_fn fn;
+    void *x, *dy, *y, *dx, *db;
+    float *ws, *amax, *scale, *scale_inv;
+    uint8_t *row, *col;
+} hk_ctx;
+
+static tx_cuda_handoff_q hk_q(hk_ctx *c)
+{
+    tx_cuda_handoff_q q = {.fmt = TEEXEC_DTYPE_FLOAT8E4M3FN, .amax = c->amax};
+    return q;
+}
+
+static void run_hk_fwd(void *p)
+{
+    hk_ctx *c = p;
+    tx_cuda_actx_args a = {.fn = c->fn, .rows = c->rows, .cols = c->cols, .x = c->x,
+                           .x_dtype = TEEXEC_DTYPE_BFLOAT16, .y = c->y,
+                           .y_dtype = TEEXEC_DTYPE_BFLOAT16};
+    tx_cuda_handoff_q q = hk_q(c);
+    die_status(tx_cuda_handoff_act_forward(&a, &q, NULL), "hand-off act forward");
+}
+
+static void run_hk_dact(void *p)
+{
+    hk_ctx *c = p;
+    tx_cuda_handoff_q q = hk_q(c);
+    die_status(tx_cuda_handoff_dact_bias_backward(c->fn, c->rows, c->cols, c->x, c->dy, c->dx,
+                                                  TEEXEC_DTYPE_BFLOAT16, c->db,
+                                                  TEEXEC_DTYPE_FLOAT, c->ws, &q, NULL),
+               "hand-off dact+dbias");
+}
+
+static void hk_cast_of(hk_ctx *c, const void *src)
+{
+    tx_cuda_fp8_args a = {.x = src, .x_dtype = TEEXEC_DTYPE_BFLOAT16, .rows = c->rows,
+                          .cols = c->cols, .fmt = TEEXEC_DTYPE_FLOAT8E4M3FN, .scale = c->scale,
+                          .scale_inv = c->scale_inv, .amax = c->amax, .row_data = c->row,
+                          .col_data = c->col};
+    die_status(tx_cuda_fp8_quantize_from_amax(&a, 0.0f, 0, NULL), "cast from amax");
+}
+
+static void run_hk_cast(void *p) { hk_cast_of(p, ((hk_ctx *)p)->y); }
+
+static void run_hk_fwd_chain(void *p)
+{
+    hk_ctx *c = p;
+    die_cuda(cudaMemsetAsync(c->amax, 0, 4, 0), "amax clear");
+    run_hk_fwd(c);
+    hk_cast_of(c, c->y);
+}
+
+static void run_hk_bwd_chain(void *p)
+{
+    hk_ctx *c = p;
+    die_cuda(cudaMemsetAsync(c->amax, 0, 4, 0), "amax clear");
+    run_hk_dact(c);
+    hk_cast_of(c, c->dx);
+}
+
+static void run_hk_copy(void *p)
+{
+    hk_ctx *c = p;
+    die_cuda(cudaMemcpyAsync(c->y, c->x, c->rows * c->cols * 2, cudaMemcpyDeviceToDevice, 0),
+             "memcpy");
+}
+
+static void run_gelu_erf_bwd_db(void *p)
+{
+    hk_ctx *c = p;
+    tx_cuda_act_args a = {.act = TX_CUDA_ACT_GELU_ERF, .rows = c->rows, .cols = c->cols,
+                          .x = c->x, .x_dtype = TEEXEC_DTYPE_BFLOAT16, .y = c->y,
+                          .y_dtype = TEEXEC_DTYPE_BFLOAT16, .dy = c->dy,
+                          .dy_dtype = TEEXEC_DTYPE_BFLOAT16, .dx = c->dx,
+                          .dx_dtype = TEEXEC_DTYPE_BFLOAT16, .dbias = c->db,
+                          .dbias_dtype = TEEXEC_DTYPE_FLOAT, .workspace = c->ws};
+    die_status(tx_cuda_act_backward(&a, NULL), "gelu erf backward + dbias");
+}
+
+static void gelu_erf_ref(double x, double *f, double *df)
+{
+    double c = 0.5 * (1.0 + erf(x * 0.70710678118654752440));
+    *f = x * c;
+    *df = c + x * 0.39894228040143267794 * exp(-0.5 * x * x);
+}
+
+/* Max |v| over n stored bf16 values, NaN dropped (the hand-off's amax). */
+static float bf16_amax(const uint16_t *v, size_t n)
+{
+    float m = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        float a = fabsf(tx_bf16_to_f32(v[i]));
+        if (a > m) m = a;
+    }
+    return m;
+}
+
+/* The producers against double references: y and dx on every 61st element
+ * (the erf in double over 134M elements would take seconds), the amax
+ * exactly over every stored value, dbias over every stored dx. */
+static void check_handoff(hk_ctx *c, const uint16_t *hx, const uint16_t *hdy)
+{
+    const int erf_form = c->fn == TX_CUDA_ACTX_GELU_ERF;
+    const char *fname = erf_form ? "GELU(erf)" : "GELU(tanh)";
+    const size_t rows = c->rows, cols = c->cols, n = rows * cols;
+    char nm[5][96];
+    snprintf(nm[3], sizeof nm[3], "hand-off %s fwd amax (exact)", fname);
+    snprintf(nm[4], sizeof nm[4], "hand-off d%s amax (exact)", fname);
+    die_cuda(cudaMemset(c->amax, 0, 4), "amax clear");
+    run_hk_fwd(c);
+    uint16_t *y = download(c->y, n * 2);
+    float *am = download(c->amax, 4);
+    snprintf(nm[0], sizeof nm[0], "hand-off %s fwd y %zux%zu", fname, rows, cols);
+    check cy = {nm[0], 1.6e-2, 0, 0};
+    for (size_t i = 0; i < n; i += 61) {
+        double f, df;
+        (erf_form ? gelu_erf_ref : gelu_ref)(bf(hx, i), &f, &df);
+        check_val(&cy, i, tx_bf16_to_f32(y[i]), f);
+    }
+    check_done(&cy);
+    float want = bf16_amax(y, n);
+    printf("CHECK %-44s %s  %g vs %g\n", nm[3],
+           *am == want ? "PASS" : "FAIL", *am, want);
+    if (*am != want) failures++;
+    free(y);
+    free(am);
+
+    die_cuda(cudaMemset(c->amax, 0, 4), "amax clear");
+    run_hk_dact(c);
+    uint16_t *dx = download(c->dx, n * 2);
+    float *db = download(c->db, cols * 4);
+    am = download(c->amax, 4);
+    snprintf(nm[1], sizeof nm[1], "hand-off d%s dx %zux%zu", fname, rows, cols);
+    snprintf(nm[2], sizeof nm[2], "hand-off dbias (sum of stored dx)");
+    check cdx = {nm[1], 1.6e-2, 0, 0}, cdb = {nm[2], 1e-3, 0, 0};
+    double *ref = calloc(cols, sizeof(double));
+    if (!ref) exit(1);
+    for (size_t i = 0; i < n; i++) {
+        if (i % 61 == 0) {
+            double f, df;
+            (erf_form ? gelu_erf_ref : gelu_ref)(bf(hx, i), &f, &df);
+            check_val(&cdx, i, tx_bf16_to_f32(dx[i]), bf(hdy, i) * df);
+        }
+        ref[i % cols] += tx_bf16_to_f32(dx[i]);
+    }
+    for (size_t j = 0; j < cols; j++)
+        check_val(&cdb, j, db[j] / sqrt((double)rows), ref[j] / sqrt((double)rows));
+    check_done(&cdx);
+    check_done(&cdb);
+    want = bf16_amax(dx, n);
+    printf("CHECK %-44s %s  %g vs %g\n", nm[4],
+           *am == want ? "PASS" : "FAIL", *am, want);
+    if (*am != want) failures++;
+    free(ref);
+    free(dx);
+    free(db);
+    free(am);
+}
+
+static void bench_handoff(size_t rows, size_t cols)
+{
+    hk_ctx c = {.rows = rows, .cols = cols, .fn = TX_CUDA_ACTX_GELU_ERF};
+    size_t n = rows * cols;
+    uint16_t *hx = host_bf16(n, -4.0, 4.0), *hdy = host_bf16(n, -1.0, 1.0);
+    c.x = upload(hx, n * 2);
+    c.dy = upload(hdy, n * 2);
+    c.y = dalloc(n * 2);
+    c.dx = dalloc(n * 2);
+    c.db = dalloc(cols * 4);
+    c.ws = dalloc(tx_cuda_handoff_dact_bias_workspace_floats(rows, cols) * 4);
+    c.amax = dalloc(16);
+    c.scale = c.amax + 1;
+    c.scale_inv = c.amax + 2;
+    c.row = dalloc(n);
+    c.col = dalloc(n);
+    char shape[48];
+    snprintf(shape, sizeof shape, "%zux%zu bf16", rows, cols);
+    const double t = (double)n * 2;
+    if (!no_check) {
+        check_handoff(&c, hx, hdy);
+        c.fn = TX_CUDA_ACTX_GELU_TANH;
+        check_handoff(&c, hx, hdy);
+        c.fn = TX_CUDA_ACTX_GELU_ERF;
+    }
+    free(hx);
+    free(hdy);
+    timed("reference: copy of x (cudaMemcpyAsync)", shape, 2 * t, 0, run_hk_copy, &c);
+    timed("hand-off GELU(erf) fwd + amax", shape, 2 * t, 70, run_hk_fwd, &c);
+    timed("cast from amax (scale + FP8 row + col)", shape, 2 * t, 80, run_hk_cast, &c);
+    timed("hand-off dGELU(erf) + dbias + amax", shape, 3 * t + cols * 4.0, 65, run_hk_dact, &c);
+    timed("GELU(erf) bwd + dbias (act.cu, unquantized)", shape, 3 * t + cols * 4.0, 0,
+          run_gelu_erf_bwd_db, &c);
+    /* the chains' bytes: the producer's pass plus the cast's (2 + 1 + 1) */
+    timed("fwd chain GELU(erf): clear + act + cast", shape, 4 * t, 0, run_hk_fwd_chain, &c);
+    timed("bwd chain GELU(erf): clear + dact + cast", shape, 5 * t, 0, run_hk_bwd_chain, &c);
+    /* torch_mlp.py's block uses the tanh form */
+    c.fn = TX_CUDA_ACTX_GELU_TANH;
+    timed("hand-off GELU(tanh) fwd + amax", shape, 2 * t, 70, run_hk_fwd, &c);
+    timed("hand-off dGELU(tanh) + dbias + amax", shape, 3 * t + cols * 4.0, 65, run_hk_dact, &c);
+    timed("fwd chain GELU(tanh): clear + act + cast", shape, 4 * t, 0, run_hk_fwd_chain, &c);
+    timed("bwd chain GELU(tanh): clear + dact + cast", shape, 5 * t, 0, run_hk_bwd_chain, &c);
+    void *bufs[] = {c.x, c.dy, c.y, c.dx, c.db, c.ws, c.amax, c.row, c.col};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cudaFree(bufs[i]);
+}
+
 /* ---- MSE loss ------------------------------------------------------------- */
 
 typedef struct mse_ctx {
@@ -714,8 +933,10 @@ int main(int argc, char **argv)
             if (reps < 1 || reps > MAX_REPS) reps = 20;
         } else if (!strcmp(argv[i], "--no-check")) {
             no_check = 1;
+        } else if (!strcmp(argv[i], "--handoff-only")) {
+            handoff_only = 1;
         } else {
-            fprintf(stderr, "usage: kernel_bw [--reps N] [--no-check]\n");
+            fprintf(stderr, "usage: kernel_bw [--reps N] [--no-check] [--handoff-only]\n");
             return 2;
         }
     }
@@ -729,13 +950,16 @@ int main(int argc, char **argv)
     printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
     flush_buf = dalloc(flush_bytes);
     const size_t T = 8192;
-    bench_norms(T, 4096);
-    bench_norms(T, 2048);
-    bench_act(T, 16384, 1);
-    bench_act(T, 4096, 0);
-    bench_mse(T, 4096);
-    bench_adamw(4096, 16384);
-    bench_split(T, 6144, 3);
+    if (!handoff_only) {
+        bench_norms(T, 4096);
+        bench_norms(T, 2048);
+        bench_act(T, 16384, 1);
+        bench_act(T, 4096, 0);
+        bench_mse(T, 4096);
+        bench_adamw(4096, 16384);
+        bench_split(T, 6144, 3);
+    }
+    bench_handoff(T, 16384);
     cudaFree(flush_buf);
 
     printf("\n| kernel | shape | ms (median of %d) | GB/s | %% of 4.0 TB/s | target |\n", reps);
