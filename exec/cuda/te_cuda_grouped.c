@@ -11,23 +11,54 @@
  * Recipes quantize exactly as the CPU group executor does (exec/group_exec.c
  * lin_prepare / lin_bwd): x and dy as WHOLE tensors (one scale set over all
  * rows, whatever group they belong to), each weight as its own tensor with
- * the one weight quantizer. The GEMMs then run on the dequantized FP32
- * operands (the CPU's tx_fused_dequantize gives FP32 too): FPROP x rowwise,
- * w rowwise; DGRAD dy rowwise, w columnwise; WGRAD dy columnwise, x
- * columnwise; dbias from the high-precision dy. The quantized x and weights
- * stay in the node's state from forward to backward (as te_cuda_linear.h's
- * Linear keeps them); dy's quantization lives in the scratch.
+ * the one weight quantizer. The GEMMs then run on the dequantized operands
+ * (tx_cuda_dequantize_to): FPROP x rowwise, w rowwise; DGRAD dy rowwise, w
+ * columnwise; WGRAD dy columnwise, x columnwise; dbias from the
+ * high-precision dy. The quantized x and weights stay in the node's state
+ * from forward to backward (as te_cuda_linear.h's Linear keeps them); dy's
+ * quantization lives in the scratch.
+ *
+ * Operand dtype (DESIGN.md section 3, the exact emulation). The CPU GEMMs
+ * the FP32 dequantized values (tx_fused_dequantize). Where those values are
+ * q * (a power of two) they are exact in BF16 (8 significant bits, FP32's
+ * exponent range) and the tensor-core kernel (grouped_gemm_mma.h: products
+ * exact in FP32, FP32 accumulation) differs from the CPU only in the
+ * summation order:
+ *  - MXFP8: E4M3 (4 significant bits) / E5M2 (3) x E8M0 block scale;
+ *  - FP8 block with power_2_scale;
+ *  - FP8 per-tensor (delayed / current): the code alone (scale_inv = 1) is
+ *    exact; the tensor's scale_inv, not a power of two, is factored out
+ *    into the GEMM's per-group device alpha (grouped_gemm.h), FPROP
+ *    sx_inv * sw_inv[g], DGRAD sdy_inv * sw_inv[g], WGRAD sdy_inv * sx_inv;
+ *  - NVFP4: E2M1 (2 bits) x E4M3 block scale (4 bits) is exact (dequantized
+ *    with a unit global amax, gemm_emu_prep.h); the global S_dec of each
+ *    operand usage goes into the alpha the same way (the Linear's
+ *    emulation and the native NVFP4 GEMM do the same).
+ * Factoring the per-tensor scale replaces the FP32 rounding of each
+ * dequantized element (q * s) by two per output (the alpha product, then
+ * alpha * sum): a few FP32 ulps, far inside DESIGN.md's FP8 / NVFP4
+ * tolerances (test_gpu_grouped: at most one bf16 ulp from the CPU). The
+ * caveat gemm_emulate.h states holds here too: MXFP8 / pow2-block values
+ * under bf16's normal range (E8M0 scales below ~2^-117) lose bits as bf16
+ * subnormals. FP8 block WITHOUT power-of-two scales stays
+ * on FP32 operands (the FP32-FMA kernel): its scales vary along the
+ * reduction dim in 128-wide blocks, so they cannot be factored out of the
+ * sum, and q * scale rounded to bf16 would not be the CPU's value.
  *
  * Layout: state = x's operand region, then one region per weight (256-byte
- * aligned). Scratch = dy's region, then FP32 dequantizations: x rowwise or
- * columnwise [M, K], every weight [G, N, K], dy rowwise and dy columnwise
- * [M, N] (each present only when its operand is quantized).
+ * aligned). Scratch = dy's region, the dequantized operands (2 bytes an
+ * element in bf16, 4 on the FP32 path): x rowwise or columnwise [M, K],
+ * every weight [G, N, K], dy rowwise and dy columnwise [M, N] (each present
+ * only when its operand is quantized), then the alpha floats: 1.0, the
+ * NVFP4 unit amax, the A operand's S_dec and one S_dec per group (present
+ * when any operand is quantized).
  */
 #include "exec/cuda/te_cuda_grouped.h"
 
 #include "base/checked.h"
 #include "exec/cuda/linear_gemm.h"
 #include "kernels/cuda/dequant.h"
+#include "kernels/cuda/gemm_emu_prep.h"
 #include "kernels/cuda/grouped_gemm.h"
 
 #include <stdint.h>
@@ -51,8 +82,29 @@ typedef struct grouped {
     tx_cuda_lin_operand ox, ow, ody;
     size_t st_x, st_w, state_bytes;    /* st_w: first weight; weight g at st_w + g * w_stride */
     size_t w_stride;
-    size_t sc_dy, sc_x, sc_w, sc_dyr, sc_dyc, scratch_bytes;
+    size_t sc_dy, sc_x, sc_w, sc_dyr, sc_dyc, sc_k, scratch_bytes;
+    /* the dtype each quantized operand is dequantized into (BFLOAT16 or
+     * FLOAT, dq_dtype) */
+    teexec_dtype dq_x, dq_w, dq_dy;
 } grouped;
+
+/* Alpha floats in the scratch at sc_k (see the layout above). */
+enum { K_ONE, K_UNIT_AMAX, K_SDEC_A, K_SDEC_B, K_FLOATS_FIXED = K_SDEC_B };
+
+/* The operand dtype of a quantized operand (the list at the top). */
+static teexec_dtype dq_dtype(const tx_cuda_lin_operand *o)
+{
+    switch (o->q.cfg.kind) {
+    case TX_QKIND_MXFP8:
+    case TX_QKIND_NVFP4:
+    case TX_QKIND_FP8_TENSOR: return TEEXEC_DTYPE_BFLOAT16;
+    case TX_QKIND_FP8_BLOCK:
+        /* other scales: q * scale is not exact in bf16, and the per-block
+         * scales vary along the reduction dim (no factoring): FP32 */
+        return o->q.cfg.power_2_scale ? TEEXEC_DTYPE_BFLOAT16 : TEEXEC_DTYPE_FLOAT;
+    default: return TEEXEC_DTYPE_FLOAT;
+    }
+}
 
 static bool is_gpu_float(teexec_dtype dt)
 {
@@ -170,18 +222,24 @@ static teexec_status *grouped_init(grouped *l, const tx_cuda_te_desc *d)
     ok = ok && tx_mul_size(l->w_stride, (size_t)l->G, &wall);
     ok = ok && add_region(&pos, wall, &l->st_w);
     l->state_bytes = pos;
-    /* scratch */
-    size_t mk, gnk, mn4, mk4, gnk4;
-    ok = ok && tx_mul_size(l->M, l->K, &mk) && tx_mul_size(mk, 4, &mk4);
+    /* scratch: the dequantized operands in their GEMM dtype */
+    l->dq_x = dq_dtype(&l->ox);
+    l->dq_w = dq_dtype(&l->ow);
+    l->dq_dy = dq_dtype(&l->ody);
+    size_t mk, gnk, bx, bw, bdy;
+    ok = ok && tx_mul_size(l->M, l->K, &mk) && tx_mul_size(mk, tx_dtype_elem_size(l->dq_x), &bx);
     ok = ok && tx_mul_size(l->N, l->K, &gnk) && tx_mul_size(gnk, (size_t)l->G, &gnk) &&
-         tx_mul_size(gnk, 4, &gnk4);
-    ok = ok && tx_mul_size(mn, 4, &mn4);
+         tx_mul_size(gnk, tx_dtype_elem_size(l->dq_w), &bw);
+    ok = ok && tx_mul_size(mn, tx_dtype_elem_size(l->dq_dy), &bdy);
+    bool any_q = l->ox.q.on || l->ow.q.on || l->ody.q.on;
     pos = 0;
     ok = ok && add_region(&pos, l->ody.bytes, &l->sc_dy);
-    ok = ok && add_region(&pos, l->ox.q.on ? mk4 : 0, &l->sc_x);
-    ok = ok && add_region(&pos, l->ow.q.on ? gnk4 : 0, &l->sc_w);
-    ok = ok && add_region(&pos, l->ody.q.on && need_dx ? mn4 : 0, &l->sc_dyr);
-    ok = ok && add_region(&pos, l->ody.q.on && need_dw ? mn4 : 0, &l->sc_dyc);
+    ok = ok && add_region(&pos, l->ox.q.on ? bx : 0, &l->sc_x);
+    ok = ok && add_region(&pos, l->ow.q.on ? bw : 0, &l->sc_w);
+    ok = ok && add_region(&pos, l->ody.q.on && need_dx ? bdy : 0, &l->sc_dyr);
+    ok = ok && add_region(&pos, l->ody.q.on && need_dw ? bdy : 0, &l->sc_dyc);
+    ok = ok && add_region(&pos, any_q ? sizeof(float) * (K_FLOATS_FIXED + (size_t)l->G) : 0,
+                          &l->sc_k);
     l->scratch_bytes = pos;
     if (!ok) return tx_error(TEEXEC_ERR_LIMIT, "%s: state or scratch size overflows", l->name);
     return NULL;
@@ -193,9 +251,28 @@ static const void *cat(const void *base, size_t off)
     return off == SIZE_MAX || !base ? NULL : (const char *)base + off;
 }
 
-/* One usage of a quantized operand in region `mem` into FP32 `out`. */
+/* The scratch's alpha floats (K_*). */
+static float *kfl(const grouped *l, void *scratch) { return at(scratch, l->sc_k); }
+
+/* Writes the constants the bf16 dequantizations read: 1.0 (FP8 per-tensor
+ * scale_inv with the tensor's scale factored out) and the NVFP4 unit amax
+ * (S_dec exactly 1). One tiny launch per forward / backward: the scratch
+ * keeps nothing between calls. */
+static teexec_status *write_consts(const grouped *l, void *scratch, const tx_cuda_env *env)
+{
+    float *k = kfl(l, scratch);
+    teexec_status *st = tx_cuda_nvfp4_gemm_alpha(NULL, NULL, 1.0f, k + K_ONE, k + K_UNIT_AMAX,
+                                                 env->stream);
+    return st ? tx_status_prefix(st, "%s: alpha constants", l->name) : NULL;
+}
+
+/* One usage of a quantized operand in region `mem` into `out` as `dt`
+ * (the operand's dq_dtype). BFLOAT16: the per-tensor factor left out
+ * (scale_inv 1 / unit amax read from the scratch constants); FLOAT: the
+ * CPU's FP32 values, factor included. */
 static teexec_status *dequant(const grouped *l, const tx_cuda_lin_operand *o, const void *mem,
-                              unsigned usage, float *out, const tx_cuda_env *env, const char *what)
+                              unsigned usage, teexec_dtype dt, void *out, void *scratch,
+                              const tx_cuda_env *env, const char *what)
 {
     const bool col = usage == TX_QUSAGE_COLUMNWISE;
     tx_cuda_dequant_args d;
@@ -211,13 +288,43 @@ static teexec_status *dequant(const grouped *l, const tx_cuda_lin_operand *o, co
     d.scales = cat(mem, col ? o->col_scales : o->row_scales);
     d.scale_cols = col ? o->col_scale_cols : o->row_scale_cols;
     const float *sc = cat(mem, o->scalars);
-    if (o->q.cfg.kind == TX_QKIND_FP8_TENSOR) d.scale_inv = sc ? sc + SC_SCALE_INV : NULL;
-    if (o->q.cfg.kind == TX_QKIND_NVFP4) d.amax = sc ? sc + SC_AMAX + (col ? 1 : 0) : NULL;
-    d.out = out;
+    const float *k = kfl(l, scratch);
+    const bool factored = dt == TEEXEC_DTYPE_BFLOAT16;
+    if (o->q.cfg.kind == TX_QKIND_FP8_TENSOR)
+        d.scale_inv = factored ? k + K_ONE : sc ? sc + SC_SCALE_INV : NULL;
+    if (o->q.cfg.kind == TX_QKIND_NVFP4)
+        d.amax = factored ? k + K_UNIT_AMAX : sc ? sc + SC_AMAX + (col ? 1 : 0) : NULL;
     if (!d.data) return tx_error(TEEXEC_ERR_INTERNAL, "%s: %s was not quantized for this usage",
                                  l->name, what);
-    teexec_status *st = tx_cuda_dequantize(&d, env->stream);
+    /* as stored: the grouped GEMMs read every operand in its source layout */
+    teexec_status *st = tx_cuda_dequantize_to(&d, 0, dt, out, env->stream);
     return st ? tx_status_prefix(st, "%s: dequantizing %s", l->name, what) : NULL;
+}
+
+/* The factor a bf16-dequantized operand usage left out (the top's list),
+ * as a device float for the GEMM's alpha, or NULL (none: HP operand, FP32
+ * path, or a power-of-two-scaled kind). FP8 per-tensor: the tensor's
+ * scale_inv in place; NVFP4: S_dec of the usage's global amax, computed
+ * into `slot` (gemm_emu_prep.h's formula, as the quantizer). */
+static teexec_status *factor(const grouped *l, const tx_cuda_lin_operand *o, const void *mem,
+                             unsigned usage, teexec_dtype dt, float *slot,
+                             const tx_cuda_env *env, const float **out)
+{
+    *out = NULL;
+    const tx_qkind kind = o->q.cfg.kind;
+    if (!o->q.on || dt != TEEXEC_DTYPE_BFLOAT16 ||
+        (kind != TX_QKIND_FP8_TENSOR && kind != TX_QKIND_NVFP4))
+        return NULL; /* MXFP8, pow2 FP8 block: nothing factored, no per-tensor scalars */
+    const float *sc = cat(mem, o->scalars);
+    if (!sc) return tx_error(TEEXEC_ERR_INTERNAL, "%s: an operand's scalars are missing", l->name);
+    if (kind == TX_QKIND_FP8_TENSOR) {
+        *out = sc + SC_SCALE_INV;
+    } else if (o->q.cfg.kind == TX_QKIND_NVFP4) {
+        const float *amax = sc + SC_AMAX + (usage == TX_QUSAGE_COLUMNWISE ? 1 : 0);
+        TX_TRY(tx_cuda_nvfp4_gemm_alpha(amax, NULL, 1.0f, slot, NULL, env->stream));
+        *out = slot;
+    }
+    return NULL;
 }
 
 static teexec_status *check_t(const grouped *l, const char *what, const tx_tensor *t, size_t numel,
@@ -286,17 +393,21 @@ static teexec_status *grouped_forward(void *priv, const tx_te_fwd_args *a, void 
     gg.m = l->M, gg.n = l->N, gg.k = l->K;
     gg.a = a->input->data;
     gg.a_dt = l->x_dt;
+    if (l->ox.q.on || l->ow.q.on) TX_TRY(write_consts(l, scratch, env));
+    float *k = kfl(l, scratch);
     if (l->ox.q.on) {
         void *mem = at(state, l->st_x);
         teexec_status *st = tx_cuda_lin_quantize(&l->ox, a->input->data, l->x_dt, mem, env->step,
                                                  env->stream);
         if (st) return tx_status_prefix(st, "%s: quantizing x", l->name);
-        float *xf = at(scratch, l->sc_x);
-        TX_TRY(dequant(l, &l->ox, mem, TX_QUSAGE_ROWWISE, xf, env, "x"));
-        gg.a = xf;
-        gg.a_dt = TEEXEC_DTYPE_FLOAT;
+        void *xq = at(scratch, l->sc_x);
+        TX_TRY(dequant(l, &l->ox, mem, TX_QUSAGE_ROWWISE, l->dq_x, xq, scratch, env, "x"));
+        TX_TRY(factor(l, &l->ox, mem, TX_QUSAGE_ROWWISE, l->dq_x, k + K_SDEC_A, env, &gg.alpha_a));
+        gg.a = xq;
+        gg.a_dt = l->dq_x;
     }
-    gg.b_dt = l->ow.q.on ? TEEXEC_DTYPE_FLOAT : l->w_dt;
+    gg.b_dt = l->ow.q.on ? l->dq_w : l->w_dt;
+    const size_t w_elems = l->N * l->K, w_es = tx_dtype_elem_size(l->dq_w);
     for (int g = 0; g < l->G; g++) {
         gg.b[g] = a->params[g]->data;
         if (l->ow.q.on) {
@@ -304,9 +415,12 @@ static teexec_status *grouped_forward(void *priv, const tx_te_fwd_args *a, void 
             teexec_status *st = tx_cuda_lin_quantize(&l->ow, a->params[g]->data, l->w_dt, mem,
                                                      env->step, env->stream);
             if (st) return tx_status_prefix(st, "%s: quantizing weight %d", l->name, g);
-            float *wf = (float *)at(scratch, l->sc_w) + (size_t)g * l->N * l->K;
-            TX_TRY(dequant(l, &l->ow, mem, TX_QUSAGE_ROWWISE, wf, env, "a weight"));
-            gg.b[g] = wf;
+            void *wq = at(scratch, l->sc_w + (size_t)g * w_elems * w_es);
+            TX_TRY(dequant(l, &l->ow, mem, TX_QUSAGE_ROWWISE, l->dq_w, wq, scratch, env,
+                           "a weight"));
+            TX_TRY(factor(l, &l->ow, mem, TX_QUSAGE_ROWWISE, l->dq_w, k + K_SDEC_B + g, env,
+                          &gg.alpha_b[g]));
+            gg.b[g] = wq;
         }
         if (l->has_bias) {
             gg.bias[g] = a->params[l->G + g]->data;
@@ -327,11 +441,12 @@ static teexec_status *grouped_forward(void *priv, const tx_te_fwd_args *a, void 
 }
 
 /* A backward grouped GEMM over all groups whose A operand is dy: as
- * stored, or (quantized) dequantized to FP32 into `dy_f` in the usage
- * the GEMM reduces over (rowwise for DGRAD, columnwise for WGRAD). */
+ * stored, or (quantized) dequantized into `dy_d` (dq_dy) in the usage the
+ * GEMM reduces over (rowwise for DGRAD, columnwise for WGRAD), its factor
+ * into alpha_a. */
 static teexec_status *bwd_gemm_begin(const grouped *l, tx_gg_kind kind, int G,
                                      const tx_tensor *ss, const tx_tensor *dy, const void *dyq,
-                                     float *dy_f, const tx_cuda_env *env,
+                                     void *dy_d, void *scratch, const tx_cuda_env *env,
                                      tx_cuda_grouped_gemm *gg)
 {
     memset(gg, 0, sizeof *gg);
@@ -343,9 +458,11 @@ static teexec_status *bwd_gemm_begin(const grouped *l, tx_gg_kind kind, int G,
     gg->a_dt = dy->dtype;
     if (!l->ody.q.on) return NULL;
     unsigned usage = kind == TX_GG_DGRAD ? TX_QUSAGE_ROWWISE : TX_QUSAGE_COLUMNWISE;
-    TX_TRY(dequant(l, &l->ody, dyq, usage, dy_f, env, "grad_output"));
-    gg->a = dy_f;
-    gg->a_dt = TEEXEC_DTYPE_FLOAT;
+    TX_TRY(dequant(l, &l->ody, dyq, usage, l->dq_dy, dy_d, scratch, env, "grad_output"));
+    TX_TRY(factor(l, &l->ody, dyq, usage, l->dq_dy, kfl(l, scratch) + K_SDEC_A, env,
+                  &gg->alpha_a));
+    gg->a = dy_d;
+    gg->a_dt = l->dq_dy;
     return NULL;
 }
 
@@ -380,6 +497,9 @@ static teexec_status *grouped_backward(void *priv, const tx_te_bwd_args *a, void
             return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: state and scratch must be given",
                             l->name);
     void *dyq = at(scratch, l->sc_dy);
+    if (l->ox.q.on || l->ow.q.on || l->ody.q.on) TX_TRY(write_consts(l, scratch, env));
+    float *k = kfl(l, scratch);
+    const size_t w_elems = l->N * l->K, w_es = tx_dtype_elem_size(l->dq_w);
     if (l->ody.q.on) {
         teexec_status *st = tx_cuda_lin_quantize(&l->ody, dy->data, dy->dtype, dyq, env->step,
                                                  env->stream);
@@ -388,14 +508,18 @@ static teexec_status *grouped_backward(void *priv, const tx_te_bwd_args *a, void
     teexec_status *st = NULL;
     if (dx) {
         tx_cuda_grouped_gemm gg;
-        TX_TRY(bwd_gemm_begin(l, TX_GG_DGRAD, G, ss, dy, dyq, at(scratch, l->sc_dyr), env, &gg));
-        gg.b_dt = l->ow.q.on ? TEEXEC_DTYPE_FLOAT : l->w_dt;
+        TX_TRY(bwd_gemm_begin(l, TX_GG_DGRAD, G, ss, dy, dyq, at(scratch, l->sc_dyr), scratch,
+                              env, &gg));
+        gg.b_dt = l->ow.q.on ? l->dq_w : l->w_dt;
         for (int g = 0; g < G; g++) {
             if (l->ow.q.on) {
-                float *wf = (float *)at(scratch, l->sc_w) + (size_t)g * l->N * l->K;
-                TX_TRY(dequant(l, &l->ow, at(state, l->st_w + (size_t)g * l->w_stride),
-                               TX_QUSAGE_COLUMNWISE, wf, env, "a weight"));
-                gg.b[g] = wf;
+                void *wq = at(scratch, l->sc_w + (size_t)g * w_elems * w_es);
+                const void *mem = at(state, l->st_w + (size_t)g * l->w_stride);
+                TX_TRY(dequant(l, &l->ow, mem, TX_QUSAGE_COLUMNWISE, l->dq_w, wq, scratch, env,
+                               "a weight"));
+                TX_TRY(factor(l, &l->ow, mem, TX_QUSAGE_COLUMNWISE, l->dq_w, k + K_SDEC_B + g,
+                              env, &gg.alpha_b[g]));
+                gg.b[g] = wq;
             } else {
                 const tx_tensor *w = a->saved[2 + g];
                 TX_TRY(check_t(l, "a saved weight", w, l->N * l->K, l->w_dt));
@@ -412,12 +536,17 @@ static teexec_status *grouped_backward(void *priv, const tx_te_bwd_args *a, void
     }
     if (any_dw) {
         tx_cuda_grouped_gemm gg;
-        TX_TRY(bwd_gemm_begin(l, TX_GG_WGRAD, G, ss, dy, dyq, at(scratch, l->sc_dyc), env, &gg));
+        TX_TRY(bwd_gemm_begin(l, TX_GG_WGRAD, G, ss, dy, dyq, at(scratch, l->sc_dyc), scratch,
+                              env, &gg));
         if (l->ox.q.on) {
-            float *xf = at(scratch, l->sc_x);
-            TX_TRY(dequant(l, &l->ox, at(state, l->st_x), TX_QUSAGE_COLUMNWISE, xf, env, "x"));
-            gg.b[0] = xf;
-            gg.b_dt = TEEXEC_DTYPE_FLOAT;
+            void *xq = at(scratch, l->sc_x);
+            const void *mem = at(state, l->st_x);
+            TX_TRY(dequant(l, &l->ox, mem, TX_QUSAGE_COLUMNWISE, l->dq_x, xq, scratch, env, "x"));
+            /* WGRAD's one B operand: its factor in alpha_b[0] */
+            TX_TRY(factor(l, &l->ox, mem, TX_QUSAGE_COLUMNWISE, l->dq_x, k + K_SDEC_B, env,
+                          &gg.alpha_b[0]));
+            gg.b[0] = xq;
+            gg.b_dt = l->dq_x;
         } else {
             const tx_tensor *x = a->saved[1];
             TX_TRY(check_t(l, "saved x", x, l->M * l->K, l->x_dt));

@@ -29,7 +29,17 @@ struct gg_params {
     int bias_dt;
     void *out[G_MAX];
     int out_dt;
+    const float *alpha_a;
+    const float *alpha_b[G_MAX];
 };
+
+/* grouped_gemm.h's alpha of group g: *alpha_a * *alpha_b[g], NULL = 1,
+ * one FP32 rounding (a multiplication by 1 is exact: no alpha, no change). */
+__device__ __forceinline__ float group_alpha(const float *alpha_a, const float *alpha_b)
+{
+    float a = alpha_a ? *alpha_a : 1.0f;
+    return alpha_b ? __fmul_rn(a, *alpha_b) : a;
+}
 
 /* Clamped offsets (grouped_gemm.h: negative -> 0, past the rows -> cut) and,
  * with tile_m > 0, each group's first row tile. Thread 0 only; the caller
@@ -58,6 +68,7 @@ struct sub {
     long long a_off, sai, sal, b_off, sbl, sbj, o_off, ldo;
     long long I, J, L;
     long long i0; /* first row of this tile within I */
+    float alpha;  /* the group's multiplier (grouped_gemm.h) */
 };
 
 /* Finds this block's group and tile; false when the block has none. */
@@ -80,6 +91,7 @@ __device__ bool locate(const gg_params &p, int tile_m, long long *s_off, long lo
         s->I = p.n, s->J = p.k, s->L = s_off[g + 1] - r0;
         long long tiles_i = (p.n + tile_m - 1) / tile_m;
         s->i0 = (long long)(blockIdx.x % tiles_i) * tile_m;
+        s->alpha = group_alpha(p.alpha_a, p.alpha_b[0]);
         return true;
     }
     long long t = blockIdx.x;
@@ -88,6 +100,7 @@ __device__ bool locate(const gg_params &p, int tile_m, long long *s_off, long lo
     while (g + 1 < p.groups && s_tile[g + 1] <= t) g++;
     long long row0 = s_off[g] + (t - s_tile[g]) * tile_m;
     s->b = p.b[g];
+    s->alpha = group_alpha(p.alpha_a, p.alpha_b[g]);
     s->bias = p.kind == TX_GG_FPROP ? p.bias[g] : nullptr;
     s->out = p.out[0];
     s->i0 = 0;
@@ -166,7 +179,7 @@ __global__ void __launch_bounds__(FT) gg_fma(gg_params p)
         for (int b = 0; b < 4; b++) {
             long long gj = j0 + tx + 16 * b;
             if (gj >= s.J) continue;
-            float v = acc[a][b];
+            float v = __fmul_rn(acc[a][b], s.alpha);
             if (s.bias) v += tx_ld(s.bias, (size_t)gj, p.bias_dt);
             tx_st(s.out, (size_t)(s.o_off + gi * s.ldo + gj), p.out_dt, v);
         }
@@ -275,7 +288,7 @@ __global__ void __launch_bounds__(WT) gg_wmma(gg_params p)
                 long long gi = i0 + wm * 64 + a * 16 + e / 16;
                 long long gj = j0 + wn * 32 + b * 16 + e % 16;
                 if (gi < s.I && gj < s.J) {
-                    float v = st[e];
+                    float v = __fmul_rn(st[e], s.alpha);
                     if (s.bias) v += tx_ld(s.bias, (size_t)gj, p.bias_dt);
                     tx_st(s.out, (size_t)(s.o_off + gi * s.ldo + gj), p.out_dt, v);
                 }
@@ -331,6 +344,11 @@ teexec_status *bad(const char *what)
 
 } // namespace
 
+extern "C" bool tx_cuda_grouped_gemm_uses_mma(const tx_cuda_grouped_gemm *g)
+{
+    return !g->force_general && tx_cuda_grouped_mma_covers(g);
+}
+
 extern "C" teexec_status *tx_cuda_grouped_gemm_run(const tx_cuda_grouped_gemm *g, void *stream)
 {
     if (g->groups < 1 || g->groups > G_MAX) return bad("groups must be 1..64");
@@ -352,7 +370,7 @@ extern "C" teexec_status *tx_cuda_grouped_gemm_run(const tx_cuda_grouped_gemm *g
         if (g->kind != TX_GG_WGRAD || !g->n || !g->k) return NULL;
         /* m = 0: every dW_g is 0 (the launch below sums no rows) */
     }
-    if (!g->force_general && tx_cuda_grouped_mma_covers(g)) return tx_cuda_grouped_mma_run(g, stream);
+    if (tx_cuda_grouped_gemm_uses_mma(g)) return tx_cuda_grouped_mma_run(g, stream);
     gg_params p;
     memset(&p, 0, sizeof p);
     p.kind = g->kind;
@@ -364,10 +382,12 @@ extern "C" teexec_status *tx_cuda_grouped_gemm_run(const tx_cuda_grouped_gemm *g
     p.b_dt = g->b_dt;
     p.bias_dt = g->bias_dt;
     p.out_dt = g->out_dt;
+    p.alpha_a = g->alpha_a;
     for (int i = 0; i < g->groups; i++) {
         p.b[i] = g->b[i];
         p.bias[i] = g->kind == TX_GG_FPROP ? g->bias[i] : nullptr;
         p.out[i] = g->out[i];
+        p.alpha_b[i] = g->alpha_b[i];
     }
     const bool tc = g->a_dt == g->b_dt &&
                     (g->a_dt == TEEXEC_DTYPE_BFLOAT16 || g->a_dt == TEEXEC_DTYPE_FLOAT16);

@@ -22,6 +22,14 @@
  * running past the rows is cut at the last row (the CPU kernel refuses both
  * with an error; for valid input the two agree).
  *
+ * Alpha: out = alpha_g * sum(...) + bias_g, with alpha_g = *alpha_a *
+ * *alpha_b[g] (WGRAD: *alpha_a * *alpha_b[0]) read on the DEVICE by the
+ * kernel (no host sync: under current scaling the scales are computed on
+ * the device), the product rounded once to FP32, a NULL pointer counting
+ * as 1. GroupedLinear's quantized recipes factor their per-tensor scales
+ * (FP8 scale_inv, NVFP4's global S_dec) out of the operands this way, so
+ * the rest is exact in bf16 (exec/cuda/te_cuda_grouped.c).
+ *
  * Numbers: FP32 accumulation in a fixed order, each output rounded once to
  * its dtype; deterministic (every output element is computed by one thread
  * block, no atomics). bf16 / fp16 operands of one dtype go through tensor
@@ -39,6 +47,7 @@
 
 #include "teexec/teexec.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -66,6 +75,10 @@ typedef struct tx_cuda_grouped_gemm {
     /* FPROP: out[0] = y [m, n]; DGRAD: out[0] = dx [m, k]; WGRAD: out[g] = dW_g [n, k] (NULL: skipped) */
     void *out[TX_GG_MAX_GROUPS];
     teexec_dtype out_dt;
+    /* device FP32 multipliers (see Alpha above; NULL = 1): one for the
+     * first operand, one per group for the second (WGRAD: alpha_b[0]) */
+    const float *alpha_a;
+    const float *alpha_b[TX_GG_MAX_GROUPS];
     /* 0: the mma.sync kernel wherever it applies (grouped_gemm_mma.h);
      * 1: always the general kernels (tests and benchmarks compare the two) */
     int force_general;
@@ -73,6 +86,13 @@ typedef struct tx_cuda_grouped_gemm {
 
 /* Dtypes: FLOAT, BFLOAT16, FLOAT16 for every tensor. */
 teexec_status *tx_cuda_grouped_gemm_run(const tx_cuda_grouped_gemm *g, void *stream);
+
+/* Which kernel tx_cuda_grouped_gemm_run picks for g: true for the
+ * mma.sync path (bf16 / fp16 operands of one dtype, n and k multiples of 8,
+ * 16-byte aligned pointers, force_general 0), false for the general
+ * (WMMA / FP32-FMA) kernels. Host-only, no device access: tests and
+ * benchmarks ask it to say which path a descriptor takes. */
+bool tx_cuda_grouped_gemm_uses_mma(const tx_cuda_grouped_gemm *g);
 
 /* dbias[g] [n] (dbias_dt) = column sums of dy's rows of group g; NULL
  * entries are skipped. A group of 0 rows gets zeros. */

@@ -60,6 +60,8 @@ struct mma_params {
     int bias_dt;
     void *out[G_MAX];
     int out_dt;
+    const float *alpha_a; /* grouped_gemm.h's alpha: device floats, NULL = 1 */
+    const float *alpha_b[G_MAX];
 };
 
 /* Warp 0: off[g] (clamped as grouped_gemm.h says) and tile[g] (first row
@@ -268,6 +270,9 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) gg_mma(mma_params p)
         out = (char *)p.out[0] + row0 * ldo * (p.out_dt == TEEXEC_DTYPE_FLOAT ? 4 : 2);
     }
     const long long j0 = tn * BN;
+    /* the group's alpha (a multiplication by 1 is exact: no alpha, no change) */
+    float alpha = p.alpha_a ? *p.alpha_a : 1.0f;
+    if (const float *ab = p.alpha_b[wgrad ? 0 : g]) alpha = __fmul_rn(alpha, *ab);
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;
@@ -413,8 +418,9 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) gg_mma(mma_params p)
             for (int h = 0; h < 2; h++) {
                 long long row = i0 + wm * 64 + mi * 16 + gq + h * 8;
                 if (row < I)
-                    store2<T>(out, row * ldo + col, p.out_dt, acc[mi][nj][2 * h] + b0,
-                              acc[mi][nj][2 * h + 1] + b1);
+                    store2<T>(out, row * ldo + col, p.out_dt,
+                              __fadd_rn(__fmul_rn(acc[mi][nj][2 * h], alpha), b0),
+                              __fadd_rn(__fmul_rn(acc[mi][nj][2 * h + 1], alpha), b1));
             }
     }
 }
@@ -471,7 +477,9 @@ extern "C" teexec_status *tx_cuda_grouped_mma_run(const tx_cuda_grouped_gemm *g,
     p.a = g->a;
     p.bias_dt = g->bias_dt;
     p.out_dt = g->out_dt;
+    p.alpha_a = g->alpha_a;
     for (int i = 0; i < g->groups; i++) {
+        p.alpha_b[i] = g->alpha_b[i];
         p.b[i] = g->b[i];
         p.bias[i] = g->kind == TX_GG_FPROP ? g->bias[i] : nullptr;
         p.out[i] = g->out[i];

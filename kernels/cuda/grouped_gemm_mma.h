@@ -13,8 +13,9 @@
  *
  * Same contract as grouped_gemm.h: split sizes read on the device and
  * clamped the same way, rows past the groups never written, 0-row groups
- * get dW = 0, FP32 accumulation in a fixed order (deterministic, no
- * atomics), one rounding per output.
+ * get dW = 0, the per-group device alpha applied before the bias, FP32
+ * accumulation in a fixed order (deterministic, no atomics), one rounding
+ * per output.
  *
  * Ownership: all pointers are the caller's device memory; nothing is
  * allocated. Asynchronous on `stream`. Thread-safety: no shared state.

@@ -20,8 +20,15 @@
  *  - models/te_moe_block through the public API: a CUDA session against the
  *    CPU session (inference), and three SGD steps of a CUDA trainer against
  *    the CPU trainer;
- *  - timing: the bf16 grouped GEMMs at 8 groups, 8192 rows, 2048 -> 8192
- *    (TFLOP/s printed and recorded; nothing asserted on speed).
+ *  - the per-group device alpha (grouped_gemm.h; the quantized recipes'
+ *    factored scales) on the mma.sync, WMMA and FP32-FMA kernels against
+ *    FP64 on exactly representable inputs (bit-exact), with the
+ *    kernel-selection query; under each recipe, the node's scratch size
+ *    says its GEMMs read bf16 dequantized operands (the tensor-core kernel)
+ *    except fp8-block without power-of-two scales (FP32);
+ *  - timing: the bf16 grouped GEMMs at 8 groups, 8192 rows, 2048 -> 8192,
+ *    and the node's forward / forward + backward under none, fp8-current
+ *    and mxfp8 (TFLOP/s printed and recorded; nothing asserted on speed).
  * fp32 tolerances: two fp32 GEMMs summing in different orders (rtol and atol
  * 1e-5 of the largest value, as test_gpu_te_linear); bf16: 1.6e-2 with an
  * atol of 1e-4 of the largest value. */
@@ -336,6 +343,143 @@ static const kcase kcases[] = {
     {"bf16_one_group", KU_BF16, {260}, 1, 260, 392, 264},
 };
 
+/* ---- the per-group alpha against FP64 on exact inputs ---------------------------- */
+
+/* Operands k/8 (|k| <= 8, exact in bf16), biases k/8, alpha_a 3/8 and
+ * alpha_b[g] of few bits: every product, partial sum, alpha and biased
+ * output is exact in FP32, so every kernel (mma.sync, WMMA, FP32-FMA) must
+ * give the FP64 reference bit for bit, whatever its summation order:
+ * out = alpha_a * alpha_b[g] * sum + bias (grouped_gemm.h), WGRAD with
+ * alpha_b[0]. The first variant also checks the kernel-selection query. */
+typedef struct acase {
+    const char *name;
+    teexec_dtype dt;
+    int force_general, want_mma;
+} acase;
+
+static void make_exact(tx_tensor *t, teexec_dtype dt, int rank, const int64_t *dims)
+{
+    TG_OK(tx_tensor_alloc(t, dt, rank, dims));
+    for (uint64_t i = 0; i < t->numel; i++) ku_set(t, i, (float)((int)ku_below(17) - 8) / 8.0f);
+}
+
+static void run_alpha_case(void **state)
+{
+    const acase *c = *state;
+    enum { G = 4 };
+    const size_t M = 150, N = 136, K = 72;
+    static const int64_t split[G] = {40, 0, 77, 9}; /* 126 of 150 rows */
+    const float ha[1 + G] = {0.375f, 1.25f, 0.5f, 3.0f, 0.75f};
+    ku_seed(4242);
+    int64_t xd[2] = {(int64_t)M, (int64_t)K}, wd[2] = {(int64_t)N, (int64_t)K},
+            yd[2] = {(int64_t)M, (int64_t)N}, bd[1] = {(int64_t)N};
+    tx_tensor x, dy, w[G], b[G];
+    make_exact(&x, c->dt, 2, xd);
+    make_exact(&dy, c->dt, 2, yd);
+    for (int g = 0; g < G; g++) {
+        make_exact(&w[g], c->dt, 2, wd);
+        make_exact(&b[g], KU_F32, 1, bd);
+    }
+    const tx_tensor *wp[G] = {&w[0], &w[1], &w[2], &w[3]};
+    double *ry = malloc(sizeof(double) * M * N), *rdx = malloc(sizeof(double) * M * K),
+           *rdw = malloc(sizeof(double) * G * N * K);
+    assert_true(ry && rdx && rdw);
+    ref_gemms(&x, wp, &dy, split, G, M, N, K, ry, rdx, rdw);
+    size_t row = 0;
+    for (int g = 0; g < G; g++) {
+        double al = (double)ha[0] * ha[1 + g];
+        for (size_t r = row; r < row + (size_t)split[g]; r++) {
+            for (size_t n = 0; n < N; n++) ry[r * N + n] = ry[r * N + n] * al + ku_get(&b[g], n);
+            for (size_t k = 0; k < K; k++) rdx[r * K + k] *= al;
+        }
+        row += (size_t)split[g];
+        for (size_t i = 0; i < N * K; i++) rdw[(size_t)g * N * K + i] *= (double)ha[0] * ha[1];
+    }
+    int64_t *dsplit = tg_dev_upload(split, sizeof split);
+    float *dal = tg_dev_upload(ha, sizeof ha);
+    void *gx = ku_upload(&x), *gdy = ku_upload(&dy), *gw[G], *gb[G], *gdw[G];
+    void *gy = tg_dev_alloc(M * N * 4), *gdx = tg_dev_alloc(M * K * 4);
+    tx_cuda_grouped_gemm base;
+    memset(&base, 0, sizeof base);
+    base.groups = G;
+    base.split_sizes = dsplit;
+    base.m = M, base.n = N, base.k = K;
+    base.a_dt = base.b_dt = c->dt;
+    base.out_dt = KU_F32;
+    base.force_general = c->force_general;
+    base.alpha_a = dal;
+    tx_cuda_grouped_gemm f = base, d = base, wg = base;
+    f.kind = TX_GG_FPROP, f.a = gx, f.out[0] = gy, f.bias_dt = KU_F32;
+    d.kind = TX_GG_DGRAD, d.a = gdy, d.out[0] = gdx;
+    wg.kind = TX_GG_WGRAD, wg.a = gdy, wg.b[0] = gx, wg.alpha_b[0] = dal + 1;
+    for (int g = 0; g < G; g++) {
+        gw[g] = ku_upload(&w[g]);
+        gb[g] = ku_upload(&b[g]);
+        gdw[g] = tg_dev_alloc(N * K * 4);
+        f.b[g] = d.b[g] = gw[g];
+        f.bias[g] = gb[g];
+        f.alpha_b[g] = d.alpha_b[g] = dal + 1 + g;
+        wg.out[g] = gdw[g];
+    }
+    char what[96];
+    snprintf(what, sizeof what, "alpha_%s kernel selection", c->name);
+    int sel = tx_cuda_grouped_gemm_uses_mma(&f) && tx_cuda_grouped_gemm_uses_mma(&d) &&
+              tx_cuda_grouped_gemm_uses_mma(&wg);
+    tg_record(what, sel == c->want_mma, sel ? "mma.sync" : "general");
+    assert_int_equal(sel, c->want_mma);
+    TG_OK(tx_cuda_grouped_gemm_run(&f, NULL));
+    TG_OK(tx_cuda_grouped_gemm_run(&d, NULL));
+    TG_OK(tx_cuda_grouped_gemm_run(&wg, NULL));
+    tg_sync("alpha GEMMs");
+    const struct { const char *n; const double *ref; const void *dev; size_t count; } chk[3] = {
+        {"y", ry, gy, row * N}, {"dx", rdx, gdx, row * K}, {"dW", rdw, NULL, N * K}};
+    for (int i = 0; i < 3; i++)
+        for (int g = 0; g < (i == 2 ? G : 1); g++) {
+            size_t n = chk[i].count;
+            float *h = malloc(n * 4);
+            assert_true(h != NULL);
+            tg_download(h, i == 2 ? gdw[g] : chk[i].dev, n * 4);
+            const double *ref = chk[i].ref + (i == 2 ? (size_t)g * N * K : 0);
+            size_t bad = 0;
+            for (size_t e = 0; e < n; e++)
+                if ((double)h[e] != ref[e]) {
+                    if (!bad) fprintf(stderr, "alpha_%s %s[%d] %zu: ref %.9g gpu %.9g\n", c->name,
+                                      chk[i].n, g, e, ref[e], (double)h[e]);
+                    bad++;
+                }
+            free(h);
+            snprintf(what, sizeof what, "alpha_%s %s_%d exact vs fp64", c->name, chk[i].n, g);
+            char det[64];
+            snprintf(det, sizeof det, "%zu of %zu differ", bad, n);
+            tg_record(what, bad == 0, det);
+            if (bad) fail_msg("%s: %s", what, det);
+        }
+    for (int g = 0; g < G; g++) {
+        tg_dev_free(gw[g]);
+        tg_dev_free(gb[g]);
+        tg_dev_free(gdw[g]);
+        tx_tensor_release(&w[g]);
+        tx_tensor_release(&b[g]);
+    }
+    tg_dev_free(gx);
+    tg_dev_free(gdy);
+    tg_dev_free(gy);
+    tg_dev_free(gdx);
+    tg_dev_free(dal);
+    tg_dev_free(dsplit);
+    tx_tensor_release(&x);
+    tx_tensor_release(&dy);
+    free(ry);
+    free(rdx);
+    free(rdw);
+}
+
+static const acase acases[] = {
+    {"mma_bf16", KU_BF16, 0, 1},
+    {"wmma_bf16", KU_BF16, 1, 0},
+    {"fma_fp32", KU_F32, 0, 0},
+};
+
 /* ---- the node: recipe none ----------------------------------------------------- */
 
 typedef struct node {
@@ -423,17 +567,9 @@ typedef struct gl_dev {
     tx_tensor x, dy, ss, p[NP], y, dx, dp[NP];
 } gl_dev;
 
-static void gl_dev_run(gl_dev *g, const gl_case *c, node *nd)
+/* One forward + backward of the node on g's tensors (asynchronous). */
+static void gl_dev_step(gl_dev *g, const gl_case *c, node *nd)
 {
-    g->x = dev_copy(&c->x);
-    g->dy = dev_copy(&c->dy);
-    g->ss = dev_copy(&c->ss);
-    for (int i = 0; i < NP; i++) {
-        g->p[i] = dev_copy(&c->p[i]);
-        g->dp[i] = dev_new(c->p[i].dtype, c->p[i].rank, c->p[i].dims);
-    }
-    g->y = dev_new(c->dy.dtype, c->dy.rank, c->dy.dims);
-    g->dx = dev_new(c->x.dtype, c->x.rank, c->x.dims);
     const tx_tensor *ext[1] = {&g->ss}, *par[NP];
     for (int i = 0; i < NP; i++) par[i] = &g->p[i];
     tx_te_fwd_args a;
@@ -463,6 +599,20 @@ static void gl_dev_run(gl_dev *g, const gl_case *c, node *nd)
     b.grad_params = gp;
     b.n_grad_params = NP;
     TG_OK(nd->impl->backward(nd->priv, &b, nd->state, nd->scratch, &g_env));
+}
+
+static void gl_dev_run(gl_dev *g, const gl_case *c, node *nd)
+{
+    g->x = dev_copy(&c->x);
+    g->dy = dev_copy(&c->dy);
+    g->ss = dev_copy(&c->ss);
+    for (int i = 0; i < NP; i++) {
+        g->p[i] = dev_copy(&c->p[i]);
+        g->dp[i] = dev_new(c->p[i].dtype, c->p[i].rank, c->p[i].dims);
+    }
+    g->y = dev_new(c->dy.dtype, c->dy.rank, c->dy.dims);
+    g->dx = dev_new(c->x.dtype, c->x.rank, c->x.dims);
+    gl_dev_step(g, c, nd);
     tg_sync("grouped linear forward + backward");
 }
 
@@ -627,6 +777,30 @@ static tx_cuda_operand_q gpu_q(const tx_plan_quant *e, const tx_gx_config *cfg, 
     return q;
 }
 
+/* The node's scratch holds the dequantized operands (x, every weight, dy
+ * rowwise and columnwise: dq elements) in the dtype its GEMMs read:
+ * bf16 for the recipes whose dequantized values are exact in bf16 (FP8
+ * per-tensor with its scale factored into the GEMM alpha, MXFP8, NVFP4:
+ * the tensor-core kernel), FP32 for fp8-block without power-of-two scales
+ * (the planner's fp8-block; the FP32-FMA kernel). Beside them the scratch
+ * has only dy's quantized bytes (at most 1 byte an element plus scales) and
+ * a few floats, so the size tells which dtype was planned. */
+static void check_dequant_scratch(const qcase *qc, const node *nd, size_t M, size_t N, size_t K,
+                                  int G)
+{
+    const size_t dq = M * K + (size_t)G * N * K + 2 * M * N;
+    const bool fp32 = qc->kind == TX_RECIPE_FP8_BLOCK;
+    const bool ok = fp32 ? nd->scratch_bytes >= 4 * dq
+                         : nd->scratch_bytes >= 2 * dq && nd->scratch_bytes < 4 * dq;
+    char what[96], det[128];
+    snprintf(what, sizeof what, "grouped_%s dequantized operands in %s", qc->name,
+             fp32 ? "fp32" : "bf16");
+    snprintf(det, sizeof det, "scratch %zu bytes for %zu dequantized elements", nd->scratch_bytes,
+             dq);
+    tg_record(what, ok, det);
+    if (!ok) fail_msg("%s: %s", what, det);
+}
+
 static void run_recipe(void **state)
 {
     const qcase *qc = *state;
@@ -692,6 +866,7 @@ static void run_recipe(void **state)
     node nd;
     node_prepare(&nd, &d);
     assert_true(nd.state_bytes > 0); /* the quantized x and weights are kept */
+    check_dequant_scratch(qc, &nd, 64, 96, 128, G4);
     g_env.step = STEP;
     gl_dev g;
     gl_dev_run(&g, &c, &nd);
@@ -995,6 +1170,101 @@ static void test_timing(void **state)
     tg_dev_free(ds);
 }
 
+/* The node's forward + backward under recipe none (bf16), fp8-current and
+ * mxfp8 at 4 experts x 1024 tokens, 2048 -> 2048: each quantized recipe's
+ * GEMMs read bf16 dequantized operands on the tensor-core kernel (the
+ * scratch check above; before this, FP32 operands on the FP32-FMA kernel
+ * took ~10x the bf16 time). Printed and recorded, nothing asserted on
+ * speed: TFLOP/s counts the GEMMs only (1 forward, 2 backward), the time
+ * includes quantization and dequantization. */
+static void test_timing_node_recipes(void **state)
+{
+    (void)state;
+    int64_t xd[3] = {4, 1024, 2048}, yd[3] = {4, 1024, 2048};
+    static const int64_t split[G4] = {1024, 1024, 1024, 1024};
+    const double flops = 2.0 * 4096.0 * 2048.0 * 2048.0;
+    ku_seed(77);
+    gl_case c;
+    gl_make(&c, KU_BF16, xd, yd, 2048, 2048, split);
+    const tx_tensor *ext[1] = {&c.ss}, *par[NP];
+    for (int i = 0; i < NP; i++) par[i] = &c.p[i];
+    const struct { const char *name; tx_recipe_kind kind; } rs[3] = {
+        {"none", TX_RECIPE_NONE},
+        {"fp8-current", TX_RECIPE_FP8_CURRENT},
+        {"mxfp8", TX_RECIPE_MXFP8}};
+    char detail[400];
+    size_t len = 0;
+    cudaEvent_t e[3];
+    for (int i = 0; i < 3; i++) assert_int_equal(cudaEventCreate(&e[i]), cudaSuccess);
+    for (int r = 0; r < 3; r++) {
+        tx_plan_quant plan[3];
+        tx_gx_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        tx_cuda_linear_quant lq;
+        memset(&lq, 0, sizeof lq);
+        if (rs[r].kind != TX_RECIPE_NONE) {
+            make_plan(plan, rs[r].kind);
+            cfg.recipe.kind = rs[r].kind;
+            cfg.recipe.compute_dtype = KU_BF16;
+            cfg.quant = plan;
+            cfg.n_quant = 3;
+            cfg.seed = SEED;
+            cfg.step = STEP;
+            cfg.training = true;
+            lq.x = gpu_q(&plan[0], &cfg, NULL, NULL);
+            lq.w = gpu_q(&plan[1], &cfg, NULL, NULL);
+            lq.dy = gpu_q(&plan[2], &cfg, NULL, NULL);
+        }
+        tx_cuda_te_desc d = desc_of(&c, ext, par, rs[r].kind != TX_RECIPE_NONE ? &lq : NULL);
+        node nd;
+        node_prepare(&nd, &d);
+        gl_dev g;
+        gl_dev_run(&g, &c, &nd); /* warm-up */
+        enum { ITERS = 5 };
+        float fwd = 0, step = 0;
+        /* forward + backward, then the forward alone */
+        cudaEventRecord(e[0], NULL);
+        for (int it = 0; it < ITERS; it++) gl_dev_step(&g, &c, &nd);
+        cudaEventRecord(e[2], NULL);
+        tg_sync("node timing");
+        cudaEventElapsedTime(&step, e[0], e[2]);
+        /* forward alone */
+        {
+            const tx_tensor *gext[1] = {&g.ss}, *gpar[NP];
+            for (int i = 0; i < NP; i++) gpar[i] = &g.p[i];
+            tx_te_fwd_args a;
+            memset(&a, 0, sizeof a);
+            a.op = TX_TE_GROUPED_LINEAR;
+            a.attrs = c.attrs;
+            a.input = &g.x;
+            a.extra_inputs = gext;
+            a.n_extra_inputs = 1;
+            a.params = gpar;
+            a.n_params = NP;
+            a.output = &g.y;
+            a.training = true;
+            cudaEventRecord(e[0], NULL);
+            for (int it = 0; it < ITERS; it++)
+                TG_OK(nd.impl->forward(nd.priv, &a, nd.state, nd.scratch, &g_env));
+            cudaEventRecord(e[1], NULL);
+            tg_sync("node forward timing");
+            cudaEventElapsedTime(&fwd, e[0], e[1]);
+        }
+        fwd /= ITERS;
+        step /= ITERS;
+        len += (size_t)snprintf(detail + len, sizeof detail - len,
+                                "%s%s fwd %.3f ms %.0f TFLOP/s, fwd+bwd %.3f ms %.0f TFLOP/s",
+                                r ? "; " : "", rs[r].name, fwd, flops / (fwd * 1e-3) / 1e12, step,
+                                3 * flops / (step * 1e-3) / 1e12);
+        gl_dev_free(&g);
+        node_free(&nd);
+    }
+    for (int i = 0; i < 3; i++) cudaEventDestroy(e[i]);
+    fprintf(stderr, "GroupedLinear node, 4 x 1024 tokens, 2048 -> 2048: %s\n", detail);
+    tg_record("grouped_node_timing_recipes", 1, detail);
+    gl_free(&c);
+}
+
 int main(void)
 {
     tg_require_gpu("test_gpu_grouped");
@@ -1006,12 +1276,17 @@ int main(void)
     g_env.sm = major * 10 + minor;
     g_env.deterministic = true;
     enum { NK = sizeof kcases / sizeof kcases[0], NQ = sizeof qcases / sizeof qcases[0] };
-    struct CMUnitTest tests[NK + NQ + 5];
-    static char names[NK + NQ][64];
+    enum { NA = sizeof acases / sizeof acases[0] };
+    struct CMUnitTest tests[NK + NA + NQ + 6];
+    static char names[NK + NA + NQ][64];
     int n = 0, k = 0;
     for (int i = 0; i < NK; i++, k++) {
         snprintf(names[k], sizeof names[k], "kernel_%s", kcases[i].name);
         tests[n++] = (struct CMUnitTest){names[k], run_kernel_case, NULL, NULL, (void *)&kcases[i]};
+    }
+    for (int i = 0; i < NA; i++, k++) {
+        snprintf(names[k], sizeof names[k], "alpha_%s", acases[i].name);
+        tests[n++] = (struct CMUnitTest){names[k], run_alpha_case, NULL, NULL, (void *)&acases[i]};
     }
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_none_fp32);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_none_bf16);
@@ -1022,6 +1297,7 @@ int main(void)
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_moe_inference);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_moe_training);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_timing);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_timing_node_recipes);
     /* one case at a time (a device fault is sticky for the process) */
     const char *only = getenv("TG_GROUPED_FILTER");
     if (only && *only) cmocka_set_test_filter(only);

@@ -1,7 +1,9 @@
 /* Unit test (host only, no GPU needed): preparing te.ops GroupedLinear for
  * the GPU (exec/cuda/te_cuda_grouped.c) - what it accepts and refuses, and
  * the state / scratch it asks for under recipe none, fp8-current (training
- * and inference) and mxfp8; a forward whose tensors do not fit the prepared
+ * and inference), fp8-block with and without power-of-two scales and mxfp8
+ * (the dequantized operands in bf16 where their values are exact in bf16,
+ * FP32 for fp8-block without power-of-two scales); a forward whose tensors do not fit the prepared
  * node is refused before anything is queued. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +17,8 @@
 #include "teexec/teexec.h"
 
 enum { G = 4, NP = 2 * G };
+/* dequantized elements of the fixture: x, every weight, dy twice */
+#define DQ ((size_t)(64 * 128 + G * 96 * 128 + 2 * 64 * 96))
 
 typedef struct fix {
     tx_tensor x, y, ss, p[NP];
@@ -139,9 +143,13 @@ static void test_fp8_current(void **state)
     size_t st, sc;
     prepare_ok(&d, &st, &sc);
     /* x (64 x 128) and 4 weights (96 x 128), each rowwise + columnwise
-     * bytes at least; dequantized FP32 operands in the scratch */
+     * bytes at least; the dequantized operands (x, the weights, dy rowwise
+     * and columnwise) in bf16 in the scratch, the scale in the GEMM alpha:
+     * 2 bytes an element, and dy's FP8 bytes (1 a usage) beside them, well
+     * under the 4 bytes an element of FP32 operands */
     assert_true(st >= 2 * (64 * 128 + (size_t)G * 96 * 128));
-    assert_true(sc >= 4 * (64 * 128 + (size_t)G * 96 * 128 + 2 * 64 * 96));
+    assert_true(sc >= 2 * DQ + 2 * 64 * 96);
+    assert_true(sc < 4 * DQ);
     /* inference keeps rowwise copies only */
     d.training = false;
     d.needs = 0;
@@ -150,6 +158,29 @@ static void test_fp8_current(void **state)
     assert_true(st_inf < st);
     assert_true(st_inf >= 64 * 128 + (size_t)G * 96 * 128);
     assert_true(sc_inf < sc);
+    fix_free(&f);
+}
+
+/* fp8-block: power-of-two scales give bf16 operands (exact), any other
+ * scales FP32 ones (per-block scales cannot be factored out of the sum). */
+static void test_fp8_block(void **state)
+{
+    (void)state;
+    fix f;
+    fix_init(&f, TEEXEC_DTYPE_BFLOAT16);
+    tx_cuda_linear_quant q = {quant(TX_QKIND_FP8_BLOCK), quant(TX_QKIND_FP8_BLOCK),
+                              quant(TX_QKIND_FP8_BLOCK)};
+    q.w.cfg.block_2d = true;
+    tx_cuda_te_desc d = desc_of(&f);
+    d.quant = &q;
+    size_t st, sc, st2, sc2;
+    prepare_ok(&d, &st, &sc);
+    assert_true(sc >= 4 * DQ);
+    q.x.cfg.power_2_scale = q.w.cfg.power_2_scale = q.dy.cfg.power_2_scale = true;
+    prepare_ok(&d, &st2, &sc2);
+    assert_int_equal(st2, st);
+    assert_true(sc2 >= 2 * DQ && sc2 < 4 * DQ);
+    assert_int_equal(sc - sc2, 2 * DQ); /* every region a multiple of 256 here */
     fix_free(&f);
 }
 
@@ -263,6 +294,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_none),
         cmocka_unit_test(test_fp8_current),
+        cmocka_unit_test(test_fp8_block),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_call_checks),
     };
