@@ -72,9 +72,10 @@ bool tx_cuda_basic_act_plain(tx_te_op_id op)
            op == TX_TE_SILU;
 }
 
+/* NULL attributes are the schema's defaults (tanh). */
 static bool gelu_erf(const tx_te_attr_value *attrs)
 {
-    return attrs[TX_TE_A_GELU_APPROX].i == TX_TE_GELU_ERF;
+    return attrs && attrs[TX_TE_A_GELU_APPROX].i == TX_TE_GELU_ERF;
 }
 
 /* The act.h kind of an op, when act.h has it. */
@@ -94,8 +95,7 @@ static bool act_kind(tx_te_op_id op, const tx_te_attr_value *attrs, tx_cuda_act 
     }
 }
 
-/* The act_ext.h description of any activation (shape fields left 0). */
-static tx_cuda_actx_args actx_of(tx_te_op_id op, const tx_te_attr_value *attrs)
+bool tx_cuda_basic_actx_of(tx_te_op_id op, const tx_te_attr_value *attrs, tx_cuda_actx_args *out)
 {
     tx_cuda_actx_args a;
     memset(&a, 0, sizeof a);
@@ -115,6 +115,7 @@ static tx_cuda_actx_args actx_of(tx_te_op_id op, const tx_te_attr_value *attrs)
     case TX_TE_SREGLU: a.fn = TX_CUDA_ACTX_SRELU; a.gated = 1; break;
     case TX_TE_SWIGLU: a.fn = TX_CUDA_ACTX_SILU; a.gated = 1; break;
     case TX_TE_CLAMPED_SWIGLU:
+        if (!attrs) return false; /* its clamp lives in the attributes */
         a.fn = TX_CUDA_ACTX_QGELU;
         a.gated = 1;
         a.clamped = 1;
@@ -124,12 +125,23 @@ static tx_cuda_actx_args actx_of(tx_te_op_id op, const tx_te_attr_value *attrs)
         break;
     case TX_TE_SCALED_SWIGLU: a.fn = TX_CUDA_ACTX_SILU; a.gated = 1; break;
     case TX_TE_SCALED_SRELU: a.fn = TX_CUDA_ACTX_SRELU; break;
-    default: break;
+    default: return false;
     }
+    if (out) *out = a;
+    return true;
+}
+
+/* The act_ext.h description of an activation this file was given (shape
+ * fields left 0; a non-activation gives the zeroed description). */
+static tx_cuda_actx_args actx_of(tx_te_op_id op, const tx_te_attr_value *attrs)
+{
+    tx_cuda_actx_args a;
+    memset(&a, 0, sizeof a);
+    (void)tx_cuda_basic_actx_of(op, attrs, &a);
     return a;
 }
 
-static bool act_scaled(tx_te_op_id op)
+bool tx_cuda_basic_act_scaled(tx_te_op_id op)
 {
     return op == TX_TE_SCALED_SWIGLU || op == TX_TE_SCALED_SRELU;
 }
@@ -144,7 +156,7 @@ teexec_status *tx_cuda_basic_act_backward(tx_te_op_id op, const tx_te_attr_value
     if (dbias && (!dx || !tx_cuda_basic_act_plain(op)))
         return tx_error(TEEXEC_ERR_INTERNAL, "activation backward: dbias needs a plain activation and dx");
     tx_cuda_act kind;
-    if (!act_scaled(op) && act_kind(op, attrs, &kind)) {
+    if (!tx_cuda_basic_act_scaled(op) && act_kind(op, attrs, &kind)) {
         if (!dx) return NULL;
         tx_cuda_act_args a = {.act = kind, .rows = rows, .cols = cols, .x = x->data,
                               .x_dtype = x->dtype, .dy = dy->data, .dy_dtype = dy->dtype,
@@ -161,7 +173,7 @@ teexec_status *tx_cuda_basic_act_backward(tx_te_op_id op, const tx_te_attr_value
     a.x_dtype = x->dtype;
     a.dy = dy->data;
     a.dy_dtype = dy->dtype;
-    if (act_scaled(op) && scales) {
+    if (tx_cuda_basic_act_scaled(op) && scales) {
         a.scales = scales->data;
         a.scales_dtype = scales->dtype;
     }
@@ -169,7 +181,7 @@ teexec_status *tx_cuda_basic_act_backward(tx_te_op_id op, const tx_te_attr_value
         a.dx = dx->data;
         a.dx_dtype = dx->dtype;
     }
-    if (dscales && act_scaled(op)) {
+    if (dscales && tx_cuda_basic_act_scaled(op)) {
         a.dscales = dscales->data;
         a.dscales_dtype = dscales->dtype;
     }
@@ -294,7 +306,7 @@ static teexec_status *prepare_act(const basic_priv *p, const tx_cuda_te_desc *d)
     if (a.gated && x->dims[x->rank - 1] % 2)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                         "%s: the last dim of x must be even ([gate | up])", p->label);
-    if (act_scaled(d->op)) {
+    if (tx_cuda_basic_act_scaled(d->op)) {
         TX_TRY(need(p, d->n_extra_inputs > 0 ? d->extra_inputs[0] : NULL, "the scales input"));
         size_t rows, cols;
         tx_cuda_basic_rows(x, 1, &rows, &cols);
@@ -433,13 +445,20 @@ static teexec_status *same_numel(const basic_priv *p, const tx_tensor *a, const 
                     p->label, what, (unsigned long long)b->numel, (unsigned long long)a->numel);
 }
 
-static teexec_status *norm_fwd(const basic_priv *p, const tx_te_fwd_args *a, void *stream)
+teexec_status *tx_cuda_basic_norm_fwd_args(const tx_te_fwd_args *a, const char *label,
+                                           tx_cuda_norm_fwd *out)
 {
-    bool rms = a->op == TX_TE_RMS_NORM;
+    const bool rms = a->op == TX_TE_RMS_NORM;
+    if (a->n_params < (rms ? 1 : 2) || !a->input || !a->output)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: missing norm tensors or parameters",
+                        label);
     const tx_tensor *x = a->input, *w = a->params[0], *b = rms ? NULL : a->params[1];
     size_t rows, h;
     tx_cuda_basic_rows(x, w->rank, &rows, &h);
-    TX_TRY(same_numel(p, x, a->output, "y"));
+    if (a->output->numel != x->numel)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: y has %llu elements, expected %llu",
+                        label, (unsigned long long)a->output->numel,
+                        (unsigned long long)x->numel);
     tx_tensor *mu = NULL, *rs = NULL;
     if (a->training && a->aux && a->n_aux > 0) {
         if (rms) rs = a->aux[0];
@@ -452,14 +471,21 @@ static teexec_status *norm_fwd(const basic_priv *p, const tx_te_fwd_args *a, voi
     for (int i = 0; i < 2; i++)
         if (stats[i] && (stats[i]->dtype != TEEXEC_DTYPE_FLOAT || stats[i]->numel != rows))
             return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: statistics must be float32 [%zu]",
-                            p->label, rows);
-    tx_cuda_norm_fwd f = {.rms = rms, .rows = rows, .h = h,
-                          .eps = (float)a->attrs[TX_TE_A_NORM_EPS].f,
-                          .zero_centered_gamma = a->attrs[TX_TE_A_NORM_ZCG].i != 0,
-                          .x = x->data, .x_dtype = x->dtype, .gamma = w->data,
-                          .beta = b ? b->data : NULL, .w_dtype = w->dtype, .y = a->output->data,
-                          .y_dtype = a->output->dtype, .mu = mu ? mu->data : NULL,
-                          .rsigma = rs ? rs->data : NULL};
+                            label, rows);
+    *out = (tx_cuda_norm_fwd){.rms = rms, .rows = rows, .h = h,
+                              .eps = (float)a->attrs[TX_TE_A_NORM_EPS].f,
+                              .zero_centered_gamma = a->attrs[TX_TE_A_NORM_ZCG].i != 0,
+                              .x = x->data, .x_dtype = x->dtype, .gamma = w->data,
+                              .beta = b ? b->data : NULL, .w_dtype = w->dtype,
+                              .y = a->output->data, .y_dtype = a->output->dtype,
+                              .mu = mu ? mu->data : NULL, .rsigma = rs ? rs->data : NULL};
+    return NULL;
+}
+
+static teexec_status *norm_fwd(const basic_priv *p, const tx_te_fwd_args *a, void *stream)
+{
+    tx_cuda_norm_fwd f;
+    TX_TRY(tx_cuda_basic_norm_fwd_args(a, p->label, &f));
     return tx_cuda_norm_forward(&f, stream);
 }
 
@@ -515,7 +541,7 @@ static teexec_status *act_fwd(const basic_priv *p, const tx_te_fwd_args *a, void
     if ((uint64_t)rows * cols * (e.gated ? 2u : 1u) != x->numel)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: y does not fit x", p->label);
     tx_cuda_act kind;
-    if (!act_scaled(a->op) && act_kind(a->op, a->attrs, &kind)) {
+    if (!tx_cuda_basic_act_scaled(a->op) && act_kind(a->op, a->attrs, &kind)) {
         tx_cuda_act_args k = {.act = kind, .rows = rows, .cols = cols, .x = x->data,
                               .x_dtype = x->dtype, .y = y->data, .y_dtype = y->dtype};
         return tx_cuda_act_forward(&k, stream);
@@ -526,7 +552,7 @@ static teexec_status *act_fwd(const basic_priv *p, const tx_te_fwd_args *a, void
     e.x_dtype = x->dtype;
     e.y = y->data;
     e.y_dtype = y->dtype;
-    if (act_scaled(a->op)) {
+    if (tx_cuda_basic_act_scaled(a->op)) {
         const tx_tensor *sc = a->n_extra_inputs > 0 ? a->extra_inputs[0] : NULL;
         TX_TRY(need(p, sc, "the scales input"));
         if (sc->numel != rows)
@@ -540,7 +566,7 @@ static teexec_status *act_fwd(const basic_priv *p, const tx_te_fwd_args *a, void
 
 static teexec_status *act_bwd(const basic_priv *p, const tx_te_bwd_args *a, void *stream)
 {
-    bool scaled = act_scaled(a->op);
+    bool scaled = tx_cuda_basic_act_scaled(a->op);
     if (a->n_saved < (scaled ? 2 : 1) || !a->saved[0])
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: the saved context is incomplete", p->label);
     const tx_tensor *x = a->saved[0], *sc = scaled ? a->saved[1] : NULL;

@@ -15,6 +15,8 @@
 #include "base/tensor.h"
 #include "format/te_schema.h"
 #include "kernels/cpu/te_args.h"
+#include "kernels/cuda/act_ext.h"
+#include "kernels/cuda/norm.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -32,6 +34,23 @@ bool tx_cuda_basic_add_region(size_t *total, size_t bytes);
 /* True for the non-gated, unscaled activations that BackwardActivationBias
  * covers (GELU, QGELU, ReLU, SReLU, SiLU). */
 bool tx_cuda_basic_act_plain(tx_te_op_id op);
+
+/* True for the activations with a per-row scales input (ScaledSwiGLU,
+ * ScaledSReLU). */
+bool tx_cuda_basic_act_scaled(tx_te_op_id op);
+
+/* The act_ext.h description (function, gated, ClampedSwiGLU's clamp) of
+ * activation `op` with its decoded attributes (NULL: defaults), shape and
+ * tensor fields left 0, into *out (may be NULL). False for an op that is
+ * no activation, and for ClampedSwiGLU without attributes. The hand-off
+ * kernels (te_cuda_handoff.c) use it too, so both compute the same f. */
+bool tx_cuda_basic_actx_of(tx_te_op_id op, const tx_te_attr_value *attrs, tx_cuda_actx_args *out);
+
+/* The norm_fwd.h arguments of a LayerNorm / RMSNorm forward: x, gamma
+ * (beta), y = a->output, and in training the saved statistics (checked:
+ * float32, one per row). The hand-off kernels fill the same struct. */
+teexec_status *tx_cuda_basic_norm_fwd_args(const tx_te_fwd_args *a, const char *label,
+                                           tx_cuda_norm_fwd *out) TX_NODISCARD;
 
 /* The backward of activation `op` (any of GELU .. ScaledSReLU): dx (NULL:
  * not wanted) from dy and the saved x (and for the scaled ops the saved

@@ -50,45 +50,11 @@ typedef struct handoff_priv {
 
 static bool is_norm(tx_te_op_id op) { return op == TX_TE_LAYER_NORM || op == TX_TE_RMS_NORM; }
 
-static bool gelu_erf(const tx_te_attr_value *attrs)
-{
-    return attrs && attrs[TX_TE_A_GELU_APPROX].i == TX_TE_GELU_ERF;
-}
-
 /* The act_ext.h description of a plain (unscaled) activation, as the
  * unfused GPU op runs it (te_cuda_basic.c); false for any other op. */
 static bool act_of(tx_te_op_id op, const tx_te_attr_value *attrs, tx_cuda_actx_args *out)
 {
-    tx_cuda_actx_args a;
-    memset(&a, 0, sizeof a);
-    switch (op) {
-    case TX_TE_GELU: a.fn = gelu_erf(attrs) ? TX_CUDA_ACTX_GELU_ERF : TX_CUDA_ACTX_GELU_TANH; break;
-    case TX_TE_QGELU: a.fn = TX_CUDA_ACTX_QGELU; break;
-    case TX_TE_RELU: a.fn = TX_CUDA_ACTX_RELU; break;
-    case TX_TE_SRELU: a.fn = TX_CUDA_ACTX_SRELU; break;
-    case TX_TE_SILU: a.fn = TX_CUDA_ACTX_SILU; break;
-    case TX_TE_GLU: a.fn = TX_CUDA_ACTX_SIGMOID; a.gated = 1; break;
-    case TX_TE_GEGLU:
-        a.fn = gelu_erf(attrs) ? TX_CUDA_ACTX_GELU_ERF : TX_CUDA_ACTX_GELU_TANH;
-        a.gated = 1;
-        break;
-    case TX_TE_QGEGLU: a.fn = TX_CUDA_ACTX_QGELU; a.gated = 1; break;
-    case TX_TE_REGLU: a.fn = TX_CUDA_ACTX_RELU; a.gated = 1; break;
-    case TX_TE_SREGLU: a.fn = TX_CUDA_ACTX_SRELU; a.gated = 1; break;
-    case TX_TE_SWIGLU: a.fn = TX_CUDA_ACTX_SILU; a.gated = 1; break;
-    case TX_TE_CLAMPED_SWIGLU:
-        if (!attrs) return false;
-        a.fn = TX_CUDA_ACTX_QGELU;
-        a.gated = 1;
-        a.clamped = 1;
-        a.limit = (float)attrs[TX_TE_A_CLAMP_LIMIT].f;
-        a.alpha = (float)attrs[TX_TE_A_CLAMP_ALPHA].f;
-        a.offset = (float)attrs[TX_TE_A_CLAMP_OFFSET].f;
-        break;
-    default: return false;
-    }
-    if (out) *out = a;
-    return true;
+    return !tx_cuda_basic_act_scaled(op) && tx_cuda_basic_actx_of(op, attrs, out);
 }
 
 /* dact+dbias covers the non-gated ones (BackwardActivationBias's list). */
@@ -221,30 +187,11 @@ static teexec_status *handoff_fwd(void *priv, const tx_te_fwd_args *const *a, vo
     tx_cuda_handoff_q q = hq_of(&t);
     teexec_status *st;
     if (p->fusion == TX_FUSION_FWD_NORM_QUANTIZE) {
-        bool rms = f->op == TX_TE_RMS_NORM;
-        if (f->n_params < (rms ? 1 : 2))
-            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: missing norm parameters", p->label);
-        const tx_tensor *w = f->params[0], *b = rms ? NULL : f->params[1];
-        tx_tensor *mu = NULL, *rs = NULL;
-        if (f->training && f->aux && f->n_aux > 0) {
-            if (rms) rs = f->aux[0];
-            else {
-                mu = f->aux[0];
-                rs = f->n_aux > 1 ? f->aux[1] : NULL;
-            }
-        }
-        size_t rows, h;
-        tx_cuda_basic_rows(x, w->rank, &rows, &h);
-        if (h != o->cols || (mu && mu->numel != rows) || (rs && rs->numel != rows))
+        tx_cuda_norm_fwd k;
+        TX_TRY(tx_cuda_basic_norm_fwd_args(f, p->label, &k));
+        if (k.h != o->cols)
             return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: shapes changed since prepare",
                             p->label);
-        tx_cuda_norm_fwd k = {.rms = rms, .rows = rows, .h = h,
-                              .eps = (float)f->attrs[TX_TE_A_NORM_EPS].f,
-                              .zero_centered_gamma = f->attrs[TX_TE_A_NORM_ZCG].i != 0,
-                              .x = x->data, .x_dtype = x->dtype, .gamma = w->data,
-                              .beta = b ? b->data : NULL, .w_dtype = w->dtype, .y = y->data,
-                              .y_dtype = y->dtype, .mu = mu ? mu->data : NULL,
-                              .rsigma = rs ? rs->data : NULL};
         st = tx_cuda_handoff_norm_forward(&k, &q, env->stream);
     } else {
         tx_cuda_actx_args k = p->act;

@@ -157,31 +157,11 @@ static teexec_status *block_fwd(void *priv, const tx_te_fwd_args *const *a, void
                         p->label, l->name);
     teexec_status *st;
     if (p->fusion == TX_FUSION_FWD_NORM_QUANTIZE) {
-        const bool rms = f->op == TX_TE_RMS_NORM;
-        if (f->n_params < (rms ? 1 : 2))
-            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: missing norm parameters", p->label);
-        const tx_tensor *w = f->params[0], *b = rms ? NULL : f->params[1];
-        tx_tensor *mu = NULL, *rs = NULL;
-        if (f->training && f->aux && f->n_aux > 0) {
-            if (rms) rs = f->aux[0];
-            else {
-                mu = f->aux[0];
-                rs = f->n_aux > 1 ? f->aux[1] : NULL;
-            }
-        }
-        size_t rows, h;
-        tx_cuda_basic_rows(x, w->rank, &rows, &h);
-        if (h != o->cols || rows != o->rows || (mu && mu->numel != rows) ||
-            (rs && rs->numel != rows))
+        tx_cuda_norm_fwd k;
+        TX_TRY(tx_cuda_basic_norm_fwd_args(f, p->label, &k));
+        if (k.h != o->cols || k.rows != o->rows)
             return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: shapes changed since prepare",
                             p->label);
-        tx_cuda_norm_fwd k = {.rms = rms, .rows = rows, .h = h,
-                              .eps = (float)f->attrs[TX_TE_A_NORM_EPS].f,
-                              .zero_centered_gamma = f->attrs[TX_TE_A_NORM_ZCG].i != 0,
-                              .x = x->data, .x_dtype = x->dtype, .gamma = w->data,
-                              .beta = b ? b->data : NULL, .w_dtype = w->dtype, .y = y->data,
-                              .y_dtype = y->dtype, .mu = mu ? mu->data : NULL,
-                              .rsigma = rs ? rs->data : NULL};
         st = tx_cuda_handoff_block_norm_forward(&k, &dest, env->stream);
     } else {
         if (x->numel != y->numel)
