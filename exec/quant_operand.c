@@ -35,6 +35,11 @@ const tx_plan_quant *tx_quant_operand_config(const tx_plan_quant *quant, size_t 
     cfg->usage = tx_quant_usage(operand, dx, dparams);
     cfg->block_2d = q->block_rows > 1 && q->block_cols > 1;
     cfg->scale_layout = TX_SCALE_COMPACT;
+    /* per-tensor current and block scales may be rounded down to a power
+     * of two (delayed scaling's come from its amax history, unrounded) */
+    if (q->kind == TX_QKIND_FP8_BLOCK ||
+        (q->kind == TX_QKIND_FP8_TENSOR && recipe->kind == TX_RECIPE_FP8_CURRENT))
+        cfg->power_2_scale = recipe->pow2_scales;
     if (q->kind == TX_QKIND_NVFP4) {
         cfg->rht = recipe->nvfp4_rht && operand != TX_QOP_WEIGHT;
         cfg->stochastic_rounding = recipe->nvfp4_stochastic && operand == TX_QOP_GRAD_OUTPUT;

@@ -67,6 +67,11 @@ typedef struct tx_recipe {
     bool nvfp4_rht;           /* nvfp4: random Hadamard on wgrad operands (default on) */
     bool nvfp4_stochastic;    /* nvfp4: stochastic rounding of grads (default on) */
     bool nvfp4_2d_weights;    /* nvfp4: 16x16 weight blocks (default on) */
+    /* Scales rounded down to a power of two (TE's power_2_scale): fp8-block
+     * default on (TE's Float8BlockScaling unless
+     * NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1), fp8-current default off
+     * (NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES); option pow2=0|1. */
+    bool pow2_scales;
     /* Keep the first and the last GEMM (Linear / GroupedLinear in node
      * order) in compute_dtype, as TE users often do for the embedding-side
      * and logits-side layers (default off; option first_last_hp=1). */
@@ -78,7 +83,7 @@ typedef struct tx_recipe {
 
 /* Parses "none", "fp8-delayed", "fp8-current", "fp8-block", "mxfp8",
  * "nvfp4", each optionally followed by ":hybrid" (the FP8 ones and mxfp8)
- * and ",key=value" options (history=N, 2d=0|1, rht=0|1, sr=0|1,
+ * and ",key=value" options (history=N, 2d=0|1, rht=0|1, sr=0|1, pow2=0|1,
  * dtype=bf16|fp16|fp32). Defaults as TE's. BAD_ARGUMENT with the accepted
  * list on anything else. */
 teexec_status *tx_recipe_parse(const char *text, tx_recipe *out) TX_NODISCARD;

@@ -59,6 +59,7 @@ static uint64_t hash_recipe(uint64_t h, const tx_recipe *r)
     MIX(h, (int)r->nvfp4_rht);
     MIX(h, (int)r->nvfp4_stochastic);
     MIX(h, (int)r->nvfp4_2d_weights);
+    MIX(h, (int)r->pow2_scales);
     MIX(h, (int)r->keep_first_last_hp);
     MIX(h, (int)r->compute_dtype);
     return h;
@@ -69,6 +70,7 @@ static bool recipe_equal(const tx_recipe *a, const tx_recipe *b)
     return a->kind == b->kind && a->hybrid == b->hybrid && a->amax_history_len == b->amax_history_len &&
            a->mxfp8_2d_weights == b->mxfp8_2d_weights && a->nvfp4_rht == b->nvfp4_rht &&
            a->nvfp4_stochastic == b->nvfp4_stochastic && a->nvfp4_2d_weights == b->nvfp4_2d_weights &&
+           a->pow2_scales == b->pow2_scales &&
            a->keep_first_last_hp == b->keep_first_last_hp && a->compute_dtype == b->compute_dtype;
 }
 

@@ -22,7 +22,8 @@
 
 #define RECIPE_LIST "none, fp8-delayed, fp8-current, fp8-block, mxfp8, nvfp4"
 #define OPTION_LIST "history=N (fp8-delayed), 2d=0|1 (mxfp8, nvfp4), rht=0|1 (nvfp4), " \
-                    "sr=0|1 (nvfp4), first_last_hp=0|1, dtype=bf16|fp16|fp32"
+                    "sr=0|1 (nvfp4), pow2=0|1 (fp8-current, fp8-block), first_last_hp=0|1, " \
+                    "dtype=bf16|fp16|fp32"
 
 static const struct {
     const char *name;
@@ -47,6 +48,9 @@ static void recipe_defaults(tx_recipe_kind kind, tx_recipe *r)
     r->nvfp4_rht = true;
     r->nvfp4_stochastic = true;
     r->nvfp4_2d_weights = true;
+    /* TE: Float8BlockScaling rounds its block scales to powers of two by
+     * default; Float8CurrentScaling does not */
+    r->pow2_scales = kind == TX_RECIPE_FP8_BLOCK;
     /* Quantized recipes keep BF16 around the GEMMs as TE does; none keeps
      * the model's own dtype (UNDEFINED = "as the model says"). */
     r->compute_dtype = kind == TX_RECIPE_NONE ? TEEXEC_DTYPE_UNDEFINED : TEEXEC_DTYPE_BFLOAT16;
@@ -104,6 +108,12 @@ static teexec_status *parse_option(const char *text, const char *key, const char
         }
         if (key[0] == 'r') r->nvfp4_rht = b;
         else r->nvfp4_stochastic = b;
+        return NULL;
+    }
+    if (strcmp(key, "pow2") == 0) {
+        if (!parse_bool01(val, &r->pow2_scales)) return bad_recipe(text, "pow2= takes 0 or 1");
+        if (r->kind != TX_RECIPE_FP8_CURRENT && r->kind != TX_RECIPE_FP8_BLOCK)
+            return bad_recipe(text, "pow2= applies to fp8-current and fp8-block only");
         return NULL;
     }
     if (strcmp(key, "first_last_hp") == 0) {
@@ -217,6 +227,9 @@ const char *tx_recipe_name(const tx_recipe *r, char *buf, size_t size)
         if (r->nvfp4_rht != d.nvfp4_rht) ADD(",rht=%d", r->nvfp4_rht ? 1 : 0);
         if (r->nvfp4_stochastic != d.nvfp4_stochastic) ADD(",sr=%d", r->nvfp4_stochastic ? 1 : 0);
     }
+    if ((r->kind == TX_RECIPE_FP8_CURRENT || r->kind == TX_RECIPE_FP8_BLOCK) &&
+        r->pow2_scales != d.pow2_scales)
+        ADD(",pow2=%d", r->pow2_scales ? 1 : 0);
     if (r->keep_first_last_hp) ADD(",first_last_hp=1");
     if (r->compute_dtype != d.compute_dtype && dtype_opt(r->compute_dtype))
         ADD(",dtype=%s", dtype_opt(r->compute_dtype));

@@ -18,7 +18,8 @@ static const char recipe_help[] =
     "                    nvfp4; add :hybrid for E5M2 gradients (fp8-*, mxfp8) and\n"
     "                    ,key=value options: history=N (fp8-delayed amax history),\n"
     "                    2d=0|1 (2-D weight blocks), rht=0|1 and sr=0|1 (nvfp4's\n"
-    "                    Hadamard transform and stochastic rounding),\n"
+    "                    Hadamard transform and stochastic rounding), pow2=0|1\n"
+    "                    (power-of-two scales: fp8-block default 1, fp8-current 0),\n"
     "                    dtype=bf16|fp16|fp32 (compute dtype)\n";
 
 static void plan_usage(FILE *f)

@@ -98,6 +98,7 @@ static void m_mx2d(const base *b, req_copy *c) { (void)b; c->req.recipe.mxfp8_2d
 static void m_rht(const base *b, req_copy *c) { (void)b; c->req.recipe.nvfp4_rht = false; }
 static void m_sr(const base *b, req_copy *c) { (void)b; c->req.recipe.nvfp4_stochastic = false; }
 static void m_nv2d(const base *b, req_copy *c) { (void)b; c->req.recipe.nvfp4_2d_weights = false; }
+static void m_pow2(const base *b, req_copy *c) { (void)b; c->req.recipe.pow2_scales = !c->req.recipe.pow2_scales; }
 static void m_first_last(const base *b, req_copy *c) { (void)b; c->req.recipe.keep_first_last_hp = true; }
 static void m_compute(const base *b, req_copy *c) { (void)b; c->req.recipe.compute_dtype = TEEXEC_DTYPE_FLOAT16; }
 static void m_training(const base *b, req_copy *c) { (void)b; c->req.training = false; }
@@ -149,7 +150,8 @@ static void each_key_component_misses(void **state)
                 {"recipe kind", m_kind},        {"hybrid", m_hybrid},
                 {"amax history", m_history},    {"mxfp8 2d", m_mx2d},
                 {"nvfp4 rht", m_rht},           {"nvfp4 sr", m_sr},
-                {"nvfp4 2d", m_nv2d},           {"first/last hp", m_first_last},
+                {"nvfp4 2d", m_nv2d},           {"pow2 scales", m_pow2},
+                {"first/last hp", m_first_last},
                 {"compute dtype", m_compute},   {"training", m_training},
                 {"input needs grad", m_needs},  {"params frozen", m_frozen},
                 {"deterministic", m_determ},    {"device sm", m_sm},

@@ -57,6 +57,12 @@ static void defaults_follow_te(void **state)
     r = parse_ok("mxfp8");
     assert_false(r.mxfp8_2d_weights);
     assert_false(r.hybrid);
+
+    /* TE: Float8BlockScaling's scales are powers of two unless
+     * NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1; current scaling's are not */
+    assert_true(parse_ok("fp8-block").pow2_scales);
+    assert_false(parse_ok("fp8-current").pow2_scales);
+    assert_false(parse_ok("fp8-delayed").pow2_scales);
 }
 
 static void options_and_hybrid(void **state)
@@ -74,6 +80,8 @@ static void options_and_hybrid(void **state)
     assert_false(r.nvfp4_2d_weights);
     r = parse_ok("mxfp8,2d=1");
     assert_true(r.mxfp8_2d_weights);
+    assert_false(parse_ok("fp8-block,pow2=0").pow2_scales);
+    assert_true(parse_ok("fp8-current:hybrid,pow2=1").pow2_scales);
     r = parse_ok("none,dtype=bf16");
     assert_int_equal(r.compute_dtype, TEEXEC_DTYPE_BFLOAT16);
     r = parse_ok("fp8-block,dtype=fp16");
@@ -86,7 +94,8 @@ static void names_round_trip(void **state)
     const char *texts[] = {"none", "none,dtype=bf16", "fp8-delayed", "fp8-delayed:hybrid,history=16",
                            "fp8-current:hybrid", "fp8-block", "mxfp8", "mxfp8:hybrid,2d=1",
                            "nvfp4", "nvfp4,2d=0,rht=0,sr=0", "fp8-current,dtype=fp32",
-                           "mxfp8,first_last_hp=1,dtype=fp16"};
+                           "mxfp8,first_last_hp=1,dtype=fp16", "fp8-block,pow2=0",
+                           "fp8-current,pow2=1"};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
         tx_recipe r = parse_ok(texts[i]);
         char buf[128];
@@ -99,6 +108,7 @@ static void names_round_trip(void **state)
         assert_int_equal(back.amax_history_len, r.amax_history_len);
         assert_int_equal(back.nvfp4_rht, r.nvfp4_rht);
         assert_int_equal(back.keep_first_last_hp, r.keep_first_last_hp);
+        assert_int_equal(back.pow2_scales, r.pow2_scales);
     }
     tx_recipe r = parse_ok("mxfp8:hybrid");
     assert_string_equal(tx_recipe_name(&r, NULL, 0), "mxfp8"); /* no buffer: the bare kind */
@@ -123,6 +133,8 @@ static void refusals_say_why(void **state)
     expect_refused("mxfp8,=1", "key=value");
     expect_refused("mxfp8,2d", "key=value");
     expect_refused("none,first_last_hp=1", "quantized recipes only");
+    expect_refused("mxfp8,pow2=1", "fp8-current and fp8-block only");
+    expect_refused("fp8-block,pow2=yes", "pow2= takes 0 or 1");
 }
 
 static void devices(void **state)
