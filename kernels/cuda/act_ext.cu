@@ -1,4 +1,5 @@
 /* act_ext.cu - the activations act.h lacks, forward/backward (act_ext.h). */
+#include "kernels/cuda/act_fn.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elem_io.cuh"
 
@@ -12,53 +13,7 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-/* f(x), f'(x) written as te_activation.c writes them (float pass). */
-__device__ __forceinline__ void fn_eval(int fn, float x, float p, float *f, float *df)
-{
-    switch (fn) {
-    case TX_CUDA_ACTX_GELU_TANH: {
-        float t = tanhf(0.79788456f * x * (1.0f + 0.044715f * x * x));
-        *f = 0.5f * x * (1.0f + t);
-        *df = 0.5f * x * ((1.0f - t * t) * (0.79788456f + 0.1070322243f * x * x)) +
-              0.5f * (1.0f + t);
-        return;
-    }
-    case TX_CUDA_ACTX_GELU_ERF: {
-        float c = 0.5f * (1.0f + erff(x * 0.70710678118654752440f));
-        *f = x * c;
-        *df = c + x * 0.39894228040143267794f * expf(-0.5f * x * x);
-        return;
-    }
-    case TX_CUDA_ACTX_QGELU: {
-        float s = sigm(p * x);
-        *f = x * s;
-        *df = p * x * s * (1.0f - s) + s;
-        return;
-    }
-    case TX_CUDA_ACTX_RELU:
-        *f = x > 0.0f ? x : 0.0f;
-        *df = x > 0.0f ? 1.0f : 0.0f;
-        return;
-    case TX_CUDA_ACTX_SRELU:
-        *f = x > 0.0f ? x * x : 0.0f;
-        *df = x > 0.0f ? 2.0f * x : 0.0f;
-        return;
-    case TX_CUDA_ACTX_SILU: {
-        float s = sigm(x);
-        *f = x * s;
-        *df = x * s * (1.0f - s) + s;
-        return;
-    }
-    default: { /* sigmoid */
-        float s = sigm(x);
-        *f = s;
-        *df = s * (1.0f - s);
-        return;
-    }
-    }
-}
+using txa::fn_eval;
 
 /* Element j of row r: f (gate), f', the up value b̃ and its derivative. */
 __device__ __forceinline__ void eval_at(const tx_cuda_actx_args &a, size_t r, size_t j, float *f,

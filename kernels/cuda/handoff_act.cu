@@ -1,6 +1,7 @@
 /* handoff_act.cu - activation forward and dact+dbias that also measure
  * (and, with a known scale, cast) their output for a Linear's FP8
  * per-tensor quantizer (handoff_act.h). */
+#include "kernels/cuda/act_fn.cuh"
 #include "kernels/cuda/colsum_parts.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/handoff_common.cuh"
@@ -25,55 +26,7 @@ struct Act {
     float limit, alpha, offset;
 };
 
-__device__ __forceinline__ float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-/* f(x) and f'(x): act_ext.cu's fn_eval (act.cu's act_f for the functions
- * both have), expression for expression, so that the compiler contracts
- * them alike and the stored bits match the unfused kernels'. */
-__device__ __forceinline__ void fn_eval(int fn, float x, float p, float *f, float *df)
-{
-    switch (fn) {
-    case TX_CUDA_ACTX_GELU_TANH: {
-        float t = tanhf(0.79788456f * x * (1.0f + 0.044715f * x * x));
-        *f = 0.5f * x * (1.0f + t);
-        *df = 0.5f * x * ((1.0f - t * t) * (0.79788456f + 0.1070322243f * x * x)) +
-              0.5f * (1.0f + t);
-        return;
-    }
-    case TX_CUDA_ACTX_GELU_ERF: {
-        float c = 0.5f * (1.0f + erff(x * 0.70710678118654752440f));
-        *f = x * c;
-        *df = c + x * 0.39894228040143267794f * expf(-0.5f * x * x);
-        return;
-    }
-    case TX_CUDA_ACTX_QGELU: {
-        float s = sigm(p * x);
-        *f = x * s;
-        *df = p * x * s * (1.0f - s) + s;
-        return;
-    }
-    case TX_CUDA_ACTX_RELU:
-        *f = x > 0.0f ? x : 0.0f;
-        *df = x > 0.0f ? 1.0f : 0.0f;
-        return;
-    case TX_CUDA_ACTX_SRELU:
-        *f = x > 0.0f ? x * x : 0.0f;
-        *df = x > 0.0f ? 2.0f * x : 0.0f;
-        return;
-    case TX_CUDA_ACTX_SILU: {
-        float s = sigm(x);
-        *f = x * s;
-        *df = x * s * (1.0f - s) + s;
-        return;
-    }
-    default: { /* sigmoid, GLU's gate */
-        float s = sigm(x);
-        *f = s;
-        *df = s * (1.0f - s);
-        return;
-    }
-    }
-}
+using txa::fn_eval;
 
 /* How y is made from x: a plain f(a), gated f(a) * b, or ClampedSwiGLU's
  * clamped gated QGELU. */
