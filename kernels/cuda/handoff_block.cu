@@ -4,6 +4,7 @@
 #include "kernels/cuda/colsum_parts.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elem_io.cuh"
+#include "kernels/cuda/norm_row.cuh"
 #include "kernels/cuda/fp8_tile.cuh"
 #include "kernels/cuda/quant_common.cuh"
 
@@ -118,32 +119,8 @@ __global__ void __launch_bounds__(kNormThreads) norm_block_kernel(tx_cuda_norm_f
     const TX *x = static_cast<const TX *>(a.x);
     TY *y = static_cast<TY *>(a.y);
     float v[NV][8];
-    float s = 0.0f;
-#pragma unroll
-    for (int k = 0; k < NV; k++) {
-        const size_t c = threadIdx.x + (size_t)k * kNormThreads;
-        if (c < nvec) {
-            txq::load8(x + base + c * 8, v[k]);
-#pragma unroll
-            for (int j = 0; j < 8; j++) s += v[k][j];
-        }
-    }
-    float mu = 0.0f;
-    if (!a.rms) mu = tx_block_sum(s, red) / (float)h;
-    float ss = 0.0f;
-#pragma unroll
-    for (int k = 0; k < NV; k++) {
-        const size_t c = threadIdx.x + (size_t)k * kNormThreads;
-        if (c < nvec) {
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const float d = v[k][j] - mu;
-                ss += d * d;
-            }
-        }
-    }
-    const float var = tx_block_sum(ss, red) / (float)h;
-    const float rs = 1.0f / sqrtf(var + a.eps);
+    float mu, rs;
+    txn::row_stats<TX, NV, kNormThreads>(x, base, nvec, h, a.rms, a.eps, v, red, mu, rs);
 #pragma unroll
     for (int k = 0; k < NV; k++) {
         const size_t c = threadIdx.x + (size_t)k * kNormThreads;

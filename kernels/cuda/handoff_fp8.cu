@@ -3,6 +3,7 @@
  * Linear's FP8 per-tensor quantizer (handoff_fp8.h). */
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elem_io.cuh"
+#include "kernels/cuda/norm_row.cuh"
 #include "kernels/cuda/handoff_common.cuh"
 
 extern "C" {
@@ -38,32 +39,8 @@ __global__ void __launch_bounds__(kNormThreads) norm_kernel(tx_cuda_norm_fwd a, 
      * the cast on the H200, slower than norm.cu's forward + the Linear's
      * quantize at 0.111 ms) */
     float v[NV][8];
-    float s = 0.0f;
-#pragma unroll
-    for (int k = 0; k < NV; k++) {
-        const size_t c = threadIdx.x + (size_t)k * kNormThreads;
-        if (c < nvec) {
-            ld8(x + base + c * 8, v[k]);
-#pragma unroll
-            for (int j = 0; j < 8; j++) s += v[k][j];
-        }
-    }
-    float mu = 0.0f;
-    if (!a.rms) mu = tx_block_sum(s, red) / (float)h;
-    float ss = 0.0f;
-#pragma unroll
-    for (int k = 0; k < NV; k++) {
-        const size_t c = threadIdx.x + (size_t)k * kNormThreads;
-        if (c < nvec) {
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const float d = v[k][j] - mu;
-                ss += d * d;
-            }
-        }
-    }
-    const float var = tx_block_sum(ss, red) / (float)h;
-    const float rs = 1.0f / sqrtf(var + a.eps);
+    float mu, rs;
+    txn::row_stats<TX, NV, kNormThreads>(x, base, nvec, h, a.rms, a.eps, v, red, mu, rs);
     float amax = 0.0f;
 #pragma unroll
     for (int k = 0; k < NV; k++) {
