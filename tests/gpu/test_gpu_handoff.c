@@ -448,6 +448,27 @@ static void run_forward(const hcase *c)
 
 /* ---- backward hand-off: Bias after a Linear ------------------------------- */
 
+/* Two identical FP8 Linears [T_, K_] -> [T_, N_] over x and w, run forward:
+ * L1 expects its grad_output handed off (the producer under test writes
+ * it), L2 quantizes dy itself. With d_scale (fp8-delayed) dy has that known
+ * scale and each Linear its own amax slot. */
+static void dy_pair_make(lin *L1, lin *L2, const hcase *c, const tx_tensor *x, const tx_tensor *w,
+                         float *d_scale, float *d_amax1, float *d_amax2, const tx_cuda_env *env)
+{
+    tx_cuda_linear_quant q1, q2;
+    memset(&q1, 0, sizeof q1);
+    q1.x = fp8_q(E4M3, NULL, NULL);
+    q1.w = fp8_q(E4M3, NULL, NULL);
+    q1.dy = fp8_q(E5M2, d_scale, d_amax1);
+    q2 = q1;
+    q2.dy.delayed_amax = d_amax2;
+    q1.dy.handed_off = true;
+    lin_make(L1, &q1, x->data, w->data, c->dt, T_, K_, N_);
+    lin_make(L2, &q2, x->data, w->data, c->dt, T_, K_, N_);
+    lin_forward(L1, x->data, env);
+    lin_forward(L2, x->data, env);
+}
+
 static void run_backward(const hcase *c)
 {
     ku_seed(991u + (uint64_t)c->dt + (uint64_t)c->delayed * 1000u);
@@ -466,21 +487,10 @@ static void run_backward(const hcase *c)
     float dscale = 57344.0f / 0.05f;
     float *d_scale = c->delayed ? dev_float(dscale) : NULL;
     float *d_amax1 = c->delayed ? dev_float(0.0f) : NULL, *d_amax2 = c->delayed ? dev_float(0.0f) : NULL;
-    tx_cuda_linear_quant q1, q2;
-    memset(&q1, 0, sizeof q1);
-    q1.x = fp8_q(E4M3, NULL, NULL);
-    q1.w = fp8_q(E4M3, NULL, NULL);
-    q1.dy = fp8_q(E5M2, d_scale, d_amax1);
-    q2 = q1;
-    q2.dy.delayed_amax = d_amax2;
-    q1.dy.handed_off = true;
-    lin L1, L2;
-    lin_make(&L1, &q1, x.data, w.data, c->dt, T_, K_, N_);
-    lin_make(&L2, &q2, x.data, w.data, c->dt, T_, K_, N_);
-    assert_true(L1.l->st_dy != SIZE_MAX);
     tx_cuda_env env = env0();
-    lin_forward(&L1, x.data, &env);
-    lin_forward(&L2, x.data, &env);
+    lin L1, L2;
+    dy_pair_make(&L1, &L2, c, &x, &w, d_scale, d_amax1, d_amax2, &env);
+    assert_true(L1.l->st_dy != SIZE_MAX);
 
     tx_te_attr_value battrs[TX_TE_MAX_ATTRS];
     tx_te_attr_defaults(tx_te_schema(TX_TE_BIAS), battrs);
@@ -616,20 +626,9 @@ static void run_act_bias(const hcase *c)
     float dscale = 57344.0f / 0.5f;
     float *d_scale = c->delayed ? dev_float(dscale) : NULL;
     float *d_amax1 = c->delayed ? dev_float(0.0f) : NULL, *d_amax2 = c->delayed ? dev_float(0.0f) : NULL;
-    tx_cuda_linear_quant q1, q2;
-    memset(&q1, 0, sizeof q1);
-    q1.x = fp8_q(E4M3, NULL, NULL);
-    q1.w = fp8_q(E4M3, NULL, NULL);
-    q1.dy = fp8_q(E5M2, d_scale, d_amax1);
-    q2 = q1;
-    q2.dy.delayed_amax = d_amax2;
-    q1.dy.handed_off = true;
-    lin L1, L2;
-    lin_make(&L1, &q1, x.data, w.data, c->dt, T_, K_, N_);
-    lin_make(&L2, &q2, x.data, w.data, c->dt, T_, K_, N_);
     tx_cuda_env env = env0();
-    lin_forward(&L1, x.data, &env);
-    lin_forward(&L2, x.data, &env);
+    lin L1, L2;
+    dy_pair_make(&L1, &L2, c, &x, &w, d_scale, d_amax1, d_amax2, &env);
 
     ab_args sf, su;
     ab_setup(&sf, c->op, &h, &dy, &dxf, &dbf);
