@@ -127,15 +127,7 @@ __global__ void __launch_bounds__(kNormThreads) norm_block_kernel(tx_cuda_norm_f
         const bool in = c < nvec;
         float o[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         if (in) {
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const size_t col = c * 8 + j;
-                float g = tx_ld(a.gamma, col, a.w_dtype);
-                if (a.zero_centered_gamma) g += 1.0f;
-                float t = (v[k][j] - mu) * rs * g;
-                if (!a.rms) t += tx_ld(a.beta, col, a.w_dtype);
-                o[j] = t;
-            }
+            txn::apply8(a, c, v[k], mu, rs, o);
             round_store8(y + base + c * 8, o);
         }
         if (ROW && (size_t)k * kNormThreads < nvec) { /* uniform over the block */

@@ -47,15 +47,7 @@ __global__ void __launch_bounds__(kNormThreads) norm_kernel(tx_cuda_norm_fwd a, 
         const size_t c = threadIdx.x + (size_t)k * kNormThreads;
         if (c < nvec) {
             float o[8];
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const size_t col = c * 8 + j;
-                float g = tx_ld(a.gamma, col, a.w_dtype);
-                if (a.zero_centered_gamma) g += 1.0f;
-                float t = (v[k][j] - mu) * rs * g;
-                if (!a.rms) t += tx_ld(a.beta, col, a.w_dtype);
-                o[j] = t;
-            }
+            txn::apply8(a, c, v[k], mu, rs, o);
             st8(y + base + c * 8, o);
             fold8(q, o, base + c * 8, amax);
         }

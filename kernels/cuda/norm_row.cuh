@@ -14,6 +14,10 @@
 #include "kernels/cuda/elem_io.cuh"
 #include "kernels/cuda/quant_common.cuh"
 
+extern "C" {
+#include "kernels/cuda/norm.h"
+}
+
 #include <math.h>
 #include <stddef.h>
 
@@ -55,6 +59,23 @@ __device__ __forceinline__ void row_stats(const TX *x, size_t base, size_t nvec,
     }
     const float var = tx_block_sum(ss, red) / (float)h;
     rs = 1.0f / sqrtf(var + eps);
+}
+
+/* Output vector c of the row (elements 8c .. 8c+7) from its values v:
+ * (v - mu) * rs * gamma (+ 1 when zero-centred) + beta (LayerNorm), in
+ * norm.cu's order, before any rounding to the output dtype. */
+__device__ __forceinline__ void apply8(const tx_cuda_norm_fwd &a, size_t c, const float v[8],
+                                       float mu, float rs, float o[8])
+{
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const size_t col = c * 8 + j;
+        float g = tx_ld(a.gamma, col, a.w_dtype);
+        if (a.zero_centered_gamma) g += 1.0f;
+        float t = (v[j] - mu) * rs * g;
+        if (!a.rms) t += tx_ld(a.beta, col, a.w_dtype);
+        o[j] = t;
+    }
 }
 
 } // namespace txn
