@@ -899,7 +899,7 @@ teexec_status *tx_einsum_parse(const tx_ir_node *n, size_t n_in, const tx_shape 
                     int lab = TX_EINSUM_MAX_LABELS - TX_MAX_RANK + (ell_rank - er) + k;
                     e->in_labels[term][d] = lab;
                     int64_t dim = s->dims[d];
-                    if (ell_dims[k] != dim && counts[lab] && ell_dims[k] != 1 && dim != 1)
+                    if (counts[lab] && ell_dims[k] != dim && ell_dims[k] != 1 && dim != 1)
                         return tx_ir_node_error(n, "ellipsis dims do not broadcast in '%s'", eq);
                     if (!counts[lab] || ell_dims[k] == 1) ell_dims[k] = dim;
                     counts[lab]++;

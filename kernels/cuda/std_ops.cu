@@ -1,6 +1,7 @@
 /* std_ops.cu - kernels of the standard ONNX ops on the GPU (std_ops.h). */
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elem_io.cuh"
+#include "kernels/cuda/std_num.cuh"
 
 extern "C" {
 #include "kernels/cuda/std_ops.h"
@@ -85,13 +86,10 @@ __device__ __forceinline__ float ew_apply(int op, float x, float z)
     case TX_STD_EW_SUB: return x - z;
     case TX_STD_EW_MUL: return x * z;
     case TX_STD_EW_DIV: return x / z;
-    case TX_STD_EW_POW:
+    default: /* POW */
         if (z == 2.0f) return x * x;
         if (z == 3.0f) return x * x * x;
         return powf(x, z);
-    case TX_STD_EW_NEG: return -x;
-    case TX_STD_EW_SQRT: return sqrtf(x);
-    default: return 1.0f / x;
     }
 }
 
@@ -109,7 +107,7 @@ __global__ void ew_kernel(int op, tx_cuda_bcast p, const void *a, int at, const 
             ob += c * p.st[1][k];
         }
         float x = tx_ld(a, (size_t)oa, at);
-        float z = b ? tx_ld(b, (size_t)ob, bt) : 0.0f;
+        float z = txs::ld_f32(b, (size_t)ob, bt); /* Pow's exponent: any numeric dtype */
         tx_st(y, i, yt, ew_apply(op, x, z));
     }
 }
@@ -146,31 +144,28 @@ struct bgrad_plan {
 __device__ __forceinline__ double grad_term(int term, const tx_cuda_bgrad_ops &o, int64_t og,
                                             int64_t oa, int64_t ob, int64_t oc)
 {
+    /* a and b may be of any numeric dtype (Pow's exponent); g and y float */
     double g = tx_ld(o.g, (size_t)og, o.g_dtype);
     switch (term) {
     case TX_STD_GT_G: return g;
     case TX_STD_GT_NEG_G: return -g;
-    case TX_STD_GT_MUL: return g * (double)tx_ld(o.b, (size_t)ob, o.b_dtype);
-    case TX_STD_GT_DIV_A: return g / (double)tx_ld(o.b, (size_t)ob, o.b_dtype);
+    case TX_STD_GT_SCALE: return g * o.scale;
+    case TX_STD_GT_MUL: return g * txs::ld_f64(o.b, (size_t)ob, o.b_dtype);
+    case TX_STD_GT_DIV_A: return g / txs::ld_f64(o.b, (size_t)ob, o.b_dtype);
     case TX_STD_GT_DIV_B: {
-        double a = tx_ld(o.a, (size_t)oa, o.a_dtype), b = tx_ld(o.b, (size_t)ob, o.b_dtype);
+        double a = txs::ld_f64(o.a, (size_t)oa, o.a_dtype), b = txs::ld_f64(o.b, (size_t)ob, o.b_dtype);
         return -g * a / (b * b);
     }
     case TX_STD_GT_POW_A: {
-        double a = tx_ld(o.a, (size_t)oa, o.a_dtype), b = tx_ld(o.b, (size_t)ob, o.b_dtype);
+        double a = txs::ld_f64(o.a, (size_t)oa, o.a_dtype), b = txs::ld_f64(o.b, (size_t)ob, o.b_dtype);
         return g * b * pow(a, b - 1.0);
     }
     case TX_STD_GT_POW_B: {
-        double a = tx_ld(o.a, (size_t)oa, o.a_dtype);
+        double a = txs::ld_f64(o.a, (size_t)oa, o.a_dtype);
         return a > 0 ? g * (double)tx_ld(o.y, (size_t)og, o.y_dtype) * log(a) : 0.0;
     }
     case TX_STD_GT_WHERE_X: return o.cond[oc] ? g : 0.0;
-    case TX_STD_GT_WHERE_Y: return o.cond[oc] ? 0.0 : g;
-    case TX_STD_GT_SQRT: return g * 0.5 / (double)tx_ld(o.y, (size_t)og, o.y_dtype);
-    default: {
-        double y = tx_ld(o.y, (size_t)og, o.y_dtype);
-        return -g * y * y;
-    }
+    default: return o.cond[oc] ? 0.0 : g; /* WHERE_Y */
     }
 }
 
@@ -366,122 +361,6 @@ __global__ void softmax_bwd_kernel(const void *y, const void *g, void *gx, int d
     }
 }
 
-/* ---- cast --------------------------------------------------------------------- */
-
-enum { C_FLOAT, C_SIGNED, C_UNSIGNED, C_BOOL };
-
-__host__ __device__ __forceinline__ int cast_class(int dt)
-{
-    switch (dt) {
-    case TEEXEC_DTYPE_FLOAT:
-    case TEEXEC_DTYPE_BFLOAT16:
-    case TEEXEC_DTYPE_FLOAT16: return C_FLOAT;
-    case TEEXEC_DTYPE_INT8:
-    case TEEXEC_DTYPE_INT16:
-    case TEEXEC_DTYPE_INT32:
-    case TEEXEC_DTYPE_INT64: return C_SIGNED;
-    case TEEXEC_DTYPE_UINT8:
-    case TEEXEC_DTYPE_UINT16:
-    case TEEXEC_DTYPE_UINT32:
-    case TEEXEC_DTYPE_UINT64: return C_UNSIGNED;
-    case TEEXEC_DTYPE_BOOL: return C_BOOL;
-    default: return -1;
-    }
-}
-
-__device__ __forceinline__ int64_t ld_int(const void *p, size_t i, int dt)
-{
-    switch (dt) {
-    case TEEXEC_DTYPE_INT8: return ((const int8_t *)p)[i];
-    case TEEXEC_DTYPE_INT16: return ((const int16_t *)p)[i];
-    case TEEXEC_DTYPE_INT32: return ((const int32_t *)p)[i];
-    case TEEXEC_DTYPE_INT64: return ((const int64_t *)p)[i];
-    case TEEXEC_DTYPE_UINT8: return ((const uint8_t *)p)[i];
-    case TEEXEC_DTYPE_UINT16: return ((const uint16_t *)p)[i];
-    case TEEXEC_DTYPE_UINT32: return ((const uint32_t *)p)[i];
-    case TEEXEC_DTYPE_UINT64: return (int64_t)((const uint64_t *)p)[i];
-    default: return ((const uint8_t *)p)[i] != 0;
-    }
-}
-
-/* Wrapping store of a 64-bit two's-complement value. */
-__device__ __forceinline__ void st_int(void *p, size_t i, int dt, uint64_t v)
-{
-    switch (dt) {
-    case TEEXEC_DTYPE_INT8:
-    case TEEXEC_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-    case TEEXEC_DTYPE_INT16:
-    case TEEXEC_DTYPE_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
-    case TEEXEC_DTYPE_INT32:
-    case TEEXEC_DTYPE_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
-    default: ((uint64_t *)p)[i] = v; break;
-    }
-}
-
-/* Saturation bounds of an integer dtype, as two's-complement bit patterns. */
-__device__ __forceinline__ void int_bounds(int dt, int *bits, int *is_signed)
-{
-    switch (dt) {
-    case TEEXEC_DTYPE_INT8: *bits = 8; *is_signed = 1; break;
-    case TEEXEC_DTYPE_INT16: *bits = 16; *is_signed = 1; break;
-    case TEEXEC_DTYPE_INT32: *bits = 32; *is_signed = 1; break;
-    case TEEXEC_DTYPE_INT64: *bits = 64; *is_signed = 1; break;
-    case TEEXEC_DTYPE_UINT8: *bits = 8; *is_signed = 0; break;
-    case TEEXEC_DTYPE_UINT16: *bits = 16; *is_signed = 0; break;
-    case TEEXEC_DTYPE_UINT32: *bits = 32; *is_signed = 0; break;
-    default: *bits = 64; *is_signed = 0; break;
-    }
-}
-
-/* float -> integer: truncate toward zero, NaN -> 0, saturate. */
-__device__ __forceinline__ uint64_t float_to_int_bits(float v, int dt)
-{
-    int bits, sgn;
-    int_bounds(dt, &bits, &sgn);
-    if (v != v) return 0;
-    double t = trunc((double)v);
-    if (sgn) {
-        int64_t hi = (int64_t)((~0ull) >> (65 - bits)), lo = -hi - 1;
-        if (t <= (double)lo) return (uint64_t)lo;
-        if (t >= (double)hi) return (uint64_t)hi;
-        return (uint64_t)(int64_t)t;
-    }
-    uint64_t hi = (~0ull) >> (64 - bits);
-    if (t <= 0.0) return 0;
-    if (t >= (double)hi) return hi;
-    return (uint64_t)t;
-}
-
-__global__ void cast_kernel(const void *x, int xt, void *y, int yt, uint64_t n)
-{
-    int xc = cast_class(xt), yc = cast_class(yt);
-    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (uint64_t)gridDim.x * blockDim.x) {
-        if (xc == C_FLOAT) {
-            float v = tx_ld(x, (size_t)i, xt);
-            if (yc == C_FLOAT) {
-                tx_st(y, (size_t)i, yt, v);
-            } else if (yc == C_BOOL) {
-                ((uint8_t *)y)[i] = v != 0.0f; /* NaN != 0 */
-            } else {
-                uint64_t u = float_to_int_bits(v, yt);
-                st_int(y, (size_t)i, yt, u);
-            }
-        } else {
-            int64_t v = ld_int(x, (size_t)i, xt);
-            if (yc == C_FLOAT) {
-                float f = xt == TEEXEC_DTYPE_UINT64 ? __ull2float_rn((uint64_t)v)
-                                                    : __ll2float_rn(v);
-                tx_st(y, (size_t)i, yt, f);
-            } else if (yc == C_BOOL) {
-                ((uint8_t *)y)[i] = v != 0;
-            } else {
-                st_int(y, (size_t)i, yt, (uint64_t)v);
-            }
-        }
-    }
-}
-
 } // namespace
 
 /* Copies whose innermost run is contiguous on both sides and whose outer
@@ -569,15 +448,15 @@ extern "C" teexec_status *tx_cuda_ew_forward(tx_std_ew_op op, const tx_cuda_bcas
                                              teexec_dtype bt, void *y, teexec_dtype yt,
                                              void *stream)
 {
-    bool unary = op == TX_STD_EW_NEG || op == TX_STD_EW_SQRT || op == TX_STD_EW_RECIP;
-    if (!tx_io_dtype_ok(at) || !tx_io_dtype_ok(yt) || (!unary && !tx_io_dtype_ok(bt)))
+    bool b_ok = tx_io_dtype_ok(bt) ||
+                (op == TX_STD_EW_POW && tx_std_dom_numeric(tx_std_dom_of(bt)));
+    if (!tx_io_dtype_ok(at) || !tx_io_dtype_ok(yt) || !b_ok)
         return bad("elementwise", "operands must be FLOAT, BFLOAT16 or FLOAT16");
     if (g->rank < 0 || g->rank > TX_STD_MAX_RANK) return bad("elementwise", "rank out of range");
     uint64_t n = numel_of(g->rank, g->dims);
     if (!n) return NULL;
-    ew_kernel<<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>((int)op, *g, a, (int)at,
-                                                                    unary ? NULL : b, (int)bt, y,
-                                                                    (int)yt, n);
+    ew_kernel<<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>((int)op, *g, a, (int)at, b,
+                                                                    (int)bt, y, (int)yt, n);
     TX_CUDA_LAUNCHED("elementwise");
     return NULL;
 }
@@ -717,20 +596,5 @@ extern "C" teexec_status *tx_cuda_softmax_backward(const void *y, const void *g,
     softmax_bwd_kernel<<<(unsigned)(outer * inner), 256, 0, (cudaStream_t)stream>>>(
         y, g, gx, (int)dt, len, inner, log_mode);
     TX_CUDA_LAUNCHED("softmax backward");
-    return NULL;
-}
-
-extern "C" int tx_cuda_cast_dtype_ok(teexec_dtype dt) { return cast_class((int)dt) >= 0; }
-
-extern "C" teexec_status *tx_cuda_cast(const void *x, teexec_dtype xt, void *y, teexec_dtype yt,
-                                       size_t n, void *stream)
-{
-    if (cast_class((int)xt) < 0 || cast_class((int)yt) < 0)
-        return tx_status_new(TEEXEC_ERR_UNSUPPORTED, NULL, NULL,
-                             "cuda cast: %s -> %s is not supported", teexec_dtype_name(xt),
-                             teexec_dtype_name(yt));
-    if (!n) return NULL;
-    cast_kernel<<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>(x, (int)xt, y, (int)yt, n);
-    TX_CUDA_LAUNCHED("cast");
     return NULL;
 }

@@ -3,7 +3,7 @@
  * lowering (exec/cuda/std_cuda.c drives them): strided copies (Transpose,
  * Slice, Split, Concat, Expand and their backwards), numpy-broadcast
  * elementwise arithmetic, Where, the reduction of a broadcast operand's
- * gradient, Gather and its backward, Softmax / LogSoftmax and Cast.
+ * gradient, Gather and its backward, Softmax / LogSoftmax (Cast: std_cast.h).
  *
  * Shapes are described by the caller as an iteration space (at most
  * TX_STD_MAX_RANK dims) with per-operand element strides (0 on broadcast
@@ -52,10 +52,7 @@ typedef enum tx_std_ew_op {
     TX_STD_EW_SUB,
     TX_STD_EW_MUL,
     TX_STD_EW_DIV,
-    TX_STD_EW_POW,   /* b == 2 and b == 3 as plain products, as the CPU does */
-    TX_STD_EW_NEG,   /* unary: b unused */
-    TX_STD_EW_SQRT,
-    TX_STD_EW_RECIP
+    TX_STD_EW_POW    /* b == 2 and b == 3 as plain products, as the CPU does */
 } tx_std_ew_op;
 
 typedef struct tx_cuda_bcast {
@@ -64,7 +61,9 @@ typedef struct tx_cuda_bcast {
     int64_t st[3][TX_STD_MAX_RANK];
 } tx_cuda_bcast;
 
-/* y = a op b (operands 0 and 1 of g); FLOAT/BFLOAT16/FLOAT16, each its own. */
+/* y = a op b (operands 0 and 1 of g); FLOAT/BFLOAT16/FLOAT16, each its own
+ * (Pow's exponent b: any numeric dtype, read as float). Unary math is
+ * std_unary.h's. */
 teexec_status *tx_cuda_ew_forward(tx_std_ew_op op, const tx_cuda_bcast *g, const void *a,
                                   teexec_dtype at, const void *b, teexec_dtype bt, void *y,
                                   teexec_dtype yt, void *stream);
@@ -81,9 +80,10 @@ teexec_status *tx_cuda_where_forward(const tx_cuda_bcast *g, const uint8_t *cond
  *   MUL     g * b             DIV_A   g / b          DIV_B  -g * a / (b*b)
  *   POW_A   g * b * a^(b-1)   POW_B   g * y * ln a (a > 0, else 0)
  *   WHERE_X cond ? g : 0      WHERE_Y cond ? 0 : g
- *   SQRT    g * 0.5 / y       RECIP   -g * y * y
+ *   SCALE   g * scale
  * Operand strides over the output's dims: g and y contiguous (st_g), a,
- * b, cond their broadcast strides. */
+ * b, cond their broadcast strides. g and y are float dtypes; a and b any
+ * numeric dtype (a Pow's exponent may be an integer). */
 typedef enum tx_std_grad_term {
     TX_STD_GT_G,
     TX_STD_GT_NEG_G,
@@ -94,8 +94,7 @@ typedef enum tx_std_grad_term {
     TX_STD_GT_POW_B,
     TX_STD_GT_WHERE_X,
     TX_STD_GT_WHERE_Y,
-    TX_STD_GT_SQRT,
-    TX_STD_GT_RECIP
+    TX_STD_GT_SCALE
 } tx_std_grad_term;
 
 typedef struct tx_cuda_bgrad {
@@ -111,6 +110,7 @@ typedef struct tx_cuda_bgrad_ops {
     const void *b; teexec_dtype b_dtype;
     const void *y; teexec_dtype y_dtype;
     const uint8_t *cond;
+    double scale;                          /* SCALE */
 } tx_cuda_bgrad_ops;
 
 /* Overwrites gx (gx_dtype FLOAT/BFLOAT16/FLOAT16). */
@@ -141,15 +141,6 @@ teexec_status *tx_cuda_softmax_forward(const void *x, void *y, teexec_dtype dt, 
 teexec_status *tx_cuda_softmax_backward(const void *y, const void *g, void *gx, teexec_dtype dt,
                                         size_t outer, size_t len, size_t inner, int log_mode,
                                         void *stream);
-
-/* Cast between FLOAT/BFLOAT16/FLOAT16, INT8/UINT8/INT16/UINT16/INT32/
- * UINT32/INT64/UINT64 and BOOL with kernels/cpu/convert.h's rules (float
- * -> int truncates, NaN -> 0, saturates; int -> int wraps; -> bool is
- * nonzero). Integers above 2^24 going to BFLOAT16/FLOAT16 round twice
- * (through FP32). */
-int tx_cuda_cast_dtype_ok(teexec_dtype dt);
-teexec_status *tx_cuda_cast(const void *x, teexec_dtype xt, void *y, teexec_dtype yt, size_t n,
-                            void *stream);
 
 #ifdef __cplusplus
 }
