@@ -1,11 +1,16 @@
 /*
  * run_node_tests.c - the ONNX conformance runner: runs libonnx-testdata's
- * node tests through the CPU backend (public API only) and compares every
- * output with ONNX's tolerances (rtol 1e-3, atol 1e-7 for floats:
- * |a - b| <= atol + rtol * |b|, NaN matches NaN; exact for integers/bool).
+ * node tests through the CPU backend, or the CUDA backend with --device
+ * cuda (public API only), and compares every output with ONNX's tolerances
+ * (rtol 1e-3, atol 1e-7 for floats: |a - b| <= atol + rtol * |b|, NaN
+ * matches NaN; exact for integers/bool).
  *
- *   run_node_tests [--claimed FILE] [--root DIR] [--list-passing] [--verbose]
- *                  [TEST_NAME...]
+ *   run_node_tests [--device cpu|cuda] [--claimed FILE] [--root DIR]
+ *                  [--list-passing] [--verbose] [TEST_NAME...]
+ *
+ * The device is the CPU unless --device (or $TEEXEC_CONFORMANCE_DEVICE)
+ * says cuda; the claimed list is the same for both. With cuda and no
+ * usable GPU (or a build without CUDA) the runner exits 77 (skip).
  *
  * The corpora are $TEEXEC_TESTDATA/node, whose tests are named bare
  * ("test_relu"), and the small-model categories pytorch-operator,
@@ -134,6 +139,33 @@ static teexec_status *relabel_bf16(teexec_dtype declared, teexec_tensor **t)
     return NULL;
 }
 
+static teexec_device run_device = TEEXEC_DEVICE_CPU;
+
+static teexec_status *make_session(const teexec_model *m, teexec_device dev, teexec_session **s)
+{
+    teexec_session_options *o = NULL;
+    teexec_status *st = teexec_session_options_create(&o);
+    if (!st) st = teexec_session_options_set_device(o, dev);
+    if (!st) st = teexec_session_create(m, o, s);
+    teexec_session_options_destroy(o);
+    return st;
+}
+
+/* Whether this process has a usable GPU: a session on `probe` (a model the
+ * CPU runs) with device AUTO lands on "cuda" exactly then. */
+static bool gpu_usable(const char *probe)
+{
+    teexec_model *m = NULL;
+    teexec_session *s = NULL;
+    teexec_status *st = teexec_model_load_file(probe, NULL, &m);
+    if (!st) st = make_session(m, TEEXEC_DEVICE_AUTO, &s);
+    bool ok = !st && !strcmp(teexec_session_device_name(s), "cuda");
+    teexec_status_destroy(st);
+    teexec_session_destroy(s);
+    teexec_model_destroy(m);
+    return ok;
+}
+
 static int run_test(const char *dir, char *why, size_t wsz)
 {
     char path[8192];
@@ -161,7 +193,7 @@ static int run_test(const char *dir, char *why, size_t wsz)
             result = R_UNSUPPORTED;
             goto done;
         }
-    st = teexec_session_create(m, NULL, &s);
+    st = make_session(m, run_device, &s);
     if (st) goto done;
     ins = calloc(n_in + 1, sizeof(*ins));
     names = calloc(n_in + 1, sizeof(*names));
@@ -272,15 +304,24 @@ int main(int argc, char **argv)
     char **only = NULL;
     size_t n_only = 0;
     only = calloc((size_t)argc, sizeof(*only));
+    const char *device = getenv("TEEXEC_CONFORMANCE_DEVICE");
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--claimed") == 0 && i + 1 < argc) claimed_path = argv[++i];
+        if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) device = argv[++i];
+        else if (strcmp(argv[i], "--claimed") == 0 && i + 1 < argc) claimed_path = argv[++i];
         else if (strcmp(argv[i], "--root") == 0 && i + 1 < argc) root = argv[++i];
         else if (strcmp(argv[i], "--list-passing") == 0) list_passing = true;
         else if (strcmp(argv[i], "--verbose") == 0) verbose = true;
         else if (argv[i][0] != '-') only[n_only++] = argv[i];
         else {
-            fprintf(stderr, "usage: run_node_tests [--claimed FILE] [--root DIR] "
-                            "[--list-passing] [--verbose] [TEST...]\n");
+            fprintf(stderr, "usage: run_node_tests [--device cpu|cuda] [--claimed FILE] "
+                            "[--root DIR] [--list-passing] [--verbose] [TEST...]\n");
+            return 2;
+        }
+    }
+    if (device && *device) {
+        if (!strcmp(device, "cuda")) run_device = TEEXEC_DEVICE_CUDA;
+        else if (strcmp(device, "cpu") != 0) {
+            fprintf(stderr, "run_node_tests: --device must be cpu or cuda, not %s\n", device);
             return 2;
         }
     }
@@ -321,6 +362,16 @@ int main(int argc, char **argv)
         printf("run_node_tests: no test corpus at %s (install libonnx-testdata)\n", dirs[0]);
         free(only);
         return 77;
+    }
+    if (run_device == TEEXEC_DEVICE_CUDA) {
+        char probe[4200];
+        snprintf(probe, sizeof(probe), "%s/test_abs/model.onnx", dirs[0]);
+        if (!is_file(probe) || !gpu_usable(probe)) {
+            printf("run_node_tests: no usable CUDA device (or no CUDA in this build): skipped\n");
+            free(only);
+            return 77;
+        }
+        printf("run_node_tests: device cuda\n");
     }
     claimed c;
     if (load_claimed(claimed_path, &c) != 0) return 1;
