@@ -145,6 +145,13 @@ tx_std_family tx_std_family_of(tx_std_kind k)
     case TX_SK_MATMUL:
     case TX_SK_GEMM:
     case TX_SK_EINSUM: return TX_SF_LINALG;
+    case TX_SK_QUANTIZE:
+    case TX_SK_DEQUANTIZE:
+    case TX_SK_TRT_FP8_Q:
+    case TX_SK_TRT_FP8_DQ:
+    case TX_SK_TRT_MXFP8_Q:
+    case TX_SK_TRT_MXFP8_DQ:
+    case TX_SK_TRT_FP4_Q: return TX_SF_QUANT;
     default: return TX_SF_SHAPE;
     }
 }
@@ -203,7 +210,9 @@ static size_t extra_outputs(tx_std_kind k)
     switch (k) {
     case TX_SK_SPLIT: return SIZE_MAX;
     case TX_SK_TOPK:
-    case TX_SK_DROPOUT: return 1;
+    case TX_SK_DROPOUT:
+    case TX_SK_TRT_MXFP8_Q:
+    case TX_SK_TRT_FP4_Q: return 1;
     case TX_SK_LAYERNORM: return 2;
     default: return 0;
     }
@@ -244,6 +253,7 @@ teexec_status *tx_cuda_std_prepare(const tx_cuda_std_desc *d, tx_cuda_std_node *
         case TX_SF_MATH: st = tx_std_prep_math(n, d); break;
         case TX_SF_REDUCE: st = tx_std_prep_reduce(n, d); break;
         case TX_SF_LINALG: st = tx_std_prep_linalg(n, d); break;
+        case TX_SF_QUANT: st = tx_std_prep_quant(n, d); break;
         }
     }
     if (st) {
@@ -286,6 +296,7 @@ teexec_status *tx_cuda_std_forward(tx_cuda_std_node *n, const tx_tensor *const *
     case TX_SF_MATH: return tx_std_fwd_math(n, in, out, scratch, stream);
     case TX_SF_REDUCE: return tx_std_fwd_reduce(n, in, out, scratch, stream);
     case TX_SF_LINALG: return tx_std_fwd_linalg(n, in, out, scratch, stream);
+    case TX_SF_QUANT: return tx_std_fwd_quant(n, in, out, scratch, stream);
     }
     return tx_std_node_err(n->node, TEEXEC_ERR_INTERNAL, "unknown kind");
 }
@@ -302,6 +313,7 @@ teexec_status *tx_cuda_std_backward(tx_cuda_std_node *n, const tx_tensor *const 
     case TX_SF_MATH: return tx_std_bwd_math(n, in, out, gout, gin, scratch, stream);
     case TX_SF_REDUCE: return tx_std_bwd_reduce(n, in, out, gout, gin, scratch, stream);
     case TX_SF_LINALG: return tx_std_bwd_linalg(n, in, out, gout, gin, scratch, stream);
+    case TX_SF_QUANT: break;
     }
     return tx_std_node_err(n->node, TEEXEC_ERR_INTERNAL, "unknown kind");
 }

@@ -10,7 +10,8 @@
  *                      Clip, Min/Max/Sum/Mean, Where;
  *   std_cuda_reduce.c  reductions, ArgMax/ArgMin, TopK, CumSum, Softmax,
  *                      LayerNormalization;
- *   std_cuda_linalg.c  MatMul, Gemm, Einsum.
+ *   std_cuda_linalg.c  MatMul, Gemm, Einsum;
+ *   std_cuda_quant.c   QuantizeLinear, DequantizeLinear, the trt Q/DQ ops.
  *
  * Ownership and thread-safety: as std_cuda.h.
  */
@@ -22,6 +23,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/std_linalg.h"
 #include "kernels/cuda/std_ops.h"
+#include "kernels/cuda/std_qdq.h"
 #include "kernels/cuda/std_reduce.h"
 #include "kernels/cuda/std_unary.h"
 
@@ -91,6 +93,8 @@ struct tx_cuda_std_node {
     bool acc_a, acc_b;     /* grad summed over broadcast batches in FP32 scratch */
     size_t ws_off, acc_a_off, acc_b_off;
     tx_cuda_einsum_plan ep;
+    /* Q/DQ: element -> scale index */
+    tx_cuda_qmap qm;
 };
 
 /* ---- shared helpers (std_cuda.c) ---- */
@@ -156,8 +160,18 @@ teexec_status *tx_std_bwd_linalg(tx_cuda_std_node *n, const tx_tensor *const *in
                                  const tx_tensor *const *out, const tx_tensor *const *gout,
                                  tx_tensor *const *gin, void *scratch, void *stream);
 
+teexec_status *tx_std_prep_quant(tx_cuda_std_node *n, const tx_cuda_std_desc *d);
+teexec_status *tx_std_fwd_quant(tx_cuda_std_node *n, const tx_tensor *const *in,
+                                tx_tensor *const *out, void *scratch, void *stream);
+
 /* Which family file owns a kind. */
-typedef enum tx_std_family { TX_SF_SHAPE, TX_SF_MATH, TX_SF_REDUCE, TX_SF_LINALG } tx_std_family;
+typedef enum tx_std_family {
+    TX_SF_SHAPE,
+    TX_SF_MATH,
+    TX_SF_REDUCE,
+    TX_SF_LINALG,
+    TX_SF_QUANT
+} tx_std_family;
 tx_std_family tx_std_family_of(tx_std_kind k);
 
 #endif

@@ -8,6 +8,7 @@
 
 #define ROW(name, k, s, dts, bwd) {"", name, TX_SK_##k, s, dts, bwd, 0}
 #define ROW_AT(name, k, s, dts, bwd, slot) {"", name, TX_SK_##k, s, dts, bwd, slot}
+#define TRT(name, k, dts) {"trt", name, TX_SK_##k, 0, dts, false, 0}
 
 /* Data movement runs on every dtype of whole bytes; math on the dtypes the
  * CPU kernels compute in (kernels/cpu/ops.h says which). */
@@ -94,6 +95,15 @@ static const tx_cuda_std_op table[] = {
     ROW("Size", LITERAL, 0, TX_DTS_ALL, false),
     ROW_AT("Constant", LITERAL, 0, TX_DTS_ALL, false, -1),
     ROW("ConstantOfShape", CONSTANT_OF_SHAPE, 0, TX_DT(INT64), false),
+    /* quantization (kernels/cpu/qdq.h's rules; inputs of any dtype are read
+     * as floats with Cast's rules) */
+    ROW("QuantizeLinear", QUANTIZE, 0, TX_DTS_NUM, false),
+    ROW("DequantizeLinear", DEQUANTIZE, 0, TX_DTS_SINT | TX_DTS_UINT | TX_DTS_FP8 | TX_DTS_SUBBYTE, false),
+    TRT("TRT_FP8QuantizeLinear", TRT_FP8_Q, TX_DTS_FLOAT),
+    TRT("TRT_FP8DequantizeLinear", TRT_FP8_DQ, TX_DT(UINT8) | TX_DT(FLOAT8E4M3FN)),
+    TRT("TRT_MXFP8DynamicQuantize", TRT_MXFP8_Q, TX_DTS_FLOAT),
+    TRT("TRT_MXFP8DequantizeLinear", TRT_MXFP8_DQ, TX_DT(UINT8) | TX_DT(FLOAT8E4M3FN)),
+    TRT("TRT_FP4DynamicQuantize", TRT_FP4_Q, TX_DTS_FLOAT),
 };
 
 static bool std_domain(const char *d) { return !d || !d[0] || !strcmp(d, "ai.onnx"); }

@@ -100,6 +100,9 @@ static void sc_set(tx_tensor *t, uint64_t i, double v)
     }
 }
 
+/* TE's Q/DQ ops are in the trt domain. */
+static const char *domain_of(const tcase *c) { return strncmp(c->op, "TRT_", 4) ? "" : "trt"; }
+
 /* ---- building the node ---------------------------------------------------------- */
 
 typedef struct tnode {
@@ -117,7 +120,7 @@ static void make_node(tnode *t, const tcase *c)
     t->n.name = (char *)c->name;
     t->n.label = (char *)c->name;
     t->n.op_type = (char *)c->op;
-    t->n.domain = (char *)"";
+    t->n.domain = (char *)domain_of(c);
     t->n.overload = (char *)"";
     t->n.opset = c->opset;
     t->n.function = -1;
@@ -329,7 +332,7 @@ static void run_case(void **state)
     const tcase *c = r->c;
     teexec_dtype dt = r->dt;
     ku_seed((uint64_t)strlen(c->name) * 131 + (uint64_t)c->n_in * 7 + (uint64_t)dt);
-    tx_op_fn fn = tx_cpu_op_find("", c->op, c->opset);
+    tx_op_fn fn = tx_cpu_op_find(domain_of(c), c->op, c->opset);
     if (!fn) {
         /* an op the GPU has before the CPU does (Sin, Cos): nothing to compare with */
         fprintf(stderr, "%s: SKIP: no CPU kernel for %s-%lld\n", r->name, c->op,

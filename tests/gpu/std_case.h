@@ -17,6 +17,8 @@
  * built, run on the CPU and prepared for the GPU, nothing launched: a case
  * the CPU refuses, or a node the GPU refuses at prepare, fails there.
  *
+ * Ops named TRT_* are in the `trt` domain, the rest in the standard one.
+ *
  * A case's float inputs (dt F) take the pass's dtype: each case runs in
  * FLOAT, BFLOAT16 and FLOAT16, unless it is ONCE (fixed dtypes; F means
  * FLOAT). Test code: cmocka, exits and prints; not thread-safe.
