@@ -614,6 +614,11 @@ static const struct {
     {"ReduceMean", bwd_reduce}, {"ReduceSum", bwd_reduce},
 };
 
+const char *tx_bwd_op_at(size_t i)
+{
+    return i < sizeof(table) / sizeof(table[0]) ? table[i].op : NULL;
+}
+
 tx_bwd_fn tx_bwd_find(const char *domain, const char *op_type)
 {
     if (domain && domain[0] && strcmp(domain, "ai.onnx") != 0) return NULL;

@@ -335,6 +335,16 @@ static const op_entry table[] = {
     {"Range", 11, tx_cpu_op_range}, {"Trilu", 14, tx_cpu_op_trilu},
 };
 
+bool tx_cpu_op_at(size_t i, const char **domain, const char **op_type, int64_t *min_opset)
+{
+    size_t n = sizeof(table) / sizeof(table[0]);
+    if (i >= n) return tx_cpu_quant_op_at(i - n, domain, op_type, min_opset);
+    *domain = "";
+    *op_type = table[i].op;
+    *min_opset = table[i].min_opset;
+    return true;
+}
+
 tx_op_fn tx_cpu_op_find(const char *domain, const char *op_type, int64_t opset)
 {
     tx_op_fn quant = tx_cpu_quant_op_find(domain, op_type, opset); /* exec/cpu_ops_quant.c */

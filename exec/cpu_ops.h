@@ -15,6 +15,12 @@
 /* The kernel for the op, or NULL when the CPU backend does not run it. */
 tx_op_fn tx_cpu_op_find(const char *domain, const char *op_type, int64_t opset);
 
+/* The CPU backend's standard and quantization ops (not te.ops), for the
+ * per-device op table (tests/exec/test_op_parity.c): entry i in table
+ * order, its domain ("" or "trt"), op type and first opset; false past the
+ * end. */
+bool tx_cpu_op_at(size_t i, const char **domain, const char **op_type, int64_t *min_opset);
+
 /* Kernels defined in cpu_ops_shape.c (data movement and metadata ops),
  * listed in cpu_ops.c's table. */
 teexec_status *tx_cpu_op_reshape(const tx_op_call *c);      /* also Squeeze, Unsqueeze, Flatten, Identity */

@@ -103,6 +103,15 @@ static const struct {
     {true, "TRT_FP4DynamicQuantize", op_trt_fp4_q},
 };
 
+bool tx_cpu_quant_op_at(size_t i, const char **domain, const char **op_type, int64_t *min_opset)
+{
+    if (i >= sizeof(table) / sizeof(table[0])) return false;
+    *domain = table[i].trt ? "trt" : "";
+    *op_type = table[i].op;
+    *min_opset = table[i].trt ? 1 : 10;
+    return true;
+}
+
 tx_op_fn tx_cpu_quant_op_find(const char *domain, const char *op_type, int64_t opset)
 {
     if (!tx_infer_quant_known(domain, op_type, opset)) return NULL;

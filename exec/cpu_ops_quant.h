@@ -14,4 +14,7 @@
 /* The kernel, or NULL when the op is not a quantization op this file runs. */
 tx_op_fn tx_cpu_quant_op_find(const char *domain, const char *op_type, int64_t opset);
 
+/* Entry i of this file's table (tx_cpu_op_at's second half); false past the end. */
+bool tx_cpu_quant_op_at(size_t i, const char **domain, const char **op_type, int64_t *min_opset);
+
 #endif

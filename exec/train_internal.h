@@ -69,5 +69,8 @@ tx_bwd_fn tx_bwd_find(const char *domain, const char *op_type);
 /* True when input slot `slot` of op_type can carry a gradient at all
  * (Reshape's shape, Gather's indices, Where's condition cannot). */
 bool tx_bwd_slot_differentiable(const char *op_type, size_t slot);
+/* The standard ops with a backward rule, entry i in table order (for the
+ * per-device op table); NULL past the end. */
+const char *tx_bwd_op_at(size_t i);
 
 #endif

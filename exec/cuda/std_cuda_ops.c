@@ -94,16 +94,16 @@ static const tx_cuda_std_op table[] = {
     ROW("Shape", LITERAL, 0, TX_DTS_ALL, false),
     ROW("Size", LITERAL, 0, TX_DTS_ALL, false),
     ROW_AT("Constant", LITERAL, 0, TX_DTS_ALL, false, -1),
-    ROW("ConstantOfShape", CONSTANT_OF_SHAPE, 0, TX_DT(INT64), false),
-    /* quantization (kernels/cpu/qdq.h's rules; inputs of any dtype are read
-     * as floats with Cast's rules) */
-    ROW("QuantizeLinear", QUANTIZE, 0, TX_DTS_NUM, false),
-    ROW("DequantizeLinear", DEQUANTIZE, 0, TX_DTS_SINT | TX_DTS_UINT | TX_DTS_FP8 | TX_DTS_SUBBYTE, false),
-    TRT("TRT_FP8QuantizeLinear", TRT_FP8_Q, TX_DTS_FLOAT),
+    ROW_AT("ConstantOfShape", CONSTANT_OF_SHAPE, 0, TX_DTS_MOVE, false, -1),
+    /* quantization (kernels/cpu/qdq.h's rules): inputs of any dtype are read
+     * as floats with Cast's rules, as the CPU reads them */
+    ROW("QuantizeLinear", QUANTIZE, 0, TX_DTS_MOVE | TX_DTS_SUBBYTE, false),
+    ROW("DequantizeLinear", DEQUANTIZE, 0, TX_DTS_MOVE | TX_DTS_SUBBYTE, false),
+    TRT("TRT_FP8QuantizeLinear", TRT_FP8_Q, TX_DTS_MOVE | TX_DTS_SUBBYTE),
     TRT("TRT_FP8DequantizeLinear", TRT_FP8_DQ, TX_DT(UINT8) | TX_DT(FLOAT8E4M3FN)),
-    TRT("TRT_MXFP8DynamicQuantize", TRT_MXFP8_Q, TX_DTS_FLOAT),
+    TRT("TRT_MXFP8DynamicQuantize", TRT_MXFP8_Q, TX_DTS_MOVE | TX_DTS_SUBBYTE),
     TRT("TRT_MXFP8DequantizeLinear", TRT_MXFP8_DQ, TX_DT(UINT8) | TX_DT(FLOAT8E4M3FN)),
-    TRT("TRT_FP4DynamicQuantize", TRT_FP4_Q, TX_DTS_FLOAT),
+    TRT("TRT_FP4DynamicQuantize", TRT_FP4_Q, TX_DTS_MOVE | TX_DTS_SUBBYTE),
 };
 
 static bool std_domain(const char *d) { return !d || !d[0] || !strcmp(d, "ai.onnx"); }

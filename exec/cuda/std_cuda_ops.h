@@ -87,7 +87,8 @@ typedef struct tx_cuda_std_op {
     int sub;
     uint32_t dtypes;      /* dtypes of the data input the forward runs */
     bool backward;        /* has a backward (FLOAT, FLOAT16, BFLOAT16 grads) */
-    int slot;             /* the data input: 0, Where's x 1; -1: output 0 (Constant) */
+    int slot;             /* the data input: 0, Where's x 1; -1: output 0 (Constant,
+                           * ConstantOfShape) */
 } tx_cuda_std_op;
 
 /* The entry for (domain, op) ("" or "ai.onnx" for the standard domain), or
