@@ -10,6 +10,7 @@
 #include "base/shape.h"
 #include "exec/train_internal.h"
 #include "import/shape_infer.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cuda/gemm_lt.h"
 
 #include <cuda_runtime_api.h>
@@ -177,9 +178,20 @@ static teexec_status *copy_meta(const tx_tensor *const *src, size_t count, tx_te
             continue;
         }
         const tx_tensor *h = host ? host[i] : NULL;
-        if (h && h->dtype != TEEXEC_DTYPE_STRING && h->numel <= 4096 && h->dtype == src[i]->dtype) {
+        if (h && h->dtype != TEEXEC_DTYPE_STRING && h->numel <= 4096 && h->numel == src[i]->numel) {
             memset(t, 0, sizeof *t);
-            TX_TRY(tx_std_at(n, tx_tensor_clone(h, t)));
+            if (h->dtype == src[i]->dtype) {
+                TX_TRY(tx_std_at(n, tx_tensor_clone(h, t)));
+            } else {
+                /* the executor uploads it converted to the compute dtype:
+                 * the node sees the same value */
+                TX_TRY(tx_std_at(n, tx_tensor_alloc(t, src[i]->dtype, src[i]->rank, src[i]->dims)));
+                teexec_status *st = tx_convert(h->data, h->dtype, t->data, t->dtype, h->numel, NULL);
+                if (st) {
+                    tx_tensor_release(t);
+                    return tx_std_at(n, st);
+                }
+            }
             continue;
         }
         *t = *src[i];
