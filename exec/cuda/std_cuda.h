@@ -1,16 +1,25 @@
 /*
- * std_cuda.h - standard ONNX ops on the GPU, forward and backward, for what
- * stays standard after lowering (exec/model_lower.h): the reshapes, splits,
- * slices, concatenations, transposes, elementwise arithmetic and casts
- * around attention and RoPE in PyTorch exports.
+ * std_cuda.h - standard ONNX ops on the GPU, forward and backward: every
+ * op the CPU backend runs (exec/cpu_ops.h), in the dtypes it runs them in,
+ * with a backward wherever the CPU trainer has a rule (exec/train_internal.h);
+ * QuantizeLinear / DequantizeLinear and TE's `trt` Q/DQ ops too. Which op,
+ * dtype and backward is the registry's (exec/cuda/std_cuda_ops.h), which
+ * docs/ops-by-device.md tabulates; the arithmetic is the CPU kernels'
+ * (kernels/cuda/std_*.h say how closely).
  *
  * Tensors are tx_tensor with DEVICE data (as in te_cuda.h). A node is
  * prepared once for fixed shapes: `in` carries every input's dtype and
  * shape, and, for inputs whose value is known before running (initializers,
  * Constant outputs, shapes folded by the executor), HOST data in in_host[i]
- * (NULL when not known). Ops whose attributes-like inputs (Reshape's shape,
- * Split's split, Slice's starts/ends/axes/steps, Unsqueeze's axes ...) are
- * not known at prepare time are refused with TEEXEC_ERR_UNSUPPORTED.
+ * (NULL when not known; a value of another dtype than `in` says is
+ * converted to it, as the executor's upload converts). Ops whose
+ * attribute-like inputs (Split's split, Slice's starts/ends/axes/steps,
+ * TopK's K, CumSum's axis, a Reduce's axes, Dropout's training_mode) are
+ * not known at prepare time are refused with TEEXEC_ERR_UNSUPPORTED; data
+ * inputs (Clip's bounds, Range's start and delta, Trilu's k, Q/DQ scales
+ * and zero points) are read on the device. Nothing is copied from the host
+ * while a node runs: Shape, Size and small Constants are written by a
+ * kernel that carries their bytes.
  *
  * Forward reads the inputs (device) and writes the outputs (device,
  * allocated by the executor with the inferred dtype/shape). Reshape-like

@@ -14,6 +14,7 @@
 #include "base/shape.h"
 #include "format/tensor_proto.h"
 #include "import/shape_infer.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/std_cast.h"
 #include "kernels/cuda/std_shape.h"
@@ -297,16 +298,19 @@ static teexec_status *prep_literal(tx_cuda_std_node *n, const tx_cuda_std_desc *
     memset(&outv, 0, sizeof outv);
     teexec_status *st = tx_infer_node(n->node, d->file, pins, &outv);
     if (!st && !outv.value) st = UNSUP("the value is not known before running");
-    if (!st && (outv.value->dtype != n->out[0].dtype || outv.value->nbytes != n->out[0].nbytes))
+    if (!st && outv.value->numel != n->out[0].numel)
         st = UNSUP("the output does not match its inferred value");
-    if (!st && outv.value->nbytes > TX_CUDA_LITERAL_MAX)
+    if (!st && n->out[0].nbytes > TX_CUDA_LITERAL_MAX)
         st = UNSUP("a known value of %zu bytes is folded before running, not run (at most %d)",
-                   outv.value->nbytes, TX_CUDA_LITERAL_MAX);
+                   n->out[0].nbytes, TX_CUDA_LITERAL_MAX);
     if (!st) {
-        n->lit_bytes = outv.value->nbytes;
+        n->lit_bytes = n->out[0].nbytes;
         n->lit = malloc(n->lit_bytes ? n->lit_bytes : 1);
         if (!n->lit) st = tx_oom();
-        else memcpy(n->lit, outv.value->data, n->lit_bytes);
+        else if (outv.value->dtype == n->out[0].dtype) memcpy(n->lit, outv.value->data, n->lit_bytes);
+        else /* the executor's compute dtype */
+            st = tx_convert(outv.value->data, outv.value->dtype, n->lit, n->out[0].dtype,
+                            outv.value->numel, NULL);
     }
     tx_infer_value_clear(&outv);
     return st;
@@ -325,9 +329,11 @@ static teexec_status *prep_constant_of_shape(tx_cuda_std_node *n, const tx_cuda_
     tx_tensor v;
     TX_TRY(tx_std_at(n, tx_tensor_from_proto(tp, d->file, &v)));
     teexec_status *st = NULL;
-    if (v.numel != 1 || v.dtype != y->dtype)
+    if (v.numel != 1)
         st = UNSUP("value must be a one-element %s tensor", teexec_dtype_name(y->dtype));
-    else memcpy(n->fill, v.data, es);
+    else if (v.dtype == y->dtype) memcpy(n->fill, v.data, es);
+    else /* the executor's compute dtype */
+        st = tx_std_at(n, tx_convert(v.data, v.dtype, n->fill, y->dtype, 1, NULL));
     tx_tensor_release(&v);
     return st;
 }
