@@ -3,6 +3,7 @@
  * (import/lower.h) and the planner (planner/plan.h). */
 #include "exec/infer_graph.h"
 #include "exec/model_lower.h"
+#include "exec/prepare.h"
 #include "format/atomic_write.h"
 #include "import/rewrite.h"
 #include "planner/plan.h"
@@ -115,10 +116,11 @@ void teexec_string_free(char *text) { free(text); }
 
 /* ---- planning a model ---------------------------------------------------- */
 
-/* Everything a plan of a model is made of; released by planned_free. */
+/* Everything a plan of a model is made of; released by planned_free. The
+ * lowered model and its report belong to the model (exec/prepare.h). */
 typedef struct planned {
-    teexec_model *lowered;
-    tx_lower_report *report;
+    const teexec_model *lowered;
+    const tx_lower_report *report;
     tx_infer_value *vals;
     size_t n_vals;
     tx_fuser_plan *plan;
@@ -128,12 +130,10 @@ static void planned_free(planned *p)
 {
     tx_fuser_plan_free(p->plan);
     if (p->vals) tx_infer_values_free(p->vals, p->n_vals);
-    tx_lower_report_free(p->report);
-    teexec_model_destroy(p->lowered);
     memset(p, 0, sizeof(*p));
 }
 
-/* Lowers, infers and plans model for o (NULL: the defaults). */
+/* Infers and plans the model's lowered copy for o (NULL: the defaults). */
 static teexec_status *plan_model(const teexec_model *model, const teexec_plan_options *o,
                                  planned *p)
 {
@@ -143,7 +143,9 @@ static teexec_status *plan_model(const teexec_model *model, const teexec_plan_op
         TX_TRY(options_defaults(&defaults));
         o = &defaults;
     }
-    teexec_status *st = tx_model_lower(model, &p->report, &p->lowered);
+    const tx_prepared *prep = NULL;
+    teexec_status *st = tx_model_runnable(model, &p->lowered, &prep);
+    if (!st) p->report = prep ? prep->report : NULL;
     const tx_ir_graph *g = st ? NULL : p->lowered->ir->graph;
     if (!st)
         st = tx_infer_graph(g, p->lowered->file, (const char *const *)o->dim_names, o->dim_values,

@@ -1,12 +1,13 @@
 /* session.c - sessions: preparation (kernels, inference, folding, buffer
- * plans per input-shape signature) and runs; the public session API. */
+ * plans per input-shape signature) and runs; the public session API. A
+ * session runs the model's lowered copy (exec/prepare.h). */
 #include "exec/session_cuda.h"
 #include "exec/session_internal.h"
 
 #include "base/checked.h"
 #include "base/dtype.h"
 #include "exec/cpu_te_ops.h"
-#include "exec/model_lower.h"
+#include "exec/prepare.h"
 #include "exec/tensor_internal.h"
 #include "format/tensor_proto.h"
 
@@ -98,9 +99,11 @@ static void plan_free(const teexec_session *s, tx_plan *p)
     free(p);
 }
 
+/* The user's file, for messages (the model that runs is its lowered copy,
+ * loaded from memory). */
 static const char *model_file(const teexec_session *s)
 {
-    return s->model->file ? s->model->file->path : NULL;
+    return s->user_model->file ? s->user_model->file->path : NULL;
 }
 
 /* Stores an inferred output into the plan's value table, keeping an owned
@@ -370,7 +373,7 @@ static teexec_status *decode_initializers(teexec_session *s)
 static teexec_status *index_values(teexec_session *s)
 {
     const tx_ir_graph *g = s->g;
-    const teexec_model *m = s->model;
+    const teexec_model *m = s->user_model;
     s->n_in = m->n_inputs;
     s->in_vals = calloc(s->n_in ? s->n_in : 1, sizeof(int32_t));
     s->last_use = calloc(g->n_values ? g->n_values : 1, sizeof(int64_t));
@@ -485,24 +488,19 @@ teexec_status *teexec_session_create(const teexec_model *model,
     bool use_cuda = false;
     TX_TRY(tx_resolve_device(dev, options ? options->recipe : NULL,
                              options ? options->dtype : TEEXEC_DTYPE_UNDEFINED, &use_cuda));
+    const teexec_model *run = NULL;
+    TX_TRY(tx_status_with_file(tx_model_runnable(model, &run, NULL),
+                               model->file ? model->file->path : NULL));
     teexec_session *s = calloc(1, sizeof(*s));
     if (!s) return tx_oom();
-    if (tx_model_has_calls(model)) {
-        teexec_status *ist = tx_model_inline_calls(model, &s->owned_model);
-        if (ist) {
-            free(s);
-            return ist;
-        }
-        model = s->owned_model;
-    }
-    s->model = model;
+    s->user_model = model;
+    s->model = run;
     s->plan_only = use_cuda || (options && options->plan_only);
-    s->g = model->ir->graph;
+    s->g = run->ir->graph;
     s->be.vt = &tx_backend_cpu;
     tx_backend_config cfg = {.threads = options ? options->threads : 0};
     teexec_status *st = s->be.vt->create(&cfg, &s->be.state);
     if (st) {
-        teexec_model_destroy(s->owned_model);
         free(s);
         return st;
     }
@@ -537,7 +535,6 @@ void teexec_session_destroy(teexec_session *s)
     free(s->sc_outs);
     free(s->sc_out_vals);
     if (s->be.vt && s->be.state) s->be.vt->destroy(s->be.state);
-    teexec_model_destroy(s->owned_model);
     free(s);
 }
 
@@ -560,7 +557,7 @@ size_t teexec_session_plan_count(const teexec_session *s)
 static teexec_status *bind_inputs(teexec_session *s, size_t n_inputs, const char *const *names,
                                   const teexec_tensor *const *tensors, const tx_tensor **bound)
 {
-    const teexec_model *m = s->model;
+    const teexec_model *m = s->user_model;
     for (size_t i = 0; i < s->n_in; i++) bound[i] = NULL;
     if (n_inputs && (!names || !tensors))
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "input_names or input_tensors is NULL");

@@ -45,6 +45,9 @@ static void train_usage(FILE *f)
             "  --steps N                optimizer steps (default 1)\n"
             "  --batch B                rows of dim 0 per step, cycling (default: all)\n"
             "  --seed N                 seed (default 0)\n"
+            "  --freeze LIST            initializers to keep fixed: names or shell patterns,\n"
+            "                           comma-separated (\"*.bias,wte\"); scalars and masks\n"
+            "                           are never trained\n"
             "  --save OUT.onnx          write the trained model (atomically)\n"
             "  --dump-grads DIR         after the first step write NAME.npy per trainable\n"
             "                           initializer and INPUT.grad.npy per float input\n"
@@ -114,6 +117,7 @@ static int parse_args(int argc, char **argv, train_args *a)
         else if (!strcmp(o, "--save")) a->save = v;
         else if (!strcmp(o, "--dump-grads")) a->dump = v;
         else if (!strcmp(o, "--loss-output")) a->opt.loss_output = v;
+        else if (!strcmp(o, "--freeze")) a->opt.freeze = v;
         else if (!strcmp(o, "--loss")) {
             if (!strcmp(v, "mse")) a->opt.loss = TEEXEC_LOSS_MSE;
             else if (!strcmp(v, "cross-entropy")) a->opt.loss = TEEXEC_LOSS_CROSS_ENTROPY;
