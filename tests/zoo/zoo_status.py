@@ -60,16 +60,19 @@ def status(teexec, folder, a, tmp):
     row["run"] = f"{rel_l2(np.load(os.path.join(od, out_name + '.npy')), expected):.1e}" if rc == 0 \
         else "FAIL " + last_line(e)
 
-    rc, o, e = sh([teexec, "plan", model, "--explain"])
-    row["dpa"] = str(o.count("DotProductAttention")) if rc == 0 else "FAIL " + last_line(e)
     rc, o, e = sh([teexec, "plan", model, "--json"])
     if rc == 0:
         try:
-            cov = json.loads(o).get("coverage")
+            doc = json.loads(o)
+            notes = [n for n in doc.get("lowering", []) if n.get("pattern") == "DotProductAttention"]
+            row["dpa"] = f"{sum(1 for n in notes if n.get('lowered'))}/{len(notes)}"
+            cov = doc.get("coverage")
             if cov:
                 row["te_flops"] = f"{100 * cov.get('flops_share', 0):.1f}%"
         except ValueError:
-            pass
+            row["dpa"] = "bad json"
+    else:
+        row["dpa"] = "FAIL " + last_line(e)
 
     conv = os.path.join(tmp, name, "conv.onnx")
     rc, o, e = sh([teexec, "convert", model, conv])
