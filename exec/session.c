@@ -7,6 +7,7 @@
 #include "base/checked.h"
 #include "base/dtype.h"
 #include "exec/cpu_te_ops.h"
+#include "exec/op_gaps.h"
 #include "exec/prepare.h"
 #include "exec/tensor_internal.h"
 #include "format/tensor_proto.h"
@@ -297,17 +298,16 @@ static teexec_status *make_plan(teexec_session *s, const teexec_dtype *dts, cons
 
 /* ---- creation ---------------------------------------------------------- */
 
-/* Lists every node the backend cannot run, each distinct (op, domain,
- * opset) once, in one status. */
+/* Resolves every node to a kernel; every node the backend cannot run is
+ * listed in one status (exec/op_gaps.h). */
 static teexec_status *resolve_kernels(teexec_session *s)
 {
     const tx_ir_graph *g = s->g;
     s->fns = calloc(g->n_nodes ? g->n_nodes : 1, sizeof(*s->fns));
     if (!s->fns) return tx_oom();
-    char *msg = NULL;
-    size_t len = 0, n_bad = 0;
-    const char *first_node = NULL;
-    for (size_t i = 0; i < g->n_nodes; i++) {
+    tx_op_gaps gaps = {0};
+    teexec_status *fatal = NULL;
+    for (size_t i = 0; i < g->n_nodes && !fatal; i++) {
         const tx_ir_node *n = &g->nodes[i];
         teexec_status *st = NULL;
         if (n->function >= 0)
@@ -316,36 +316,14 @@ static teexec_status *resolve_kernels(teexec_session *s)
         else
             st = s->be.vt->prepare_node(s->be.state, n, &s->fns[i]);
         if (!st) continue;
-        if (teexec_status_code(st) != TEEXEC_ERR_UNSUPPORTED) {
-            free(msg);
-            return st;
+        if (teexec_status_code(st) != TEEXEC_ERR_UNSUPPORTED) fatal = st;
+        else {
+            fatal = tx_op_gaps_add(&gaps, teexec_status_message(st), n->label);
+            teexec_status_destroy(st);
         }
-        const char *m = teexec_status_message(st);
-        /* each distinct op once */
-        if (!msg || !strstr(msg, m)) {
-            size_t ml = strlen(m);
-            char *nm = realloc(msg, len + ml + 3);
-            if (!nm) {
-                teexec_status_destroy(st);
-                free(msg);
-                return tx_oom();
-            }
-            msg = nm;
-            if (len) {
-                memcpy(msg + len, "; ", 2);
-                len += 2;
-            }
-            memcpy(msg + len, m, ml + 1);
-            len += ml;
-            if (!first_node) first_node = n->label;
-            n_bad++;
-        }
-        teexec_status_destroy(st);
     }
-    if (!msg) return NULL;
-    teexec_status *st = tx_status_new(TEEXEC_ERR_UNSUPPORTED, model_file(s),
-                                      n_bad == 1 ? first_node : NULL, "%s", msg);
-    free(msg);
+    teexec_status *st = fatal ? fatal : tx_op_gaps_status(&gaps, TEEXEC_ERR_UNSUPPORTED, model_file(s));
+    tx_op_gaps_free(&gaps);
     return st;
 }
 

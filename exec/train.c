@@ -8,6 +8,7 @@
 #include "exec/cuda/gpu_graph.h"
 #include "exec/session_cuda.h"
 #include "exec/model_internal.h"
+#include "exec/op_gaps.h"
 #include "exec/prepare.h"
 #include "exec/tensor_internal.h"
 #include "exec/trainable.h"
@@ -274,6 +275,7 @@ static teexec_status *analyse(teexec_trainer *t)
             t->grad_inputs[t->n_grad_inputs++] = (int32_t)v;
         }
     }
+    tx_op_gaps gaps = {0};
     for (size_t i = 0; i < nn && !st; i++) {
         const tx_ir_node *n = &g->nodes[i];
         bool any = false;
@@ -292,14 +294,16 @@ static teexec_status *analyse(teexec_trainer *t)
         }
         if (!out_reach) continue;
         t->bwd[i] = tx_te_domain(n->domain) ? tx_te_bwd_rule : tx_bwd_find(n->domain, n->op_type);
-        if (!t->bwd[i])
-            st = tx_status_with_node(
-                tx_error(TEEXEC_ERR_UNSUPPORTED,
-                         "node \"%s\": op %s (domain \"%s\") is on the path to the loss and has "
-                         "no backward rule",
-                         n->label, n->op_type, n->domain),
-                n->label);
+        if (!t->bwd[i]) {
+            char what[512];
+            snprintf(what, sizeof what,
+                     "op %s (domain \"%s\") is on the path to the loss and has no backward rule",
+                     n->op_type, n->domain);
+            st = tx_op_gaps_add(&gaps, what, n->label);
+        }
     }
+    if (!st) st = tx_op_gaps_status(&gaps, TEEXEC_ERR_UNSUPPORTED, NULL);
+    tx_op_gaps_free(&gaps);
     free(dt);
     return st;
 }
@@ -547,20 +551,22 @@ teexec_status *teexec_trainer_create(const teexec_model *model, const teexec_tra
     st = tx_optim_config_check(&t->ocfg);
     if (st) goto fail;
 
-    /* kernels; functions (model-local) are not trainable here */
-    for (size_t i = 0; i < g->n_nodes; i++) {
+    /* kernels, every missing one listed at once (exec/op_gaps.h) */
+    tx_op_gaps gaps = {0};
+    for (size_t i = 0; i < g->n_nodes && !st; i++) {
         const tx_ir_node *n = &g->nodes[i];
         t->fns[i] = n->function >= 0            ? NULL
                     : tx_te_domain(n->domain) ? tx_cpu_te_op_find(n->op_type, n->opset)
                                               : tx_cpu_op_find(n->domain, n->op_type, n->opset);
-        if (!t->fns[i]) {
-            st = tx_status_with_node(
-                tx_error(TEEXEC_ERR_UNSUPPORTED, "unsupported op %s (domain \"%s\", opset %lld)",
-                         n->op_type, n->domain, (long long)n->opset),
-                n->label);
-            goto fail;
-        }
+        if (t->fns[i]) continue;
+        char what[512];
+        snprintf(what, sizeof what, "unsupported op %s (domain \"%s\", opset %lld)", n->op_type,
+                 n->domain, (long long)n->opset);
+        st = tx_op_gaps_add(&gaps, what, n->label);
     }
+    if (!st) st = tx_op_gaps_status(&gaps, TEEXEC_ERR_UNSUPPORTED, model_path(t));
+    tx_op_gaps_free(&gaps);
+    if (st) goto fail;
     /* initializers: decoded once; float ones that reach the loss become
      * parameters after the analysis */
     for (size_t i = 0; i < g->n_initializers; i++) {
