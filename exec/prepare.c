@@ -22,6 +22,27 @@ void tx_prepared_free(tx_prepared *p)
  * on its Linears): then the user's initializer under the lowered name is
  * already the lowered tensor, and the mapping is the identity. Decided by
  * the bytes: equal tensors under one name are the same parameter. */
+/* A user initializer of shape [b, ...] held as [1, ...] in the lowered model
+ * (import/lower_unbroadcast.c) is the lowered tensor repeated b times. */
+static void mark_repeats(const teexec_model *user, tx_prepared *p)
+{
+    const tx_ir_graph *ug = user->ir->graph, *lg = p->lowered->ir->graph;
+    for (size_t i = 0; i < p->n_sources; i++) {
+        tx_param_source *s = &p->sources[i];
+        if (strcmp(s->original, s->lowered) != 0 || s->transposed || s->rows >= 0) continue;
+        int32_t uv = tx_ir_graph_find_value(ug, s->original);
+        int32_t lv = tx_ir_graph_find_value(lg, s->lowered);
+        if (uv < 0 || lv < 0) continue;
+        const tx_ir_value *a = &ug->values[uv], *b = &lg->values[lv];
+        if (!(a->flags & TX_IR_VALUE_INITIALIZER) || !(b->flags & TX_IR_VALUE_INITIALIZER) ||
+            a->rank != b->rank || a->rank < 1 || b->dims[0] != 1 || a->dims[0] <= 1)
+            continue;
+        bool rest = true;
+        for (int32_t d = 1; d < a->rank; d++) rest &= a->dims[d] == b->dims[d];
+        if (rest) s->repeat = a->dims[0];
+    }
+}
+
 static teexec_status *drop_inherited_sources(const teexec_model *user, tx_prepared *p)
 {
     const tx_ir_graph *ug = user->ir->graph, *lg = p->lowered->ir->graph;
@@ -65,6 +86,7 @@ teexec_status *tx_prepare_at_load(teexec_model *m)
     teexec_status *st = tx_model_lower_with(m, &lo, &p->report, &p->lowered);
     if (!st) st = tx_param_sources(p->lowered->ir->graph, &p->sources, &p->n_sources);
     if (!st) st = drop_inherited_sources(m, p);
+    if (!st) mark_repeats(m, p);
     if (st && teexec_status_code(st) == TEEXEC_ERR_NO_MEMORY) {
         tx_prepared_free(p);
         return st;

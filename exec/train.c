@@ -860,7 +860,8 @@ teexec_status *teexec_trainer_step(teexec_trainer *t, size_t count, const char *
 static int32_t lowered_value(const teexec_trainer *t, const char *name, const tx_param_source **src)
 {
     *src = tx_prepared_source(t->prep, name);
-    if (*src && strcmp((*src)->lowered, name) == 0 && (*src)->rows < 0 && !(*src)->transposed)
+    if (*src && strcmp((*src)->lowered, name) == 0 && (*src)->rows < 0 && !(*src)->transposed &&
+        (*src)->repeat <= 1)
         *src = NULL; /* the same tensor under the same name */
     return tx_ir_graph_find_value(t->g, *src ? (*src)->lowered : name);
 }

@@ -5,6 +5,9 @@
  * never by node names; anything not lowered stays a standard op.
  *
  * Passes, in the order tx_lower runs them (each its own file):
+ *   lower_unbroadcast.c an initializer whose dim-0 slices are equal (a
+ *                      parameter the exporter repeated over the batch) ->
+ *                      its first slice, broadcast back where needed
  *   lower_attention.c  scaled-dot-product attention subgraphs -> DotProductAttention
  *   lower_rope.c       x*cos + rotate_half(x)*sin with constant tables -> RotaryEmbedding
  *   lower_norm.c       LayerNormalization and its decomposed forms -> LayerNorm;
@@ -44,7 +47,7 @@
 #include <stddef.h>
 
 typedef struct tx_lower_options {
-    bool attention, rope, norms, linear, activations, quant, residual;
+    bool unbroadcast, attention, rope, norms, linear, activations, quant, residual;
 } tx_lower_options;
 
 /* Every pass on. */
@@ -75,6 +78,7 @@ teexec_status *tx_lower(tx_rw_graph *g, const tx_lower_options *o,
                         tx_lower_report **report) TX_NODISCARD;
 
 /* The passes, for tests and for tx_lower. Each appends its notes to r. */
+teexec_status *tx_lower_unbroadcast(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 teexec_status *tx_lower_attention(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 teexec_status *tx_lower_rope(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 teexec_status *tx_lower_norms(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
@@ -92,6 +96,10 @@ typedef struct tx_param_source {
     bool transposed;    /* original = transpose of the lowered rows */
     int64_t row_offset; /* first row in `lowered` (merged weights) */
     int64_t rows;       /* rows of `lowered` that belong to it; -1 = all */
+    /* original = `repeat` copies of the (selected, transposed) lowered
+     * tensor along dim 0, whose dim 0 is 1 (lower_unbroadcast.c); 1 = none.
+     * Set by the caller that knows the user's shapes (exec/prepare.c). */
+    int64_t repeat;
 } tx_param_source;
 
 /* Reads the weight_source / bias_source annotations of a lowered model's
@@ -102,7 +110,9 @@ teexec_status *tx_param_sources(const tx_ir_graph *lowered, tx_param_source **ou
 void tx_param_sources_free(tx_param_source *s, size_t n);
 
 /* The gradient (or value) of `src->original` from the lowered tensor t:
- * rows selected, transposed back when needed. *out allocated (release). */
+ * rows selected, transposed back when needed, repeated over dim 0 when the
+ * exporter had repeated it (the one parameter's value, or its gradient, in
+ * every copy). *out allocated (release). */
 teexec_status *tx_param_to_original(const tx_param_source *src, const tx_tensor *t,
                                     tx_tensor *out) TX_NODISCARD;
 

@@ -45,7 +45,7 @@ static teexec_status *push(src_list *l, const char *orig, size_t orig_len, const
         l->cap = cap;
     }
     tx_param_source s = {dupn(orig, orig_len), dupn(lowered, strlen(lowered)), transposed,
-                         row_offset, rows};
+                         row_offset, rows, 1};
     if (!s.original || !s.lowered) {
         free(s.original);
         free(s.lowered);
@@ -190,16 +190,24 @@ teexec_status *tx_param_to_original(const tx_param_source *src, const tx_tensor 
         dims[0] = t->dims[1];
         dims[1] = rows;
     }
+    int64_t repeat = src->repeat > 1 ? src->repeat : 1;
+    if (repeat > 1 && dims[0] != 1)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "parameter %s: only a tensor of one row can be repeated (%lld rows)",
+                        src->original, (long long)dims[0]);
+    dims[0] *= repeat;
     TX_TRY(tx_tensor_alloc(out, t->dtype, t->rank, dims));
     const uint8_t *in = (const uint8_t *)t->data + (size_t)first * (size_t)row_elems * es;
     uint8_t *o = out->data;
+    size_t one = (size_t)rows * (size_t)row_elems * es; /* bytes of one copy */
     if (!src->transposed) {
-        memcpy(o, in, (size_t)rows * (size_t)row_elems * es);
+        memcpy(o, in, one);
     } else {
         size_t cols = (size_t)t->dims[1];
         for (size_t r = 0; r < (size_t)rows; r++)
             for (size_t c = 0; c < cols; c++)
                 memcpy(o + (c * (size_t)rows + r) * es, in + (r * cols + c) * es, es);
     }
+    for (int64_t k = 1; k < repeat; k++) memcpy(o + (size_t)k * one, o, one);
     return NULL;
 }
