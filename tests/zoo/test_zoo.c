@@ -25,6 +25,17 @@
  * tests/zoo/expected_gaps.txt ("EXPORT CHECK reason"): a listed check that
  * fails is reported and tolerated, an unlisted one that fails fails the
  * test, and a listed one that passes fails it too (the list only shrinks).
+ *
+ * `test_zoo cuda` (suite gpu; exit 77 without a GPU) runs the device checks
+ * on the CUDA backend instead, with CUDA graphs, against the same PyTorch
+ * numbers, its gaps in tests/zoo/expected_gaps_cuda.txt:
+ *   run        fp32 within 1e-5 rel-L2
+ *   run_bf16   --dtype bf16 within 2e-2 rel-L2 of PyTorch's fp32 output
+ *   grads      fp32, as on the CPU (1e-4)
+ *   adamw      fp32, as on the CPU (1e-3)
+ *   train_bf16 / train_fp8 / train_mxfp8
+ *              5 bf16 training steps (recipes none, fp8-current, mxfp8):
+ *              every loss finite and the last below the first
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -48,6 +59,8 @@
 #define BATCH 2
 
 static char root[1024], tmpdir[1024];
+/* The device the checks run on: CPU, or CUDA for `test_zoo cuda`. */
+static teexec_device device = TEEXEC_DEVICE_CPU;
 
 /* ---- expected gaps ------------------------------------------------------- */
 
@@ -63,7 +76,8 @@ static int unexpected_failures, stale_gaps;
 static void load_gaps(void)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/tests/zoo/expected_gaps.txt", root);
+    snprintf(path, sizeof path, "%s/tests/zoo/%s", root,
+             device == TEEXEC_DEVICE_CUDA ? "expected_gaps_cuda.txt" : "expected_gaps.txt");
     FILE *f = fopen(path, "r");
     if (!f) return;
     char line[1024];
@@ -94,8 +108,8 @@ static void outcome(const char *exp, const char *check, bool passed, const char 
     if (passed) {
         printf("# %-24s %-9s ok   %s\n", exp, check, why);
         if (g) {
-            fprintf(stderr, "%s %s passes now: remove it from tests/zoo/expected_gaps.txt\n", exp,
-                    check);
+            fprintf(stderr, "%s %s passes now: remove it from tests/zoo/%s\n", exp, check,
+                    device == TEEXEC_DEVICE_CUDA ? "expected_gaps_cuda.txt" : "expected_gaps.txt");
             stale_gaps++;
         }
         return;
@@ -192,14 +206,17 @@ static bool load_inputs(const char *dir, io *in)
     return good;
 }
 
-/* Runs `model` on the CPU; *out gets its first output. */
-static teexec_status *run_cpu(const teexec_model *model, const io *in, teexec_tensor **out)
+/* Runs `model` on `dev` in `dtype` (UNDEFINED: the model's own); *out
+ * gets its first output. */
+static teexec_status *run_on(const teexec_model *model, teexec_device dev, teexec_dtype dtype,
+                             const io *in, teexec_tensor **out)
 {
     *out = NULL;
     teexec_session_options *o;
     teexec_status *st = teexec_session_options_create(&o);
     if (st) return st;
-    st = teexec_session_options_set_device(o, TEEXEC_DEVICE_CPU);
+    st = teexec_session_options_set_device(o, dev);
+    if (!st && dtype != TEEXEC_DTYPE_UNDEFINED) st = teexec_session_options_set_dtype(o, dtype);
     teexec_session *s = NULL;
     if (!st) st = teexec_session_create(model, o, &s);
     teexec_session_options_destroy(o);
@@ -214,6 +231,11 @@ static teexec_status *run_cpu(const teexec_model *model, const io *in, teexec_te
     *out = outs[0];
     for (size_t i = 1; i < n_out; i++) teexec_tensor_destroy(outs[i]);
     return NULL;
+}
+
+static teexec_status *run_cpu(const teexec_model *model, const io *in, teexec_tensor **out)
+{
+    return run_on(model, TEEXEC_DEVICE_CPU, TEEXEC_DTYPE_UNDEFINED, in, out);
 }
 
 static teexec_status *load_model(const char *path, teexec_model **m)
@@ -245,18 +267,20 @@ typedef struct export_ctx {
     io in;
 } export_ctx;
 
-static void check_run(export_ctx *x)
+static void check_run_as(export_ctx *x, const char *check, teexec_dtype dtype, double tol)
 {
     teexec_tensor *y = NULL;
-    teexec_status *st = run_cpu(x->model, &x->in, &y);
+    teexec_status *st = run_on(x->model, device, dtype, &x->in, &y);
     if (st) {
-        outcome(x->name, "run", false, "%s", status_text(st));
+        outcome(x->name, check, false, "%s", status_text(st));
         return;
     }
     double e = rel_l2(y, x->expected);
-    outcome(x->name, "run", e <= 1e-5, "rel-L2 %.2e", e);
+    outcome(x->name, check, e <= tol, "rel-L2 %.2e", e);
     teexec_tensor_destroy(y);
 }
+
+static void check_run(export_ctx *x) { check_run_as(x, "run", TEEXEC_DTYPE_UNDEFINED, 1e-5); }
 
 static void check_convert(export_ctx *x)
 {
@@ -385,15 +409,23 @@ static void batch_free(batch *b)
     b->n = 0;
 }
 
-static teexec_status *trainer_for(export_ctx *x, double lr, double wd, teexec_trainer **t)
+static teexec_status *trainer_as(export_ctx *x, double lr, double wd, teexec_dtype dtype,
+                                 const char *recipe, teexec_trainer **t)
 {
     teexec_train_options o;
     teexec_train_options_init(&o);
-    o.device = TEEXEC_DEVICE_CPU;
+    o.device = device;
     o.loss = x->decoder ? TEEXEC_LOSS_CROSS_ENTROPY : TEEXEC_LOSS_MSE;
     o.lr = lr;
     o.weight_decay = wd;
+    o.dtype = dtype;
+    o.recipe = recipe;
     return teexec_trainer_create(x->model, &o, t);
+}
+
+static teexec_status *trainer_for(export_ctx *x, double lr, double wd, teexec_trainer **t)
+{
+    return trainer_as(x, lr, wd, TEEXEC_DTYPE_UNDEFINED, NULL, t);
 }
 
 static void check_grads(export_ctx *x, const teexec_dataset *ds)
@@ -507,6 +539,34 @@ static void check_adamw(export_ctx *x, const teexec_dataset *ds)
     teexec_tensor_destroy(want);
 }
 
+/* A few low-precision training steps on the device: the loss stays finite
+ * and goes down. */
+static void check_train_recipe(export_ctx *x, const teexec_dataset *ds, const char *check,
+                               const char *recipe)
+{
+    teexec_trainer *t = NULL;
+    teexec_status *st = trainer_as(x, 1e-3, 0.01, TEEXEC_DTYPE_BFLOAT16, recipe, &t);
+    double first = NAN, last = NAN;
+    bool finite = true;
+    for (int s = 0; s < 5 && !st; s++) {
+        batch b;
+        /* the same rows every step: the loss must fall on them */
+        st = make_batch(ds, 0, &b);
+        double loss = NAN;
+        if (!st)
+            st = teexec_trainer_step(t, b.n, b.names, (const teexec_tensor *const *)b.ts, &loss);
+        batch_free(&b);
+        finite &= isfinite(loss);
+        if (s == 0) first = loss;
+        last = loss;
+    }
+    if (st) outcome(x->name, check, false, "%s", status_text(st));
+    else
+        outcome(x->name, check, finite && last < first, "loss %.4f -> %.4f over 5 steps%s", first,
+                last, finite ? "" : " (not finite)");
+    teexec_trainer_destroy(t);
+}
+
 static void check_export(void **state)
 {
     export_ctx *x = *state;
@@ -514,7 +574,10 @@ static void check_export(void **state)
     teexec_status *st = load_model(x->model_path, &x->model);
     if (st) {
         const char *m = status_text(st);
-        for (const char *c = "run convert plan attention grads adamw"; *c;) {
+        const char *checks = device == TEEXEC_DEVICE_CUDA
+                                 ? "run run_bf16 grads adamw train_bf16 train_fp8 train_mxfp8"
+                                 : "run convert plan attention grads adamw";
+        for (const char *c = checks; *c;) {
             char check[32];
             int len = 0;
             sscanf(c, "%31s%n", check, &len);
@@ -532,11 +595,20 @@ static void check_export(void **state)
     for (size_t i = 0; i < teexec_dataset_count(ds); i++)
         if (!strcmp(teexec_dataset_name(ds, i), "labels")) x->decoder = true;
     check_run(x);
-    check_convert(x);
-    check_plans(x);
-    check_lowering(x);
-    check_grads(x, ds);
-    check_adamw(x, ds);
+    if (device == TEEXEC_DEVICE_CUDA) {
+        check_run_as(x, "run_bf16", TEEXEC_DTYPE_BFLOAT16, 2e-2);
+        check_grads(x, ds);
+        check_adamw(x, ds);
+        check_train_recipe(x, ds, "train_bf16", "none");
+        check_train_recipe(x, ds, "train_fp8", "fp8-current");
+        check_train_recipe(x, ds, "train_mxfp8", "mxfp8");
+    } else {
+        check_convert(x);
+        check_plans(x);
+        check_lowering(x);
+        check_grads(x, ds);
+        check_adamw(x, ds);
+    }
     teexec_dataset_destroy(ds);
     io_free(&x->in);
     teexec_tensor_destroy(x->expected);
@@ -549,7 +621,38 @@ static int name_cmp(const void *a, const void *b)
     return strcmp(((const export_ctx *)a)->name, ((const export_ctx *)b)->name);
 }
 
-int main(void)
+/* Whether a CUDA session can be made at all (a GPU, a CUDA build). */
+static bool cuda_usable(void)
+{
+    teexec_session_options *o = NULL;
+    teexec_status *st = teexec_session_options_create(&o);
+    if (!st) st = teexec_session_options_set_device(o, TEEXEC_DEVICE_CUDA);
+    teexec_session_options_destroy(o);
+    if (st) {
+        teexec_status_destroy(st);
+        return false;
+    }
+    char path[2048];
+    snprintf(path, sizeof path, "%s/models/mlp/model.onnx", root);
+    teexec_model *m = NULL;
+    st = load_model(path, &m);
+    teexec_session *s = NULL;
+    if (!st) {
+        teexec_session_options *so = NULL;
+        st = teexec_session_options_create(&so);
+        if (!st) st = teexec_session_options_set_device(so, TEEXEC_DEVICE_CUDA);
+        if (!st) st = teexec_session_create(m, so, &s);
+        teexec_session_options_destroy(so);
+    }
+    bool usable = !st;
+    if (st) fprintf(stderr, "test_zoo cuda: SKIP: %s\n", teexec_status_message(st));
+    teexec_status_destroy(st);
+    teexec_session_destroy(s);
+    teexec_model_destroy(m);
+    return usable;
+}
+
+int main(int argc, char **argv)
 {
     const char *r = getenv("TEEXEC_SOURCE_ROOT");
     snprintf(root, sizeof root, "%s", r ? r : ".");
@@ -558,6 +661,10 @@ int main(void)
     if (!mkdtemp(tmpdir)) {
         fprintf(stderr, "mkdtemp %s: %s\n", tmpdir, strerror(errno));
         return 1;
+    }
+    if (argc > 1 && !strcmp(argv[1], "cuda")) {
+        device = TEEXEC_DEVICE_CUDA;
+        if (!cuda_usable()) return 77;
     }
     load_gaps();
     char zoo[1100];
