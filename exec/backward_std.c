@@ -3,7 +3,9 @@
 #include "exec/train_internal.h"
 
 #include "base/shape.h"
+#include "exec/cpu_ops.h"
 #include "import/shape_infer.h"
+#include "kernels/cpu/ops.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -590,6 +592,183 @@ static teexec_status *bwd_reduce(const tx_bwd_call *c)
     return NULL;
 }
 
+/* ---- Gelu, Sin, Cos ------------------------------------------------------ */
+
+static teexec_status *bwd_gelu(const tx_bwd_call *c)
+{
+    double *gx = c->gin[0];
+    const double *g = c->gout[0], *x = c->in64[0];
+    if (!gx || !g) return NULL;
+    const char *approx;
+    TX_TRY(tx_ir_attr_string(c->node, "approximate", "none", &approx, NULL));
+    bool th = strcmp(approx, "tanh") == 0;
+    if (!th && strcmp(approx, "none") != 0) return bad(c, "approximate must be none or tanh");
+    uint64_t n = numel_of(c->out[0]);
+    if (th) {
+        /* y = x/2 (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3) */
+        const double k = sqrt(2.0 / M_PI), a = 0.044715;
+        for (uint64_t i = 0; i < n; i++) {
+            double v = x[i], t = tanh(k * (v + a * v * v * v));
+            gx[i] += g[i] * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k * (1 + 3 * a * v * v));
+        }
+    } else {
+        /* y = x Phi(x): y' = Phi(x) + x phi(x) */
+        const double k = 1.0 / sqrt(2.0 * M_PI);
+        for (uint64_t i = 0; i < n; i++) {
+            double v = x[i];
+            gx[i] += g[i] * (0.5 * (1 + erf(v / sqrt(2.0))) + v * k * exp(-0.5 * v * v));
+        }
+    }
+    return NULL;
+}
+
+static teexec_status *bwd_trig(const tx_bwd_call *c)
+{
+    double *gx = c->gin[0];
+    const double *g = c->gout[0], *x = c->in64[0];
+    if (!gx || !g) return NULL;
+    uint64_t n = numel_of(c->out[0]);
+    if (!strcmp(c->node->op_type, "Sin"))
+        for (uint64_t i = 0; i < n; i++) gx[i] += g[i] * cos(x[i]);
+    else
+        for (uint64_t i = 0; i < n; i++) gx[i] -= g[i] * sin(x[i]);
+    return NULL;
+}
+
+/* ---- Conv, GatherND, RMSNormalization, Attention ------------------------- */
+
+/* A double view of forward operand i (NULL data when it is absent) or of
+ * the gradient buffer gin[i], shaped like the forward tensor. */
+static teexec_status *wrap64(const tx_tensor *like, const double *data, tx_tensor *t)
+{
+    return tx_tensor_wrap(t, TEEXEC_DTYPE_DOUBLE, like->rank, like->dims, (void *)data);
+}
+
+static teexec_status *bwd_conv(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0];
+    if (!g) return NULL;
+    double *gx = c->gin[0], *gw = c->gin[1], *gb = c->n_in > 2 && c->in[2] ? c->gin[2] : NULL;
+    if (!gx && !gw && !gb) return NULL;
+    const tx_tensor *X = c->in[0], *W = c->in[1];
+    tx_shape xs = tx_shape_of(X), ws = tx_shape_of(W);
+    tx_conv_geom geo;
+    TX_TRY(tx_conv_geometry(c->node, &xs, &ws, &geo));
+    tx_tensor x, w, gy, tgx, tgw, tgb;
+    TX_TRY(wrap64(X, c->in64[0], &x));
+    TX_TRY(wrap64(W, c->in64[1], &w));
+    TX_TRY(wrap64(c->out[0], g, &gy));
+    if (gx) TX_TRY(wrap64(X, gx, &tgx));
+    if (gw) TX_TRY(wrap64(W, gw, &tgw));
+    if (gb) TX_TRY(wrap64(c->in[2], gb, &tgb));
+    return tx_cpu_conv_backward(&x, &w, &gy, geo.group, geo.strides, geo.dilations, geo.pads,
+                                gx ? &tgx : NULL, gw ? &tgw : NULL, gb ? &tgb : NULL);
+}
+
+/* GatherND's backward scatters each output slice back onto its source. */
+static teexec_status *bwd_gather_nd(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0];
+    double *gx = c->gin[0];
+    if (!g || !gx) return NULL;
+    int64_t bd = 0;
+    if (c->node->opset >= 12) TX_TRY(tx_ir_attr_int(c->node, "batch_dims", 0, &bd));
+    tx_shape ds = tx_shape_of(c->in[0]);
+    int64_t *off;
+    uint64_t ns, sl;
+    TX_TRY(tx_cpu_gather_nd_offsets(&ds, c->in[1], bd, &off, &ns, &sl));
+    for (uint64_t s = 0; s < ns; s++)
+        for (uint64_t e = 0; e < sl; e++) gx[(uint64_t)off[s] + e] += g[s * sl + e];
+    free(off);
+    return NULL;
+}
+
+/* y = x r s with r = 1 / sqrt(mean(x^2) + eps) over each row of dims[axis:]:
+ *   dx = r (g s) - x r^3 / D * sum(g s x),   ds += g x r. */
+static teexec_status *bwd_rms_norm(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0];
+    double *gx = c->gin[0], *gs = c->gin[1];
+    if (!g || (!gx && !gs)) return NULL;
+    const tx_tensor *X = c->in[0], *S = c->in[1];
+    int64_t axis;
+    float eps;
+    TX_TRY(tx_ir_attr_int(c->node, "axis", -1, &axis));
+    TX_TRY(tx_ir_attr_float(c->node, "epsilon", 1e-5f, &eps));
+    int32_t ax;
+    TX_TRY(tx_shape_normalize_axis(axis, X->rank, &ax));
+    int64_t rows = 1, D = 1;
+    for (int32_t k = 0; k < ax; k++) rows *= X->dims[k];
+    for (int32_t k = ax; k < X->rank; k++) D *= X->dims[k];
+    /* scale index of each normalized element (scale broadcasts to dims[axis:]) */
+    tx_tensor norm;
+    TX_TRY(tx_tensor_wrap(&norm, X->dtype, X->rank - ax, X->dims + ax, X->data));
+    if (S->rank > norm.rank) return bad(c, "scale has a higher rank than the normalized dims");
+    int64_t *sidx = malloc(sizeof(int64_t) * (size_t)(D ? D : 1));
+    if (!sidx) return tx_oom();
+    {
+        const tx_tensor *ops[1] = {S};
+        bcast_iter it;
+        iter_init(&it, &norm, 1, ops);
+        for (int64_t j = 0; j < D; j++, iter_next(&it)) sidx[j] = it.off[0];
+    }
+    const double *x = c->in64[0], *s = c->in64[1];
+    for (int64_t r = 0; r < rows; r++) {
+        const double *xr = x + r * D, *gr = g + r * D;
+        double ms = 0, dot = 0;
+        for (int64_t j = 0; j < D; j++) ms += xr[j] * xr[j];
+        /* the forward adds eps in float; use the same float value */
+        double rr = 1.0 / sqrt(ms / (double)D + (double)eps);
+        for (int64_t j = 0; j < D; j++) {
+            dot += gr[j] * s[sidx[j]] * xr[j];
+            if (gs) gs[sidx[j]] += gr[j] * xr[j] * rr;
+        }
+        if (gx)
+            for (int64_t j = 0; j < D; j++)
+                gx[r * D + j] += rr * gr[j] * s[sidx[j]] - xr[j] * rr * rr * rr / (double)D * dot;
+    }
+    free(sidx);
+    return NULL;
+}
+
+static teexec_status *bwd_attention(const tx_bwd_call *c)
+{
+    tx_attention_params p;
+    TX_TRY(tx_cpu_attention_params_of(c->node, &p));
+    enum { NIN = 6, NOUT = 4 };
+    tx_tensor in[NIN], gin[NIN], gout[NOUT];
+    const tx_tensor *inp[NIN] = {NULL};
+    tx_tensor *ginp[NIN] = {NULL};
+    const tx_tensor *goutp[NOUT] = {NULL};
+    bool any_out = false;
+    for (size_t k = 0; k < NIN && k < c->n_in; k++) {
+        const tx_tensor *t = c->in[k];
+        if (!t) continue;
+        if (t->dtype == TEEXEC_DTYPE_BOOL) {
+            inp[k] = t; /* a bool mask is read as it is */
+        } else {
+            if (!c->in64[k]) return bad(c, "an input is not numeric");
+            TX_TRY(wrap64(t, c->in64[k], &in[k]));
+            inp[k] = &in[k];
+        }
+        if (c->gin[k] && t->dtype != TEEXEC_DTYPE_BOOL) {
+            TX_TRY(wrap64(t, c->gin[k], &gin[k]));
+            ginp[k] = &gin[k];
+        }
+    }
+    for (size_t j = 0; j < NOUT && j < c->n_out; j++) {
+        if (!c->out[j] || !c->gout[j]) continue;
+        TX_TRY(wrap64(c->out[j], c->gout[j], &gout[j]));
+        goutp[j] = &gout[j];
+        any_out = true;
+    }
+    if (!any_out) return NULL;
+    tx_attention_inputs ai = {inp[0], inp[1], inp[2], inp[3], inp[4], inp[5]};
+    tx_attention_grads ag = {goutp[0], goutp[1], goutp[2], goutp[3], ginp[0], ginp[1],
+                             ginp[2],  ginp[3],  ginp[4],  ginp[5]};
+    return tx_cpu_attention_backward(&p, &ai, &ag);
+}
+
 /* ---- the table ---------------------------------------------------------- */
 
 static const struct {
@@ -612,6 +791,9 @@ static const struct {
     {"Transpose", bwd_transpose}, {"Split", bwd_split}, {"Concat", bwd_concat},
     {"Slice", bwd_slice}, {"Gather", bwd_gather},
     {"ReduceMean", bwd_reduce}, {"ReduceSum", bwd_reduce},
+    {"Gelu", bwd_gelu}, {"Sin", bwd_trig}, {"Cos", bwd_trig},
+    {"Conv", bwd_conv}, {"GatherND", bwd_gather_nd},
+    {"RMSNormalization", bwd_rms_norm}, {"Attention", bwd_attention},
 };
 
 tx_bwd_fn tx_bwd_find(const char *domain, const char *op_type)
@@ -625,7 +807,12 @@ tx_bwd_fn tx_bwd_find(const char *domain, const char *op_type)
 bool tx_bwd_slot_differentiable(const char *op_type, size_t slot)
 {
     if (!strcmp(op_type, "Where")) return slot == 1 || slot == 2;
-    if (!strcmp(op_type, "LayerNormalization") || !strcmp(op_type, "Gemm")) return slot <= 2;
+    if (!strcmp(op_type, "LayerNormalization") || !strcmp(op_type, "Gemm") ||
+        !strcmp(op_type, "Conv"))
+        return slot <= 2;
+    if (!strcmp(op_type, "RMSNormalization")) return slot <= 1;
+    /* Attention: Q, K, V, a float attn_mask, past_key, past_value */
+    if (!strcmp(op_type, "Attention")) return slot <= 5;
     if (!strcmp(op_type, "Add") || !strcmp(op_type, "Sub") || !strcmp(op_type, "Mul") ||
         !strcmp(op_type, "Div") || !strcmp(op_type, "Pow") || !strcmp(op_type, "MatMul"))
         return slot <= 1;

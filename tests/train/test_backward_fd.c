@@ -335,6 +335,134 @@ static void test_where_reduce_gather_slice(void **s)
     check(ops2, 1, &out5);
 }
 
+/* Gelu (both approximations, opset 20), Sin and Cos. */
+static void test_gelu_trig(void **s)
+{
+    (void)s;
+    const char *approx[] = {"none", "tanh"};
+    for (size_t i = 0; i < 2; i++) {
+        begin(20);
+        Onnx__NodeProto *n = mb_node(G, "n", "Gelu", NULL, "a", "y");
+        mb_attr_string(n, "approximate", approx[i]);
+        operand ops[] = {{"a", 2, {3, 4}, false}};
+        operand out = {"y", 2, {3, 4}, false};
+        check(ops, 1, &out);
+    }
+    const char *trig[] = {"Sin", "Cos"};
+    for (size_t i = 0; i < 2; i++) {
+        begin(17);
+        mb_node(G, "n", trig[i], NULL, "a", "y");
+        operand ops[] = {{"a", 2, {3, 4}, false}};
+        operand out = {"y", 2, {3, 4}, false};
+        check(ops, 1, &out);
+    }
+}
+
+/* Conv: 2-D with groups, strides, dilations and asymmetric pads; 1-D with
+ * auto_pad SAME_LOWER; depthwise with VALID and no bias. */
+static void test_conv(void **s)
+{
+    (void)s;
+    begin(17);
+    Onnx__NodeProto *n = mb_node(G, "n", "Conv", NULL, "x,w,b", "y");
+    int64_t st[] = {2, 1}, dil[] = {1, 2}, pads[] = {1, 0, 0, 1};
+    mb_attr_int(n, "group", 2);
+    mb_attr_ints(n, "strides", st, 2);
+    mb_attr_ints(n, "dilations", dil, 2);
+    mb_attr_ints(n, "pads", pads, 4);
+    operand ops[] = {{"x", 4, {2, 4, 5, 4}, false}, {"w", 4, {6, 2, 3, 2}, false},
+                     {"b", 1, {6}, false}};
+    operand out = {"y", 4, {2, 6, 2, 3}, false};
+    check(ops, 3, &out);
+
+    begin(17);
+    n = mb_node(G, "n", "Conv", NULL, "x,w", "y");
+    int64_t st1[] = {2};
+    mb_attr_string(n, "auto_pad", "SAME_LOWER");
+    mb_attr_ints(n, "strides", st1, 1);
+    operand ops1[] = {{"x", 3, {1, 3, 7}, false}, {"w", 3, {2, 3, 4}, false}};
+    operand out1 = {"y", 3, {1, 2, 4}, false};
+    check(ops1, 2, &out1);
+
+    begin(17);
+    n = mb_node(G, "n", "Conv", NULL, "x,w", "y");
+    mb_attr_string(n, "auto_pad", "VALID");
+    mb_attr_int(n, "group", 3);
+    operand ops2[] = {{"x", 4, {1, 3, 4, 4}, false}, {"w", 4, {3, 1, 2, 2}, false}};
+    operand out2 = {"y", 4, {1, 3, 3, 3}, false};
+    check(ops2, 2, &out2);
+}
+
+/* GatherND scatters back, adding where an index repeats. */
+static void test_gather_nd(void **s)
+{
+    (void)s;
+    begin(17);
+    int64_t iv[] = {0, 1, 2, -1, 0, 1}, id[] = {3, 2};
+    i64_init(G, "i", iv, 6, id, 2);
+    mb_node(G, "n", "GatherND", NULL, "a,i", "y");
+    operand ops[] = {{"a", 2, {3, 4}, false}};
+    operand out = {"y", 1, {3}, false};
+    check(ops, 1, &out);
+
+    begin(17);
+    int64_t iv2[] = {2, 0, 1, 1}, id2[] = {2, 2, 1};
+    i64_init(G, "i", iv2, 4, id2, 3);
+    Onnx__NodeProto *n = mb_node(G, "n", "GatherND", NULL, "a,i", "y");
+    mb_attr_int(n, "batch_dims", 1);
+    operand ops2[] = {{"a", 3, {2, 3, 4}, false}};
+    operand out2 = {"y", 3, {2, 2, 4}, false};
+    check(ops2, 1, &out2);
+}
+
+/* RMSNormalization over the last dim, and over two dims with a scale that
+ * broadcasts. */
+static void test_rms_norm(void **s)
+{
+    (void)s;
+    begin(23);
+    Onnx__NodeProto *n = mb_node(G, "n", "RMSNormalization", NULL, "a,g", "y");
+    mb_attr_float(n, "epsilon", 1e-3f);
+    operand ops[] = {{"a", 3, {2, 3, 4}, false}, {"g", 1, {4}, false}};
+    operand out = {"y", 3, {2, 3, 4}, false};
+    check(ops, 2, &out);
+
+    begin(23);
+    n = mb_node(G, "n", "RMSNormalization", NULL, "a,g", "y");
+    mb_attr_int(n, "axis", 1);
+    operand ops2[] = {{"a", 3, {2, 3, 4}, false}, {"g", 2, {3, 1}, false}};
+    check(ops2, 2, &out);
+}
+
+/* Attention: rank 4 with GQA, causal and a float mask; rank 3 with head
+ * counts, a past cache, softcap and a bool mask. */
+static void test_attention(void **s)
+{
+    (void)s;
+    begin(23);
+    Onnx__NodeProto *n = mb_node(G, "n", "Attention", NULL, "q,k,v,m", "y");
+    mb_attr_int(n, "is_causal", 1);
+    operand ops[] = {{"q", 4, {1, 4, 3, 2}, false}, {"k", 4, {1, 2, 3, 2}, false},
+                     {"v", 4, {1, 2, 3, 3}, false}, {"m", 2, {3, 3}, false}};
+    operand out = {"y", 4, {1, 4, 3, 3}, false};
+    check(ops, 4, &out);
+
+    begin(23);
+    uint8_t mv[] = {1, 1, 0, 1, 0, 1, 1, 1, 1, 0, 1, 1};
+    int64_t md[] = {3, 4};
+    bool_init(G, "m", mv, 12, md, 2);
+    n = mb_node(G, "n", "Attention", NULL, "q,k,v,m,pk,pv", "y");
+    mb_attr_int(n, "q_num_heads", 2);
+    mb_attr_int(n, "kv_num_heads", 1);
+    mb_attr_float(n, "softcap", 1.5f);
+    mb_attr_float(n, "scale", 0.8f);
+    operand ops2[] = {{"q", 3, {2, 3, 4}, false},    {"k", 3, {2, 2, 2}, false},
+                      {"v", 3, {2, 2, 3}, false},    {"pk", 4, {2, 1, 2, 2}, false},
+                      {"pv", 4, {2, 1, 2, 3}, false}};
+    operand out2 = {"y", 3, {2, 3, 6}, false};
+    check(ops2, 5, &out2);
+}
+
 
 /* te.ops nodes train through the registry's backward (LayerNorm -> Linear
  * -> Bias -> GELU(erf) -> residual AddExtraInput). */
@@ -523,6 +651,9 @@ int main(void)
         cmocka_unit_test(test_te_ops),
         cmocka_unit_test(test_cross_entropy),
         cmocka_unit_test(test_te_session),
+        cmocka_unit_test(test_gelu_trig), cmocka_unit_test(test_conv),
+        cmocka_unit_test(test_gather_nd), cmocka_unit_test(test_rms_norm),
+        cmocka_unit_test(test_attention),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
