@@ -548,7 +548,9 @@ static teexec_status *bwd_reduce(const tx_bwd_call *c)
     if (!g || !gx) return NULL;
     const tx_tensor *X = c->in[0];
     bool mean = strcmp(c->node->op_type, "ReduceMean") == 0;
-    bool axes_input = mean ? c->node->opset >= 18 : c->node->opset >= 13;
+    bool sum = strcmp(c->node->op_type, "ReduceSum") == 0;
+    bool extreme = !mean && !sum; /* ReduceMax, ReduceMin */
+    bool axes_input = sum ? c->node->opset >= 13 : c->node->opset >= 18;
     int64_t *axes = NULL;
     size_t na = 0;
     if (axes_input) {
@@ -587,6 +589,21 @@ static teexec_status *bwd_reduce(const tx_bwd_call *c)
     bcast_iter it;
     const tx_tensor *ops[1] = {&view};
     iter_init(&it, X, 1, ops);
+    if (extreme) {
+        /* the gradient goes to the elements equal to the extreme, split
+         * evenly among ties (as PyTorch's amax/amin) */
+        const double *x = c->in64[0], *y = c->out64[0];
+        uint64_t ny = numel_of(c->out[0]);
+        double *ties = calloc((size_t)(ny ? ny : 1), sizeof(double));
+        if (!ties) return tx_oom();
+        for (uint64_t i = 0; i < X->numel; i++, iter_next(&it))
+            if (x[i] == y[it.off[0]]) ties[it.off[0]] += 1;
+        iter_init(&it, X, 1, ops);
+        for (uint64_t i = 0; i < X->numel; i++, iter_next(&it))
+            if (x[i] == y[it.off[0]]) gx[i] += g[it.off[0]] / ties[it.off[0]];
+        free(ties);
+        return NULL;
+    }
     double scale = mean && cnt ? 1.0 / (double)cnt : 1.0;
     for (uint64_t i = 0; i < X->numel; i++, iter_next(&it)) gx[i] += g[it.off[0]] * scale;
     return NULL;
@@ -769,6 +786,290 @@ static teexec_status *bwd_attention(const tx_bwd_call *c)
     return tx_cpu_attention_backward(&p, &ai, &ag);
 }
 
+/* ---- the remaining differentiable ops of the CPU op table ---------------- */
+
+/* Abs, Clip, LeakyRelu, Elu, Softplus: elementwise, gradient of input 0. */
+static teexec_status *bwd_unary_attr(const tx_bwd_call *c)
+{
+    double *gx = c->gin[0];
+    const double *g = c->gout[0], *x = c->in64[0];
+    if (!gx || !g) return NULL;
+    uint64_t n = numel_of(c->out[0]);
+    const char *op = c->node->op_type;
+    if (!strcmp(op, "Abs")) {
+        for (uint64_t i = 0; i < n; i++) gx[i] += x[i] > 0 ? g[i] : x[i] < 0 ? -g[i] : 0;
+    } else if (!strcmp(op, "Clip")) {
+        /* the gradient passes where lo <= x <= hi, bounds included (as PyTorch's clamp) */
+        double lo = -INFINITY, hi = INFINITY;
+        if (c->node->opset >= 11) {
+            if (c->n_in > 1 && c->in[1] && c->in64[1] && c->in[1]->numel) lo = c->in64[1][0];
+            if (c->n_in > 2 && c->in[2] && c->in64[2] && c->in[2]->numel) hi = c->in64[2][0];
+        } else {
+            float flo, fhi;
+            TX_TRY(tx_ir_attr_float(c->node, "min", -INFINITY, &flo));
+            TX_TRY(tx_ir_attr_float(c->node, "max", INFINITY, &fhi));
+            lo = flo;
+            hi = fhi;
+        }
+        for (uint64_t i = 0; i < n; i++) gx[i] += x[i] >= lo && x[i] <= hi ? g[i] : 0;
+    } else if (!strcmp(op, "LeakyRelu") || !strcmp(op, "Elu")) {
+        bool elu = !strcmp(op, "Elu");
+        float alpha;
+        TX_TRY(tx_ir_attr_float(c->node, "alpha", elu ? 1.0f : 0.01f, &alpha));
+        for (uint64_t i = 0; i < n; i++)
+            gx[i] += x[i] > 0 ? g[i] : g[i] * (double)alpha * (elu ? exp(x[i]) : 1.0);
+    } else if (!strcmp(op, "Softplus")) {
+        for (uint64_t i = 0; i < n; i++) gx[i] += g[i] / (1 + exp(-x[i]));
+    } else {
+        return bad(c, "no unary rule");
+    }
+    return NULL;
+}
+
+/* Row-major odometer over an output shape with each operand's broadcast
+ * element offset, for any number of operands (variadic ops). */
+typedef struct multi_iter {
+    int32_t rank;
+    const int64_t *dims;
+    int64_t idx[TX_MAX_RANK];
+} multi_iter;
+
+static bool multi_next(multi_iter *it)
+{
+    for (int32_t k = it->rank - 1; k >= 0; k--) {
+        if (++it->idx[k] < it->dims[k]) return true;
+        it->idx[k] = 0;
+    }
+    return false;
+}
+
+static int64_t offset_of(const int64_t *idx, const int64_t *st, int32_t rank)
+{
+    int64_t o = 0;
+    for (int32_t k = 0; k < rank; k++) o += idx[k] * st[k];
+    return o;
+}
+
+/* Sum, Mean, Max, Min over broadcast inputs. Max and Min send the gradient
+ * to every input holding the extreme value, split evenly among ties (as
+ * PyTorch's maximum/minimum and amax/amin do). */
+static teexec_status *bwd_variadic(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0], *y = c->out64[0];
+    if (!g) return NULL;
+    const tx_tensor *Y = c->out[0];
+    size_t n = c->n_in;
+    if (n == 0 || n > 64) return bad(c, "needs 1 to 64 inputs");
+    int64_t(*st)[TX_MAX_RANK] = malloc(sizeof(*st) * n);
+    if (!st) return tx_oom();
+    for (size_t k = 0; k < n; k++) {
+        if (!c->in[k]) {
+            free(st);
+            return bad(c, "an input is missing");
+        }
+        bcast_strides(c->in[k], Y->rank, Y->dims, st[k]);
+    }
+    const char *op = c->node->op_type;
+    int kind = !strcmp(op, "Sum") ? 0 : !strcmp(op, "Mean") ? 1 : 2;
+    multi_iter it = {.rank = Y->rank, .dims = Y->dims};
+    memset(it.idx, 0, sizeof(it.idx));
+    for (uint64_t i = 0; i < Y->numel; i++, multi_next(&it)) {
+        double share = kind == 1 ? g[i] / (double)n : g[i];
+        if (kind == 2) {
+            size_t ties = 0;
+            for (size_t k = 0; k < n; k++)
+                if (c->in64[k][offset_of(it.idx, st[k], Y->rank)] == y[i]) ties++;
+            share = ties ? g[i] / (double)ties : 0;
+        }
+        for (size_t k = 0; k < n; k++) {
+            if (!c->gin[k]) continue;
+            int64_t o = offset_of(it.idx, st[k], Y->rank);
+            if (kind < 2 || c->in64[k][o] == y[i]) c->gin[k][o] += share;
+        }
+    }
+    free(st);
+    return NULL;
+}
+
+/* Reads the single integer of an optional scalar input (CumSum's axis,
+ * Trilu's k). */
+static teexec_status *scalar_int(const tx_bwd_call *c, size_t slot, int64_t def, int64_t *out)
+{
+    *out = def;
+    if (slot >= c->n_in || !c->in[slot]) return NULL;
+    int64_t *v;
+    size_t nv;
+    TX_TRY(tx_tensor_read_ints(c->in[slot], &v, &nv));
+    if (nv != 1) {
+        free(v);
+        return bad(c, "a scalar input has more than one element");
+    }
+    *out = v[0];
+    free(v);
+    return NULL;
+}
+
+/* CumSum: the adjoint of a running sum is the running sum the other way,
+ * with the same exclusive flag. */
+static teexec_status *bwd_cumsum(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0];
+    double *gx = c->gin[0];
+    if (!g || !gx) return NULL;
+    int64_t axis, excl, rev;
+    if (c->n_in < 2 || !c->in[1]) return bad(c, "needs input axis");
+    TX_TRY(scalar_int(c, 1, 0, &axis));
+    TX_TRY(tx_ir_attr_int(c->node, "exclusive", 0, &excl));
+    TX_TRY(tx_ir_attr_int(c->node, "reverse", 0, &rev));
+    int32_t ax;
+    int64_t outer, inner;
+    TX_TRY(chunk_dims(c->in[0], axis, &ax, &outer, &inner));
+    int64_t len = c->in[0]->dims[ax];
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t in = 0; in < inner; in++) {
+            double run = 0;
+            for (int64_t t = 0; t < len; t++) {
+                int64_t j = rev ? t : len - 1 - t; /* backward walks opposite to forward */
+                int64_t p = (o * len + j) * inner + in;
+                if (excl) {
+                    gx[p] += run;
+                    run += g[p];
+                } else {
+                    run += g[p];
+                    gx[p] += run;
+                }
+            }
+        }
+    return NULL;
+}
+
+/* Tile: every copy's gradient lands on the element it copied. */
+static teexec_status *bwd_tile(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0];
+    double *gx = c->gin[0];
+    if (!g || !gx) return NULL;
+    const tx_tensor *X = c->in[0], *Y = c->out[0];
+    if (X->rank != Y->rank) return bad(c, "output rank differs from input rank");
+    tx_shape xs = tx_shape_of(X);
+    int64_t xst[TX_MAX_RANK];
+    tx_shape_strides(&xs, xst);
+    multi_iter it = {.rank = Y->rank, .dims = Y->dims};
+    memset(it.idx, 0, sizeof(it.idx));
+    for (uint64_t i = 0; i < Y->numel; i++, multi_next(&it)) {
+        int64_t o = 0;
+        for (int32_t k = 0; k < Y->rank; k++) o += (it.idx[k] % X->dims[k]) * xst[k];
+        gx[o] += g[i];
+    }
+    return NULL;
+}
+
+/* GatherElements scatters back along its axis. */
+static teexec_status *bwd_gather_elements(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0];
+    double *gx = c->gin[0];
+    if (!g || !gx) return NULL;
+    const tx_tensor *X = c->in[0], *I = c->in[1];
+    int64_t axis;
+    TX_TRY(tx_ir_attr_int(c->node, "axis", 0, &axis));
+    int32_t ax;
+    TX_TRY(tx_shape_normalize_axis(axis, X->rank, &ax));
+    if (I->rank != X->rank) return bad(c, "indices rank differs from data rank");
+    int64_t *idx;
+    size_t ni;
+    TX_TRY(tx_tensor_read_ints(I, &idx, &ni));
+    tx_shape xs = tx_shape_of(X);
+    int64_t xst[TX_MAX_RANK];
+    tx_shape_strides(&xs, xst);
+    multi_iter it = {.rank = I->rank, .dims = I->dims};
+    memset(it.idx, 0, sizeof(it.idx));
+    teexec_status *st = NULL;
+    for (size_t i = 0; i < ni; i++, multi_next(&it)) {
+        int64_t d = X->dims[ax], v = idx[i] < 0 ? idx[i] + d : idx[i];
+        if (v < 0 || v >= d) {
+            st = bad(c, "index out of range");
+            break;
+        }
+        int64_t o = 0;
+        for (int32_t k = 0; k < X->rank; k++) o += (k == ax ? v : it.idx[k]) * xst[k];
+        gx[o] += g[i];
+    }
+    free(idx);
+    return st;
+}
+
+/* Trilu: the gradient passes where the forward kept the element. */
+static teexec_status *bwd_trilu(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0];
+    double *gx = c->gin[0];
+    if (!g || !gx) return NULL;
+    const tx_tensor *X = c->in[0];
+    if (X->rank < 2) return bad(c, "needs rank >= 2");
+    int64_t upper, k;
+    TX_TRY(tx_ir_attr_int(c->node, "upper", 1, &upper));
+    TX_TRY(scalar_int(c, 1, 0, &k));
+    int64_t rows = X->dims[X->rank - 2], cols = X->dims[X->rank - 1];
+    for (uint64_t i = 0; i < X->numel; i++) {
+        int64_t r = (int64_t)(i / (uint64_t)cols) % rows, col = (int64_t)(i % (uint64_t)cols);
+        bool keep = upper ? col - r >= k : col - r <= k;
+        if (keep) gx[i] += g[i];
+    }
+    return NULL;
+}
+
+/* TopK: each selected value's gradient goes back to where it came from
+ * (the indices output, or the same selection made again). */
+static teexec_status *bwd_topk(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0];
+    double *gx = c->gin[0];
+    if (!g || !gx) return NULL;
+    const tx_tensor *X = c->in[0], *V = c->out[0];
+    const tx_tensor *I = c->n_out > 1 ? c->out[1] : NULL;
+    int64_t axis;
+    TX_TRY(tx_ir_attr_int(c->node, "axis", -1, &axis));
+    int32_t ax;
+    int64_t outer, inner;
+    TX_TRY(chunk_dims(X, axis, &ax, &outer, &inner));
+    tx_tensor scratch;
+    memset(&scratch, 0, sizeof scratch);
+    if (!I) {
+        int64_t largest, sorted;
+        TX_TRY(tx_ir_attr_int(c->node, "largest", 1, &largest));
+        TX_TRY(tx_ir_attr_int(c->node, "sorted", 1, &sorted));
+        tx_tensor xd, vd;
+        TX_TRY(tx_tensor_alloc(&scratch, TEEXEC_DTYPE_INT64, V->rank, V->dims));
+        teexec_status *st = tx_tensor_alloc(&vd, TEEXEC_DTYPE_DOUBLE, V->rank, V->dims);
+        if (!st) st = tx_tensor_wrap(&xd, TEEXEC_DTYPE_DOUBLE, X->rank, X->dims,
+                                     (void *)c->in64[0]);
+        if (!st)
+            st = tx_cpu_topk(&xd, V->dims[ax], axis, largest != 0, sorted != 0, &vd, &scratch);
+        tx_tensor_release(&vd);
+        if (st) {
+            tx_tensor_release(&scratch);
+            return st;
+        }
+        I = &scratch;
+    }
+    int64_t len = X->dims[ax], k = V->dims[ax];
+    const int64_t *iv = I->data;
+    teexec_status *st = NULL;
+    for (int64_t o = 0; o < outer && !st; o++)
+        for (int64_t j = 0; j < k && !st; j++)
+            for (int64_t in = 0; in < inner; in++) {
+                int64_t p = (o * k + j) * inner + in, src = iv[p];
+                if (src < 0 || src >= len) {
+                    st = bad(c, "index out of range");
+                    break;
+                }
+                gx[(o * len + src) * inner + in] += g[p];
+            }
+    tx_tensor_release(&scratch);
+    return st;
+}
+
 /* ---- the table ---------------------------------------------------------- */
 
 static const struct {
@@ -794,6 +1095,12 @@ static const struct {
     {"Gelu", bwd_gelu}, {"Sin", bwd_trig}, {"Cos", bwd_trig},
     {"Conv", bwd_conv}, {"GatherND", bwd_gather_nd},
     {"RMSNormalization", bwd_rms_norm}, {"Attention", bwd_attention},
+    {"Abs", bwd_unary_attr}, {"Clip", bwd_unary_attr}, {"LeakyRelu", bwd_unary_attr},
+    {"Elu", bwd_unary_attr}, {"Softplus", bwd_unary_attr},
+    {"Sum", bwd_variadic}, {"Mean", bwd_variadic}, {"Max", bwd_variadic},
+    {"Min", bwd_variadic}, {"ReduceMax", bwd_reduce}, {"ReduceMin", bwd_reduce},
+    {"CumSum", bwd_cumsum}, {"Tile", bwd_tile}, {"GatherElements", bwd_gather_elements},
+    {"Trilu", bwd_trilu}, {"TopK", bwd_topk},
 };
 
 tx_bwd_fn tx_bwd_find(const char *domain, const char *op_type)
@@ -816,6 +1123,8 @@ bool tx_bwd_slot_differentiable(const char *op_type, size_t slot)
     if (!strcmp(op_type, "Add") || !strcmp(op_type, "Sub") || !strcmp(op_type, "Mul") ||
         !strcmp(op_type, "Div") || !strcmp(op_type, "Pow") || !strcmp(op_type, "MatMul"))
         return slot <= 1;
-    if (!strcmp(op_type, "Concat")) return true;
+    if (!strcmp(op_type, "Concat") || !strcmp(op_type, "Sum") || !strcmp(op_type, "Mean") ||
+        !strcmp(op_type, "Max") || !strcmp(op_type, "Min"))
+        return true;
     return slot == 0;
 }

@@ -463,6 +463,179 @@ static void test_attention(void **s)
     check(ops2, 5, &out2);
 }
 
+static void f64_scalar_init(Onnx__GraphProto *g, const char *name, double v)
+{
+    Onnx__TensorProto *t = mb_alloc(sizeof *t);
+    onnx__tensor_proto__init(t);
+    t->name = mb_str(name);
+    t->has_data_type = 1;
+    t->data_type = DBL;
+    double *d = mb_alloc(sizeof(double));
+    *d = v;
+    t->has_raw_data = 1;
+    t->raw_data.data = (uint8_t *)d;
+    t->raw_data.len = sizeof(double);
+    g->initializer[g->n_initializer++] = t;
+}
+
+/* Abs, Clip (bounds as inputs and, before opset 11, as attributes),
+ * LeakyRelu, Elu, Softplus. */
+static void test_unary_attr(void **s)
+{
+    (void)s;
+    operand ops[] = {{"a", 2, {3, 4}, false}};
+    operand out = {"y", 2, {3, 4}, false};
+    const char *un[] = {"Abs", "LeakyRelu", "Elu", "Softplus"};
+    for (size_t i = 0; i < 4; i++) {
+        begin(17);
+        Onnx__NodeProto *n = mb_node(G, "n", un[i], NULL, "a", "y");
+        if (i == 1 || i == 2) mb_attr_float(n, "alpha", 0.3f);
+        check(ops, 1, &out);
+    }
+    begin(17);
+    f64_scalar_init(G, "lo", -0.4);
+    f64_scalar_init(G, "hi", 0.5);
+    mb_node(G, "n", "Clip", NULL, "a,lo,hi", "y");
+    check(ops, 1, &out);
+    begin(6);
+    Onnx__NodeProto *n = mb_node(G, "n", "Clip", NULL, "a", "y");
+    mb_attr_float(n, "min", -0.5f);
+    check(ops, 1, &out);
+}
+
+/* Sum, Mean, Max, Min of three broadcast inputs; ReduceMax and ReduceMin
+ * with axes as an attribute and as an input. */
+static void test_variadic_extremes(void **s)
+{
+    (void)s;
+    const char *op[] = {"Sum", "Mean", "Max", "Min"};
+    for (size_t i = 0; i < 4; i++) {
+        begin(17);
+        mb_node(G, "n", op[i], NULL, "a,b,c", "y");
+        /* big enough that every input holds the extreme somewhere */
+        operand ops[] = {{"a", 2, {4, 5}, false}, {"b", 1, {5}, false}, {"c", 2, {4, 1}, false}};
+        operand out = {"y", 2, {4, 5}, false};
+        check(ops, 3, &out);
+    }
+    const char *red[] = {"ReduceMax", "ReduceMin"};
+    for (size_t i = 0; i < 2; i++) {
+        begin(17);
+        Onnx__NodeProto *n = mb_node(G, "n", red[i], NULL, "a", "y");
+        int64_t ax[] = {1};
+        mb_attr_ints(n, "axes", ax, 1);
+        mb_attr_int(n, "keepdims", 0);
+        operand ops[] = {{"a", 3, {2, 3, 4}, false}};
+        operand out = {"y", 2, {2, 4}, false};
+        check(ops, 1, &out);
+        begin(18);
+        int64_t d1[] = {2}, axv[] = {0, -1};
+        i64_init(G, "axes", axv, 2, d1, 1);
+        mb_node(G, "n", red[i], NULL, "a,axes", "y");
+        operand out2 = {"y", 3, {1, 3, 1}, false};
+        check(ops, 1, &out2);
+    }
+}
+
+/* CumSum in all four modes, Tile, GatherElements, Trilu, TopK (with and
+ * without its indices output). */
+static void test_scan_and_select(void **s)
+{
+    (void)s;
+    operand ops[] = {{"a", 3, {2, 3, 4}, false}};
+    for (int mode = 0; mode < 4; mode++) {
+        begin(17);
+        int64_t d1[] = {1}, axv[] = {mode < 2 ? 1 : -1};
+        i64_init(G, "axis", axv, 1, d1, 0);
+        Onnx__NodeProto *n = mb_node(G, "n", "CumSum", NULL, "a,axis", "y");
+        mb_attr_int(n, "exclusive", mode & 1);
+        mb_attr_int(n, "reverse", (mode >> 1) & 1);
+        operand out = {"y", 3, {2, 3, 4}, false};
+        check(ops, 1, &out);
+    }
+    begin(17);
+    int64_t rep[] = {2, 1, 3}, d3[] = {3};
+    i64_init(G, "rep", rep, 3, d3, 1);
+    mb_node(G, "n", "Tile", NULL, "a,rep", "y");
+    operand out_t = {"y", 3, {4, 3, 12}, false};
+    check(ops, 1, &out_t);
+
+    begin(17);
+    int64_t iv[] = {2, 0, -1, 2, 1, 1, 0, 2}, id[] = {2, 1, 4};
+    i64_init(G, "i", iv, 8, id, 3);
+    Onnx__NodeProto *n = mb_node(G, "n", "GatherElements", NULL, "a,i", "y");
+    mb_attr_int(n, "axis", 1);
+    operand out_g = {"y", 3, {2, 1, 4}, false};
+    check(ops, 1, &out_g);
+
+    for (int upper = 0; upper < 2; upper++) {
+        begin(17);
+        int64_t kv[] = {upper ? 1 : -1}, d0[] = {1};
+        i64_init(G, "k", kv, 1, d0, 0);
+        n = mb_node(G, "n", "Trilu", NULL, "a,k", "y");
+        mb_attr_int(n, "upper", upper);
+        operand out = {"y", 3, {2, 3, 4}, false};
+        check(ops, 1, &out);
+    }
+    for (int with_idx = 0; with_idx < 2; with_idx++) {
+        begin(17);
+        int64_t kv[] = {2}, d1[] = {1};
+        i64_init(G, "k", kv, 1, d1, 1);
+        n = mb_node(G, "n", "TopK", NULL, "a,k", with_idx ? "y,idx" : "y");
+        mb_attr_int(n, "axis", 1);
+        mb_attr_int(n, "largest", with_idx);
+        operand out = {"y", 3, {2, 2, 4}, false};
+        check(ops, 1, &out);
+    }
+}
+
+/* Max of equal inputs splits the gradient evenly (mean-squared-error loss:
+ * dL/dy = 2 (y - t) / n; each of two tied inputs gets (y - t) / n, a sole
+ * maximum all of it). */
+static void test_max_ties(void **s)
+{
+    (void)s;
+    begin(17);
+    mb_node(G, "n", "Max", NULL, "a,b", "y");
+    mb_input(G, "a", DBL, "4");
+    mb_input(G, "b", DBL, "4");
+    mb_output(G, "y", DBL, "4");
+    size_t size;
+    uint8_t *bytes = mb_pack(M, &size);
+    teexec_model *m;
+    ok(teexec_model_load_memory(bytes, size, NULL, NULL, &m));
+    free(bytes);
+    teexec_train_options o;
+    teexec_train_options_init(&o);
+    o.lr = 0;
+    o.optimizer = TEEXEC_OPTIMIZER_SGD;
+    teexec_trainer *tr;
+    ok(teexec_trainer_create(m, &o, &tr));
+    const int64_t d[] = {4};
+    double av[] = {0.5, -1, 2, 0.25}, bv[] = {0.5, -2, 2, 1}, tv[] = {1, 0, 0.5, -1};
+    teexec_tensor *ts[3];
+    ok(teexec_tensor_create_copy(TEEXEC_DTYPE_DOUBLE, 1, d, av, sizeof av, &ts[0]));
+    ok(teexec_tensor_create_copy(TEEXEC_DTYPE_DOUBLE, 1, d, bv, sizeof bv, &ts[1]));
+    ok(teexec_tensor_create_copy(TEEXEC_DTYPE_DOUBLE, 1, d, tv, sizeof tv, &ts[2]));
+    const char *names[] = {"a", "b", "target"};
+    loss_of(tr, 3, names, ts);
+    teexec_tensor *ga, *gb;
+    ok(teexec_trainer_grad(tr, "a", &ga));
+    ok(teexec_trainer_grad(tr, "b", &gb));
+    const double *pa = teexec_tensor_data_const(ga), *pb = teexec_tensor_data_const(gb);
+    double want_a[] = {(0.5 - 1) / 4, 2 * (-1 - 0) / 4.0, (2 - 0.5) / 4, 0};
+    double want_b[] = {(0.5 - 1) / 4, 0, (2 - 0.5) / 4, 2 * (1 + 1) / 4.0};
+    for (int i = 0; i < 4; i++) {
+        assert_true(fabs(pa[i] - want_a[i]) < 1e-15);
+        assert_true(fabs(pb[i] - want_b[i]) < 1e-15);
+    }
+    teexec_tensor_destroy(ga);
+    teexec_tensor_destroy(gb);
+    for (int i = 0; i < 3; i++) teexec_tensor_destroy(ts[i]);
+    teexec_trainer_destroy(tr);
+    teexec_model_destroy(m);
+    mb_free_all();
+}
+
 
 /* te.ops nodes train through the registry's backward (LayerNorm -> Linear
  * -> Bias -> GELU(erf) -> residual AddExtraInput). */
@@ -653,7 +826,9 @@ int main(void)
         cmocka_unit_test(test_te_session),
         cmocka_unit_test(test_gelu_trig), cmocka_unit_test(test_conv),
         cmocka_unit_test(test_gather_nd), cmocka_unit_test(test_rms_norm),
-        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention), cmocka_unit_test(test_unary_attr),
+        cmocka_unit_test(test_variadic_extremes), cmocka_unit_test(test_scan_and_select),
+        cmocka_unit_test(test_max_ties),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
