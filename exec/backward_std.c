@@ -541,16 +541,11 @@ static teexec_status *bwd_gather(const tx_bwd_call *c)
     return st;
 }
 
-static teexec_status *bwd_reduce(const tx_bwd_call *c)
+/* Which dims of input 0 a Reduce node reduces (axes from the attribute, or
+ * from input 1 when axes_input). */
+static teexec_status *reduced_axes(const tx_bwd_call *c, bool axes_input, bool *red)
 {
-    const double *g = c->gout[0];
-    double *gx = c->gin[0];
-    if (!g || !gx) return NULL;
     const tx_tensor *X = c->in[0];
-    bool mean = strcmp(c->node->op_type, "ReduceMean") == 0;
-    bool sum = strcmp(c->node->op_type, "ReduceSum") == 0;
-    bool extreme = !mean && !sum; /* ReduceMax, ReduceMin */
-    bool axes_input = sum ? c->node->opset >= 13 : c->node->opset >= 18;
     int64_t *axes = NULL;
     size_t na = 0;
     if (axes_input) {
@@ -565,19 +560,28 @@ static teexec_status *bwd_reduce(const tx_bwd_call *c)
         }
     }
     int64_t noop;
-    TX_TRY(tx_ir_attr_int(c->node, "noop_with_empty_axes", 0, &noop));
-    bool red[TX_MAX_RANK];
-    for (int32_t k = 0; k < X->rank; k++) red[k] = na == 0 && !noop;
-    for (size_t j = 0; j < na; j++) {
+    teexec_status *st = tx_ir_attr_int(c->node, "noop_with_empty_axes", 0, &noop);
+    for (int32_t k = 0; k < X->rank && !st; k++) red[k] = na == 0 && !noop;
+    for (size_t j = 0; j < na && !st; j++) {
         int32_t a;
-        teexec_status *st = tx_shape_normalize_axis(axes[j], X->rank, &a);
-        if (st) {
-            free(axes);
-            return st;
-        }
-        red[a] = true;
+        st = tx_shape_normalize_axis(axes[j], X->rank, &a);
+        if (!st) red[a] = true;
     }
     free(axes);
+    return st;
+}
+
+static teexec_status *bwd_reduce(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0];
+    double *gx = c->gin[0];
+    if (!g || !gx) return NULL;
+    const tx_tensor *X = c->in[0];
+    bool mean = strcmp(c->node->op_type, "ReduceMean") == 0;
+    bool sum = strcmp(c->node->op_type, "ReduceSum") == 0;
+    bool extreme = !mean && !sum; /* ReduceMax, ReduceMin */
+    bool red[TX_MAX_RANK];
+    TX_TRY(reduced_axes(c, sum ? c->node->opset >= 13 : c->node->opset >= 18, red));
     /* the output's flat layout equals the input's with reduced dims set to 1 */
     tx_tensor view = *X;
     uint64_t cnt = 1;
@@ -1070,6 +1074,130 @@ static teexec_status *bwd_topk(const tx_bwd_call *c)
     return st;
 }
 
+/* Einsum by direct summation over every label (the forward's own method,
+ * kernels/cpu/einsum.c): for each assignment of all labels, each operand's
+ * gradient gets dY times the other operands. Diagonals (repeated labels)
+ * and broadcast ellipsis dims fall out of the per-label strides. */
+static teexec_status *bwd_einsum(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0];
+    if (!g) return NULL;
+    size_t n = c->n_in;
+    if (n == 0 || n > TX_EINSUM_MAX_INPUTS) return bad(c, "too many inputs");
+    const tx_shape *shapes[TX_EINSUM_MAX_INPUTS];
+    tx_shape sh[TX_EINSUM_MAX_INPUTS];
+    for (size_t i = 0; i < n; i++) {
+        if (!c->in[i] || !c->in64[i]) return bad(c, "an input is missing");
+        sh[i] = tx_shape_of(c->in[i]);
+        shapes[i] = &sh[i];
+    }
+    tx_einsum *e = malloc(sizeof(*e));
+    if (!e) return tx_oom();
+    teexec_status *st = tx_einsum_parse(c->node, n, shapes, e);
+    if (st) {
+        free(e);
+        return st;
+    }
+    /* the labels in use, their sizes and every operand's stride per label */
+    enum { NL = TX_EINSUM_MAX_LABELS };
+    int used[NL], nu = 0;
+    bool in_use[NL] = {false};
+    for (size_t i = 0; i < n; i++)
+        for (int d = 0; d < e->in_rank[i]; d++) in_use[e->in_labels[i][d]] = true;
+    for (int l = 0; l < NL; l++)
+        if (in_use[l]) used[nu++] = l;
+    int64_t (*st_in)[NL] = calloc(n + 1, sizeof(*st_in));
+    if (!st_in) {
+        free(e);
+        return tx_oom();
+    }
+    int64_t *st_out = st_in[n];
+    for (size_t i = 0; i < n; i++) {
+        int64_t s = 1;
+        for (int d = e->in_rank[i] - 1; d >= 0; d--) {
+            int64_t dim = sh[i].dims[d];
+            if (dim != 1 || e->label_dim[e->in_labels[i][d]] == 1)
+                st_in[i][e->in_labels[i][d]] += s;
+            s *= dim;
+        }
+    }
+    {
+        int64_t s = 1;
+        for (int d = e->out_rank - 1; d >= 0; d--) {
+            st_out[e->out_labels[d]] = s;
+            s *= e->label_dim[e->out_labels[d]];
+        }
+    }
+    int64_t idx[NL] = {0};
+    uint64_t total = 1;
+    for (int u = 0; u < nu; u++) total *= (uint64_t)e->label_dim[used[u]];
+    for (uint64_t a = 0; a < total; a++) {
+        int64_t yo = 0, off[TX_EINSUM_MAX_INPUTS];
+        for (int u = 0; u < nu; u++) yo += idx[u] * st_out[used[u]];
+        for (size_t i = 0; i < n; i++) {
+            off[i] = 0;
+            for (int u = 0; u < nu; u++) off[i] += idx[u] * st_in[i][used[u]];
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (!c->gin[i]) continue;
+            double p = g[yo];
+            for (size_t j = 0; j < n; j++)
+                if (j != i) p *= c->in64[j][off[j]];
+            c->gin[i][off[i]] += p;
+        }
+        for (int u = nu - 1; u >= 0; u--) {
+            if (++idx[u] < e->label_dim[used[u]]) break;
+            idx[u] = 0;
+        }
+    }
+    free(st_in);
+    free(e);
+    return NULL;
+}
+
+/* ReduceProd: d prod / d x_j is the product of the others. Zeros are
+ * counted, not divided by: no zero in the group gives prod / x_j, one zero
+ * the product of the others at the zero and 0 elsewhere, two or more 0. */
+static teexec_status *bwd_reduce_prod(const tx_bwd_call *c)
+{
+    const double *g = c->gout[0], *x = c->in64[0];
+    double *gx = c->gin[0];
+    if (!g || !gx) return NULL;
+    const tx_tensor *X = c->in[0];
+    bool red[TX_MAX_RANK];
+    TX_TRY(reduced_axes(c, c->node->opset >= 18, red));
+    tx_tensor view = *X;
+    for (int32_t k = 0; k < X->rank; k++)
+        if (red[k]) view.dims[k] = 1;
+    uint64_t ny = numel_of(c->out[0]);
+    double *nz = malloc(sizeof(double) * (size_t)(ny ? ny : 1));
+    int64_t *zeros = calloc((size_t)(ny ? ny : 1), sizeof(int64_t));
+    if (!nz || !zeros) {
+        free(nz);
+        free(zeros);
+        return tx_oom();
+    }
+    for (uint64_t i = 0; i < ny; i++) nz[i] = 1;
+    const tx_tensor *ops[1] = {&view};
+    bcast_iter it;
+    iter_init(&it, X, 1, ops);
+    for (uint64_t i = 0; i < X->numel; i++, iter_next(&it)) {
+        if (x[i] == 0)
+            zeros[it.off[0]]++;
+        else
+            nz[it.off[0]] *= x[i];
+    }
+    iter_init(&it, X, 1, ops);
+    for (uint64_t i = 0; i < X->numel; i++, iter_next(&it)) {
+        int64_t o = it.off[0];
+        double d = zeros[o] == 0 ? nz[o] / x[i] : (zeros[o] == 1 && x[i] == 0 ? nz[o] : 0);
+        gx[i] += g[o] * d;
+    }
+    free(nz);
+    free(zeros);
+    return NULL;
+}
+
 /* ---- the table ---------------------------------------------------------- */
 
 static const struct {
@@ -1100,7 +1228,8 @@ static const struct {
     {"Sum", bwd_variadic}, {"Mean", bwd_variadic}, {"Max", bwd_variadic},
     {"Min", bwd_variadic}, {"ReduceMax", bwd_reduce}, {"ReduceMin", bwd_reduce},
     {"CumSum", bwd_cumsum}, {"Tile", bwd_tile}, {"GatherElements", bwd_gather_elements},
-    {"Trilu", bwd_trilu}, {"TopK", bwd_topk},
+    {"Trilu", bwd_trilu}, {"TopK", bwd_topk}, {"Einsum", bwd_einsum},
+    {"ReduceProd", bwd_reduce_prod},
 };
 
 tx_bwd_fn tx_bwd_find(const char *domain, const char *op_type)
@@ -1124,7 +1253,7 @@ bool tx_bwd_slot_differentiable(const char *op_type, size_t slot)
         !strcmp(op_type, "Div") || !strcmp(op_type, "Pow") || !strcmp(op_type, "MatMul"))
         return slot <= 1;
     if (!strcmp(op_type, "Concat") || !strcmp(op_type, "Sum") || !strcmp(op_type, "Mean") ||
-        !strcmp(op_type, "Max") || !strcmp(op_type, "Min"))
+        !strcmp(op_type, "Max") || !strcmp(op_type, "Min") || !strcmp(op_type, "Einsum"))
         return true;
     return slot == 0;
 }

@@ -636,6 +636,87 @@ static void test_max_ties(void **s)
     mb_free_all();
 }
 
+/* Einsum (matmul, batched with a transpose, a diagonal, a broadcast
+ * ellipsis, a three-operand contraction) and ReduceProd. */
+static void test_einsum_prod(void **s)
+{
+    (void)s;
+    struct {
+        const char *eq;
+        size_t n;
+        operand ops[3];
+        operand out;
+    } cs[] = {
+        {"ij,jk->ik", 2, {{"a", 2, {2, 3}, false}, {"b", 2, {3, 4}, false}},
+         {"y", 2, {2, 4}, false}},
+        {"bij,bkj->bik", 2, {{"a", 3, {2, 3, 2}, false}, {"b", 3, {2, 4, 2}, false}},
+         {"y", 3, {2, 3, 4}, false}},
+        {"ii->i", 1, {{"a", 2, {3, 3}, false}}, {"y", 1, {3}, false}},
+        {"...ij,j->...i", 2, {{"a", 3, {2, 3, 4}, false}, {"b", 1, {4}, false}},
+         {"y", 2, {2, 3}, false}},
+        {"ij,jk,k->i", 3, {{"a", 2, {2, 3}, false}, {"b", 2, {3, 2}, false}, {"c", 1, {2}, false}},
+         {"y", 1, {2}, false}},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        begin(17);
+        const char *ins = cs[i].n == 1 ? "a" : cs[i].n == 2 ? "a,b" : "a,b,c";
+        Onnx__NodeProto *n = mb_node(G, "n", "Einsum", NULL, ins, "y");
+        mb_attr_string(n, "equation", cs[i].eq);
+        check(cs[i].ops, cs[i].n, &cs[i].out);
+    }
+    begin(17);
+    Onnx__NodeProto *n = mb_node(G, "n", "ReduceProd", NULL, "a", "y");
+    int64_t ax[] = {1};
+    mb_attr_ints(n, "axes", ax, 1);
+    operand ops[] = {{"a", 3, {2, 3, 4}, false}};
+    operand out = {"y", 3, {2, 1, 4}, false};
+    check(ops, 1, &out);
+}
+
+/* ReduceProd's gradient at zeros: the product of the others at a lone
+ * zero, 0 elsewhere in its group, 0 everywhere with two zeros. */
+static void test_prod_zeros(void **s)
+{
+    (void)s;
+    begin(17);
+    Onnx__NodeProto *n = mb_node(G, "n", "ReduceProd", NULL, "a", "y");
+    int64_t ax[] = {1};
+    mb_attr_ints(n, "axes", ax, 1);
+    mb_attr_int(n, "keepdims", 0);
+    mb_input(G, "a", DBL, "3,3");
+    mb_output(G, "y", DBL, "3");
+    size_t size;
+    uint8_t *bytes = mb_pack(M, &size);
+    teexec_model *m;
+    ok(teexec_model_load_memory(bytes, size, NULL, NULL, &m));
+    free(bytes);
+    teexec_train_options o;
+    teexec_train_options_init(&o);
+    o.lr = 0;
+    o.optimizer = TEEXEC_OPTIMIZER_SGD;
+    teexec_trainer *tr;
+    ok(teexec_trainer_create(m, &o, &tr));
+    const int64_t da[] = {3, 3}, dy[] = {3};
+    double av[] = {2, 0, 3, 0, 0, 5, 1, 2, 4}, tv[] = {1, 1, 2};
+    teexec_tensor *ts[2];
+    ok(teexec_tensor_create_copy(TEEXEC_DTYPE_DOUBLE, 2, da, av, sizeof av, &ts[0]));
+    ok(teexec_tensor_create_copy(TEEXEC_DTYPE_DOUBLE, 1, dy, tv, sizeof tv, &ts[1]));
+    const char *names[] = {"a", "target"};
+    loss_of(tr, 2, names, ts);
+    teexec_tensor *ga;
+    ok(teexec_trainer_grad(tr, "a", &ga));
+    const double *p = teexec_tensor_data_const(ga);
+    /* y = {0, 0, 8}; dL/dy = 2 (y - t) / 3 = {-2/3, -2/3, 4} */
+    double want[] = {0, -2.0 / 3 * 6, 0, 0, 0, 0, 4 * 8, 4 * 4, 4 * 2};
+    for (int i = 0; i < 9; i++) assert_true(fabs(p[i] - want[i]) < 1e-14);
+    teexec_tensor_destroy(ga);
+    teexec_tensor_destroy(ts[0]);
+    teexec_tensor_destroy(ts[1]);
+    teexec_trainer_destroy(tr);
+    teexec_model_destroy(m);
+    mb_free_all();
+}
+
 
 /* te.ops nodes train through the registry's backward (LayerNorm -> Linear
  * -> Bias -> GELU(erf) -> residual AddExtraInput). */
@@ -828,7 +909,8 @@ int main(void)
         cmocka_unit_test(test_gather_nd), cmocka_unit_test(test_rms_norm),
         cmocka_unit_test(test_attention), cmocka_unit_test(test_unary_attr),
         cmocka_unit_test(test_variadic_extremes), cmocka_unit_test(test_scan_and_select),
-        cmocka_unit_test(test_max_ties),
+        cmocka_unit_test(test_max_ties), cmocka_unit_test(test_einsum_prod),
+        cmocka_unit_test(test_prod_zeros),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
