@@ -473,23 +473,24 @@ static void check_grads(export_ctx *x, const teexec_dataset *ds)
             continue;
         }
         /* a token the exporter repeated over the batch ("broadcast" in
-         * meta.json): PyTorch's gradient is the sum of the copies' */
+         * meta.json) trains as one tensor (import/lower_unbroadcast.c):
+         * every copy holds the parameter's whole gradient, which is
+         * PyTorch's (the sum over the copies) */
         double num = 0, den = 0;
         int32_t rank = teexec_tensor_rank(want);
-        bool summed = !same_shape(got, want) && rank == teexec_tensor_rank(got) && rank > 0 &&
+        bool copied = !same_shape(got, want) && rank == teexec_tensor_rank(got) && rank > 0 &&
                       teexec_tensor_dims(want)[0] == 1;
         uint64_t n = teexec_tensor_element_count(want);
-        if (!same_shape(got, want) && !summed) {
+        if (!same_shape(got, want) && !copied) {
             num = INFINITY;
         } else {
-            uint64_t copies = summed ? (uint64_t)teexec_tensor_dims(got)[0] : 1;
-            for (uint64_t k = 0; k < n; k++) {
-                double g = 0;
-                for (uint64_t c = 0; c < copies; c++) g += elem(got, c * n + k);
-                double d = g - elem(want, k);
-                num += d * d;
-                den += elem(want, k) * elem(want, k);
-            }
+            uint64_t copies = copied ? (uint64_t)teexec_tensor_dims(got)[0] : 1;
+            for (uint64_t c = 0; c < copies; c++)
+                for (uint64_t k = 0; k < n; k++) {
+                    double d = elem(got, c * n + k) - elem(want, k);
+                    num += d * d;
+                    den += elem(want, k) * elem(want, k);
+                }
         }
         double e = sqrt(num) / fmax(sqrt(den), floor);
         if (!(e <= worst)) {
