@@ -49,6 +49,7 @@
 #include "import/lower.h"
 
 #include "import/const_eval.h"
+#include "import/lower_match.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -169,6 +170,10 @@ typedef struct match {
     double where_fill;
     bool where_masked_is_true; /* cond true = masked out */
     const char *out_value;
+    bool out_keep_reshape; /* the final Reshape stays, reading the attention output */
+    size_t out_reshape;    /* that Reshape's node */
+    bool kt3d;            /* Kᵀ in the 3-D form (match_kt3d) */
+    int64_t kt_spec3[3], kt_spec4[4];
     char reason[320];
 } match;
 
@@ -424,27 +429,37 @@ static bool unsqueeze_axis2(tx_rw_graph *g, const tx_rw_node *n)
 }
 
 /* Reshape(Expand|Tile(Unsqueeze(x, 2), t)): on success *inner is x, the
- * nodes are added to the core, r gets the constants. */
+ * nodes are added to the core, r gets the constants. With `bare`, the
+ * Expand|Tile itself (no Reshape after it: the dynamo exporter's key path
+ * reshapes the 5-D repeat straight to [b*h, s, d], see match_kt3d) is
+ * accepted too; r->n_reshape is then 0 and the caller supplies the target. */
 static teexec_status *match_expand(tx_rw_graph *g, match *m, const char *value, repeat *r,
-                                   const char **inner, bool *ok)
+                                   const char **inner, bool *ok, bool bare)
 {
     *ok = false;
-    int64_t ri, ei, ui;
+    int64_t ri = -1, ei, ui;
     tx_rw_node *rs = producer(g, value, &ri, NULL);
-    if (!is_op(rs, "Reshape") || rs->n_inputs != 2) return NULL;
-    tx_rw_node *ex = producer(g, rs->inputs[0], &ei, NULL);
+    const char *ex_out = value;
+    if (is_op(rs, "Reshape") && rs->n_inputs == 2) {
+        ex_out = rs->inputs[0];
+    } else if (bare) {
+        rs = NULL;
+        ri = -1;
+    } else {
+        return NULL;
+    }
+    tx_rw_node *ex = producer(g, ex_out, &ei, NULL);
     bool tile = is_op(ex, "Tile");
     if ((!is_op(ex, "Expand") && !tile) || ex->n_inputs != 2) return NULL;
     tx_rw_node *un = producer(g, ex->inputs[0], &ui, NULL);
     if (!unsqueeze_axis2(g, un)) return NULL;
     size_t ne = 0, nr = 0;
-    if (!tx_ce_ints(g, ex->inputs[1], r->expand, 5, &ne) || ne != 5 ||
-        !tx_ce_ints(g, rs->inputs[1], r->reshape, 4, &nr) || nr != 4)
-        return NULL;
+    if (!tx_ce_ints(g, ex->inputs[1], r->expand, 5, &ne) || ne != 5) return NULL;
+    if (rs && (!tx_ce_ints(g, rs->inputs[1], r->reshape, 4, &nr) || nr != 4)) return NULL;
     r->tile = tile;
     r->n_reshape = nr;
     r->n = r->expand[2];
-    CORE(m, ri);
+    if (ri >= 0) CORE(m, ri);
     CORE(m, ei);
     CORE(m, ui);
     *inner = un->inputs[0];
@@ -453,13 +468,14 @@ static teexec_status *match_expand(tx_rw_graph *g, match *m, const char *value, 
 }
 
 /* A GQA repeat ending at *cur (bhsd): *cur becomes the un-repeated value. */
-static teexec_status *match_repeat(tx_rw_graph *g, match *m, const char **cur, repeat *r)
+static teexec_status *match_repeat(tx_rw_graph *g, match *m, const char **cur, repeat *r,
+                                   bool bare)
 {
     memset(r, 0, sizeof *r);
     r->n = 1;
     bool ok;
     const char *inner;
-    TX_TRY(match_expand(g, m, *cur, r, &inner, &ok));
+    TX_TRY(match_expand(g, m, *cur, r, &inner, &ok, bare));
     if (ok) {
         r->form = 1;
         *cur = inner;
@@ -479,7 +495,7 @@ static teexec_status *match_repeat(tx_rw_graph *g, match *m, const char **cur, r
     for (size_t j = 0; j < cat->n_inputs; j++) {
         repeat pr;
         memset(&pr, 0, sizeof pr);
-        TX_TRY(match_expand(g, m, cat->inputs[j], &pr, &inner, &ok));
+        TX_TRY(match_expand(g, m, cat->inputs[j], &pr, &inner, &ok, false));
         int64_t si;
         size_t slot;
         tx_rw_node *sp = ok ? producer(g, inner, &si, &slot) : NULL;
@@ -543,6 +559,7 @@ static bool check_repeat(match *m, const repeat *r, const int64_t *kd, const cha
             return fail(m, "the %s repeat broadcasts dim %d (%lld -> %lld): not a per-head "
                            "repeat", what, i, (long long)u[i], (long long)r->expand[i]);
     }
+    if (r->n_reshape == 0) return true; /* a bare 5-D repeat: check_kt3d checks its target */
     int64_t in5[5] = {b, part_h, r->n, s, d}, got[4];
     resolve_reshape(in5, 5, r->reshape, 4, got);
     if (got[0] != b || got[1] != part_h * r->n || got[2] != s || got[3] != d)
@@ -577,6 +594,61 @@ static teexec_status *walk_q(tx_rw_graph *g, match *m, const char *a)
     return NULL;
 }
 
+/* Kᵀ as the dynamo exporter writes k.transpose(-2, -1) of a [b, h, s, d]
+ * key: Reshape(Transpose(Reshape(X, [b*h, s, d]), perm (0, 2, 1)),
+ * [b, h, d, s]), where X is the key or its 5-D GQA repeat [b, h_kv, n, s,
+ * d]. *inner gets X; the two targets are checked against the key's shape
+ * once it is known (check_kt3d). */
+static teexec_status *match_kt3d(tx_rw_graph *g, match *m, const char *value,
+                                 const char **inner, bool *ok)
+{
+    *ok = false;
+    int64_t r4i, ti, r3i;
+    tx_rw_node *r4 = producer(g, value, &r4i, NULL);
+    if (!is_op(r4, "Reshape") || r4->n_inputs != 2) return NULL;
+    tx_rw_node *t = producer(g, r4->inputs[0], &ti, NULL);
+    const tx_rw_attr *pa = is_op(t, "Transpose") ? find_attr(t, "perm") : NULL;
+    if (!pa || pa->type != TX_IR_ATTR_INTS || pa->n_ints != 3 || pa->ints[0] != 0 ||
+        pa->ints[1] != 2 || pa->ints[2] != 1)
+        return NULL;
+    tx_rw_node *r3 = producer(g, t->inputs[0], &r3i, NULL);
+    if (!is_op(r3, "Reshape") || r3->n_inputs != 2) return NULL;
+    size_t n3 = 0, n4 = 0;
+    if (!tx_ce_ints(g, r3->inputs[1], m->kt_spec3, 3, &n3) || n3 != 3 ||
+        !tx_ce_ints(g, r4->inputs[1], m->kt_spec4, 4, &n4) || n4 != 4)
+        return NULL;
+    /* a 0 would copy a dim of a tensor of another rank: never exported */
+    for (int i = 0; i < 4; i++)
+        if ((i < 3 && m->kt_spec3[i] == 0) || m->kt_spec4[i] == 0) return NULL;
+    CORE(m, r4i);
+    CORE(m, ti);
+    CORE(m, r3i);
+    m->kt3d = true;
+    *inner = r3->inputs[0];
+    *ok = true;
+    return NULL;
+}
+
+/* The targets of match_kt3d against the key [b, s_kv, h_kv, d] (bshd)
+ * repeated n times: [b*h, s_kv, d] then [b, h, d, s_kv], h = h_kv*n. */
+static bool check_kt3d(match *m, const int64_t *k, int64_t n)
+{
+    if (!m->kt3d) return true;
+    int64_t b = k[0], s = k[1], h = k[2] * n, d = k[3];
+    int64_t in4[4] = {b, h, s, d}, got3[3], in3[3] = {b * h, d, s}, got4[4];
+    resolve_reshape(in4, 4, m->kt_spec3, 3, got3);
+    resolve_reshape(in3, 3, m->kt_spec4, 4, got4);
+    if (got3[0] != b * h || got3[1] != s || got3[2] != d || got4[0] != b || got4[1] != h ||
+        got4[2] != d || got4[3] != s)
+        return fail(m, "the transposed key is reshaped to [%lld, %lld, %lld] and [%lld, %lld, "
+                       "%lld, %lld], not [b*h, s, d] and [b, h, d, s] for b %lld, h %lld, s "
+                       "%lld, d %lld", (long long)got3[0], (long long)got3[1],
+                    (long long)got3[2], (long long)got4[0], (long long)got4[1],
+                    (long long)got4[2], (long long)got4[3], (long long)b, (long long)h,
+                    (long long)s, (long long)d);
+    return true;
+}
+
 /* k operand of Q·Kᵀ (Kᵀ, [b, h, d, s]). *ok false: not a transposed key. */
 static teexec_status *walk_k(tx_rw_graph *g, match *m, const char *bv, bool *ok)
 {
@@ -594,11 +666,18 @@ static teexec_status *walk_k(tx_rw_graph *g, match *m, const char *bv, bool *ok)
         *ok = true;
         return NULL;
     }
-    if (!perm_is(t, 0, 1, 3, 2)) return NULL;
-    CORE(m, ti);
-    cur = t->inputs[0];
+    bool kt3d = false;
+    if (perm_is(t, 0, 1, 3, 2)) {
+        CORE(m, ti);
+        cur = t->inputs[0];
+    } else {
+        const char *inner;
+        TX_TRY(match_kt3d(g, m, cur, &inner, &kt3d));
+        if (!kt3d) return NULL;
+        cur = inner;
+    }
     TX_TRY(strip_scales(g, m, &cur));
-    TX_TRY(match_repeat(g, m, &cur, &m->rk));
+    TX_TRY(match_repeat(g, m, &cur, &m->rk, kt3d));
     TX_TRY(strip_scales(g, m, &cur));
     t = producer(g, cur, &ti, NULL);
     if (perm_is(t, 0, 2, 1, 3)) {
@@ -619,7 +698,7 @@ static teexec_status *walk_k(tx_rw_graph *g, match *m, const char *bv, bool *ok)
 static teexec_status *walk_v(tx_rw_graph *g, match *m, const char *vv)
 {
     const char *cur = vv;
-    TX_TRY(match_repeat(g, m, &cur, &m->rv));
+    TX_TRY(match_repeat(g, m, &cur, &m->rv, false));
     int64_t ti;
     tx_rw_node *t = producer(g, cur, &ti, NULL);
     if (perm_is(t, 0, 2, 1, 3)) {
@@ -744,42 +823,74 @@ static teexec_status *walk_scores(tx_rw_graph *g, match *m, int64_t *qk)
 
 typedef enum mask_class { MASK_NONE, MASK_CAUSAL, MASK_OTHER, MASK_ROW_EMPTY } mask_class;
 
-/* Classifies a folded mask as an [sq, skv] matrix (leading dims 1). For
- * Add: masked = value <= MASK_NEG, kept = exactly 0 (anything else is
- * MASK_OTHER with *mixed set). For Where: masked = (v != 0) == masked_true. */
-static bool classify(const tx_ce_value *cv, int kind, bool masked_true, int64_t sq, int64_t skv,
-                     mask_class *out, bool *soft)
+/* A folded mask seen as [mb, mh, rows, cols] (right-aligned, mb in {1, b},
+ * mh in {1, h}, rows in {1, s_q}, cols in {1, s_kv}); slices over batch and
+ * heads that are all equal collapse to mb = mh = 1 (the dynamo exporter
+ * bakes a causal mask as [b, 1, s, s] with b equal copies). */
+typedef struct mask_view {
+    const double *v;
+    int64_t mb, mh, rows, cols;
+    mask_class cls;
+    bool soft; /* an Add mask with values other than 0 and "masked" */
+} mask_view;
+
+static double mask_at(const mask_view *mv, int64_t bi, int64_t hi, int64_t i, int64_t j)
 {
-    *soft = false;
+    int64_t o = (((mv->mb == 1 ? 0 : bi) * mv->mh + (mv->mh == 1 ? 0 : hi)) * mv->rows +
+                 (mv->rows == 1 ? 0 : i)) * mv->cols + (mv->cols == 1 ? 0 : j);
+    return mv->v[o];
+}
+
+/* Classifies the mask. For Add: masked = value <= MASK_NEG, kept = exactly
+ * 0 (anything else is MASK_OTHER with soft set). For Where: masked =
+ * (v != 0) == masked_true. False when the shape does not broadcast to
+ * [b, h, s_q, s_kv]. */
+static bool classify(const tx_ce_value *cv, int kind, bool masked_true, int64_t b, int64_t h,
+                     int64_t sq, int64_t skv, mask_view *mv)
+{
+    memset(mv, 0, sizeof *mv);
     if (cv->rank > 4) return false;
-    int64_t rows = cv->rank >= 2 ? cv->dims[cv->rank - 2] : 1;
-    int64_t cols = cv->rank >= 1 ? cv->dims[cv->rank - 1] : 1;
-    for (int32_t i = 0; i + 2 < cv->rank; i++)
-        if (cv->dims[i] != 1) return false;
-    if ((rows != 1 && rows != sq) || (cols != 1 && cols != skv)) return false;
+    int64_t d[4] = {1, 1, 1, 1};
+    for (int32_t i = 0; i < cv->rank; i++) d[4 - cv->rank + i] = cv->dims[i];
+    if ((d[0] != 1 && d[0] != b) || (d[1] != 1 && d[1] != h) || (d[2] != 1 && d[2] != sq) ||
+        (d[3] != 1 && d[3] != skv))
+        return false;
+    mv->v = cv->v;
+    mv->mb = d[0];
+    mv->mh = d[1];
+    mv->rows = d[2];
+    mv->cols = d[3];
+    /* equal slices collapse */
+    bool same = true;
+    int64_t slice = d[2] * d[3];
+    for (int64_t k = 1; same && k < d[0] * d[1]; k++)
+        same = memcmp(cv->v, cv->v + k * slice, (size_t)slice * sizeof *cv->v) == 0;
+    if (same) mv->mb = mv->mh = 1;
     bool any = false, causal = sq == skv, row_empty = false;
-    for (int64_t i = 0; i < sq; i++) {
-        bool row_all = true;
-        for (int64_t j = 0; j < skv; j++) {
-            double v = cv->v[(rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j)];
-            bool masked;
-            if (kind == 1) {
-                masked = v <= MASK_NEG;
-                if (!masked && v != 0) *soft = true;
-            } else {
-                masked = (v != 0) == masked_true;
+    for (int64_t bi = 0; bi < mv->mb; bi++)
+        for (int64_t hi = 0; hi < mv->mh; hi++)
+            for (int64_t i = 0; i < sq; i++) {
+                bool row_all = true;
+                for (int64_t j = 0; j < skv; j++) {
+                    double v = mask_at(mv, bi, hi, i, j);
+                    bool masked;
+                    if (kind == 1) {
+                        masked = v <= MASK_NEG;
+                        if (!masked && v != 0) mv->soft = true;
+                    } else {
+                        masked = (v != 0) == masked_true;
+                    }
+                    any = any || masked;
+                    row_all = row_all && masked;
+                    if (masked != (j > i)) causal = false;
+                }
+                if (row_all) row_empty = true;
             }
-            any = any || masked;
-            row_all = row_all && masked;
-            if (masked != (j > i)) causal = false;
-        }
-        if (row_all) row_empty = true;
-    }
-    *out = !any && !*soft ? MASK_NONE
-           : *soft        ? MASK_OTHER
-           : causal       ? MASK_CAUSAL
-           : row_empty    ? MASK_ROW_EMPTY
-                          : MASK_OTHER;
+    mv->cls = !any && !mv->soft ? MASK_NONE
+              : mv->soft        ? MASK_OTHER
+              : causal          ? MASK_CAUSAL
+              : row_empty       ? MASK_ROW_EMPTY
+                                : MASK_OTHER;
     return true;
 }
 
@@ -857,17 +968,18 @@ static teexec_status *plan_mask(tx_rw_graph *g, match *m, plan *pl, bool *ok)
         fail(m, "the mask is constant but the sequence lengths are not known to check it");
         return NULL;
     }
-    mask_class mc;
-    bool soft;
-    bool fits = classify(&cv, m->mask_kind, m->where_masked_is_true, sq, skv, &mc, &soft);
+    mask_view mv;
+    bool fits = classify(&cv, m->mask_kind, m->where_masked_is_true, m->q.dims[0],
+                         m->q.dims[2], sq, skv, &mv);
     if (!fits) {
         tx_ce_release(&cv);
-        fail(m, "the constant mask does not have the shape [s_q, s_kv] = [%lld, %lld] (leading "
-                "dims 1)", (long long)sq, (long long)skv);
+        fail(m, "the constant mask does not broadcast to [b, h, s_q, s_kv] = [%lld, %lld, "
+                "%lld, %lld] (its dims must be 1 or those)", (long long)m->q.dims[0],
+             (long long)m->q.dims[2], (long long)sq, (long long)skv);
         return NULL;
     }
     teexec_status *st = NULL;
-    switch (mc) {
+    switch (mv.cls) {
     case MASK_NONE: *ok = true; break;
     case MASK_CAUSAL: pl->causal = 1; *ok = true; break;
     case MASK_ROW_EMPTY:
@@ -880,25 +992,25 @@ static teexec_status *plan_mask(tx_rw_graph *g, match *m, plan *pl, bool *ok)
             break;
         }
         {
-            int64_t dims[4] = {1, 1, sq, skv};
-            bool is_bool = m->mask_kind == 2 || !soft;
+            int64_t dims[4] = {mv.mb, mv.mh, sq, skv};
+            bool is_bool = m->mask_kind == 2 || !mv.soft;
             st = tx_tensor_alloc(&pl->mask_const, is_bool ? TEEXEC_DTYPE_BOOL : TEEXEC_DTYPE_FLOAT,
                                  4, dims);
             if (st) break;
-            int64_t rows = cv.rank >= 2 ? cv.dims[cv.rank - 2] : 1;
-            int64_t cols = cv.rank >= 1 ? cv.dims[cv.rank - 1] : 1;
-            for (int64_t i = 0; i < sq; i++)
-                for (int64_t j = 0; j < skv; j++) {
-                    double v = cv.v[(rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j)];
-                    size_t o = (size_t)(i * skv + j);
-                    if (!is_bool)
-                        ((float *)pl->mask_const.data)[o] = (float)v;
-                    else if (m->mask_kind == 1)
-                        ((uint8_t *)pl->mask_const.data)[o] = v <= MASK_NEG;
-                    else
-                        ((uint8_t *)pl->mask_const.data)[o] =
-                            (uint8_t)((v != 0) == m->where_masked_is_true);
-                }
+            size_t o = 0;
+            for (int64_t bi = 0; bi < mv.mb; bi++)
+                for (int64_t hi = 0; hi < mv.mh; hi++)
+                    for (int64_t i = 0; i < sq; i++)
+                        for (int64_t j = 0; j < skv; j++, o++) {
+                            double v = mask_at(&mv, bi, hi, i, j);
+                            if (!is_bool)
+                                ((float *)pl->mask_const.data)[o] = (float)v;
+                            else if (m->mask_kind == 1)
+                                ((uint8_t *)pl->mask_const.data)[o] = v <= MASK_NEG;
+                            else
+                                ((uint8_t *)pl->mask_const.data)[o] =
+                                    (uint8_t)((v != 0) == m->where_masked_is_true);
+                        }
             *ok = true;
         }
         break;
@@ -996,7 +1108,16 @@ static teexec_status *rewrite(tx_rw_graph *g, match *m, plan *pl)
 {
     teexec_status *st = NULL;
     char *qv = strdup(m->q.value), *kv = strdup(m->k.value), *vv = strdup(m->v.value);
-    char *outv = strdup(m->out_value), *anchor = strdup(m->anchor);
+    char *anchor = strdup(m->anchor);
+    char *outv = NULL;
+    if (m->out_keep_reshape && anchor) {
+        char nm[256];
+        snprintf(nm, sizeof nm, "%s/attention_out", anchor);
+        const char *fresh = tx_rw_fresh_name(g, nm);
+        outv = fresh ? strdup(fresh) : NULL;
+    } else if (m->out_value) {
+        outv = strdup(m->out_value);
+    }
     char *maskv = pl->mask_in ? strdup(pl->mask_in) : NULL;
     char **feeders = NULL;
     size_t nf = 0, capf = 0;
@@ -1028,7 +1149,19 @@ static teexec_status *rewrite(tx_rw_graph *g, match *m, plan *pl)
         }
     }
     if (st) goto done;
-    for (size_t k = 0; k < m->core.n; k++) tx_rw_remove_node(g, m->core.v[k]);
+    for (size_t k = 0; k < m->core.n; k++)
+        if (!m->out_keep_reshape || m->core.v[k] != m->out_reshape)
+            tx_rw_remove_node(g, m->core.v[k]);
+    if (m->out_keep_reshape) {
+        tx_rw_node *rs = tx_rw_node_at(g, m->out_reshape);
+        char *in = strdup(outv);
+        if (!in) {
+            st = tx_oom();
+            goto done;
+        }
+        free(rs->inputs[0]);
+        rs->inputs[0] = in;
+    }
 
     if (m->q.needs_transpose && (st = add_transpose(g, &qv, anchor))) goto done;
     if (m->k.needs_transpose && (st = add_transpose(g, &kv, anchor))) goto done;
@@ -1087,6 +1220,35 @@ done:
     return st;
 }
 
+/* The dynamo exporter's guard after the Softmax, Where(IsNaN(P), 0, P):
+ * it zeroes the rows a mask hid completely (softmax of all -inf is NaN),
+ * which is what DotProductAttention gives for such rows, so it belongs to
+ * the pattern. True when P is read by exactly that IsNaN and Where, the
+ * IsNaN only by the Where. */
+static bool nan_guard(tx_rw_graph *g, const char *p, int64_t *isnan, int64_t *where)
+{
+    if (tx_rw_is_graph_output(g, p)) return false;
+    size_t nc = 0;
+    const tx_ir_use *u = tx_rw_consumers(g, p, &nc);
+    int64_t in = -1, wh = -1;
+    for (size_t c = 0; c < nc; c++) {
+        tx_rw_node *n = tx_rw_node_at(g, (size_t)u[c].node);
+        if (is_op(n, "IsNaN") && u[c].slot == 0 && in < 0) in = u[c].node;
+        else if (is_op(n, "Where") && u[c].slot == 2 && wh < 0) wh = u[c].node;
+        else return false;
+    }
+    if (in < 0 || wh < 0) return false;
+    tx_rw_node *isn = tx_rw_node_at(g, (size_t)in), *whn = tx_rw_node_at(g, (size_t)wh);
+    double zero;
+    if (whn->n_inputs != 3 || isn->n_outputs < 1 || strcmp(whn->inputs[0], isn->outputs[0]) ||
+        !scalar_in(g, whn, 1, &zero) || zero != 0.0 ||
+        tx_lm_sole_reader(g, isn->outputs[0]) != wh)
+        return false;
+    *isnan = in;
+    *where = wh;
+    return true;
+}
+
 /* Tries the attention anchored on Softmax node `si`: lowers it, or adds a
  * note saying why not once it looks like attention (a Softmax whose output
  * is the left operand of a MatMul, or goes through Dropout); any other
@@ -1105,8 +1267,11 @@ static teexec_status *try_one(tx_rw_graph *g, size_t si, tx_lower_report *r)
     snprintf(softmax_label, sizeof softmax_label, "%s", label(m.softmax));
     m.anchor = softmax_label;
 
-    /* forward: probabilities -> [Dropout] -> MatMul(P, V) */
+    /* forward: probabilities -> [NaN guard] -> [Dropout] -> MatMul(P, V) */
     const char *probs = m.softmax->outputs[0];
+    int64_t guard_isnan = -1, guard_where = -1;
+    if (nan_guard(g, probs, &guard_isnan, &guard_where))
+        probs = tx_rw_node_at(g, (size_t)guard_where)->outputs[0];
     size_t nc = 0;
     const tx_ir_use *u = tx_rw_consumers(g, probs, &nc);
     int64_t pv = -1;
@@ -1133,6 +1298,9 @@ static teexec_status *try_one(tx_rw_graph *g, size_t si, tx_lower_report *r)
 
     int64_t qk = -1;
     if ((st = set_add(&m.core, si)) || (st = set_add(&m.core, (size_t)pv))) goto done;
+    if (guard_where >= 0 && ((st = set_add(&m.core, (size_t)guard_isnan)) ||
+                             (st = set_add(&m.core, (size_t)guard_where))))
+        goto done;
     if (!ax || ax->type != TX_IR_ATTR_INT || (ax->i != -1 && ax->i != 3)) {
         st = note(r, softmax_label, false, "the Softmax is not over the last axis (axis -1)");
         goto done;
@@ -1180,28 +1348,40 @@ static teexec_status *try_one(tx_rw_graph *g, size_t si, tx_lower_report *r)
         if ((st = set_add(&m.core, (size_t)t_idx)) ||
             (st = set_add(&m.core, (size_t)out_idx)))
             goto done;
-        int64_t spec[4], got[4];
+        int64_t spec[8], got[8];
         size_t ns = 0;
         int64_t b = m.q.dims[0], s = m.q.dims[1], h = m.q.dims[2], dv = m.v.dims[3];
-        if (!tx_ce_ints(g, rs->inputs[1], spec, 4, &ns) || ns != 3) {
+        if (!tx_ce_ints(g, rs->inputs[1], spec, 8, &ns) || ns < 1) {
             st = note(r, qk_label, false,
-                      "the attention output's Reshape target is not a constant [b, s, h*d]");
+                      "the attention output's Reshape target is not a constant");
             goto done;
         }
         int64_t in4[4] = {b, s, h, dv};
-        resolve_reshape(in4, 4, spec, 3, got);
-        if (b < 0 || s < 0 || h < 0 || dv < 0 || got[0] != b || got[1] != s ||
-            got[2] != h * dv) {
-            char why[256];
-            snprintf(why, sizeof why,
-                     "the attention output is reshaped to [%lld, %lld, %lld], not [b, s, h*d_v] "
-                     "= [%lld, %lld, %lld] (or the shapes are unknown)", (long long)got[0],
-                     (long long)got[1], (long long)got[2], (long long)b, (long long)s,
-                     (long long)(h * dv));
-            st = note(r, qk_label, false, why);
-            goto done;
+        resolve_reshape(in4, 4, spec, ns, got);
+        bool known = b >= 0 && s >= 0 && h >= 0 && dv >= 0;
+        if (known && ns == 3 && got[0] == b && got[1] == s && got[2] == h * dv) {
+            m.out_value = rs->outputs[0];
+        } else {
+            /* Another view of the same elements (GPT-2's [b*s, h*d] before a
+             * Gemm): the Reshape stays, reading the attention's [b, s, h*d].
+             * A 0 in the target would copy a dim of the rank-4 input, which
+             * differs from the rank-3 one it would then read. */
+            int64_t total = 1, want = known ? b * s * h * dv : -1;
+            bool zero = false;
+            for (size_t i = 0; i < ns; i++) {
+                zero = zero || spec[i] == 0;
+                total = got[i] >= 0 && total >= 0 ? total * got[i] : -1;
+            }
+            if (!known || zero || total != want) {
+                st = note(r, qk_label, false,
+                          "the attention output is reshaped to a target that is not a view of "
+                          "[b, s, h*d_v] (or the shapes are unknown)");
+                goto done;
+            }
+            m.out_keep_reshape = true;
+            m.out_value = NULL; /* a fresh name, made by rewrite() */
         }
-        m.out_value = rs->outputs[0];
+        m.out_reshape = (size_t)out_idx;
 
         /* shapes: q [b,s,h,d], k [b,skv,hk,d], v [b,skv,hk,dv] */
         const int64_t *q = m.q.dims, *k = m.k.dims, *v = m.v.dims;
@@ -1217,7 +1397,8 @@ static teexec_status *try_one(tx_rw_graph *g, size_t si, tx_lower_report *r)
         else if (m.rk.n != m.rv.n)
             ok = fail(&m, "keys are repeated %lld times but values %lld times",
                       (long long)m.rk.n, (long long)m.rv.n);
-        else if (!check_repeat(&m, &m.rk, k, "key") || !check_repeat(&m, &m.rv, v, "value"))
+        else if (!check_repeat(&m, &m.rk, k, "key") || !check_repeat(&m, &m.rv, v, "value") ||
+                 !check_kt3d(&m, k, m.rk.n))
             ok = false;
         else if (h != k[2] * m.rk.n)
             ok = fail(&m, "%lld query heads do not match %lld kv heads x %lld repeats",
