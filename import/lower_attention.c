@@ -50,6 +50,8 @@
 
 #include "import/const_eval.h"
 #include "import/lower_match.h"
+#include "import/lower_shape.h"
+#include "format/te_schema.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -129,9 +131,24 @@ static const char *label(const tx_rw_node *n)
 }
 
 /* Single-element constant of a node's input. */
+/* Single-element constant of a node's input: an initializer, a Constant,
+ * or a constant expression (the TorchScript exporter's 1/sqrt(d) as
+ * Sqrt / Div / Cast / Pow of constants, folded by const_eval.h). */
 static bool scalar_in(tx_rw_graph *g, const tx_rw_node *n, size_t slot, double *v)
 {
-    return slot < n->n_inputs && n->inputs[slot][0] && tx_rw_scalar(g, n->inputs[slot], v);
+    if (slot >= n->n_inputs || !n->inputs[slot][0]) return false;
+    if (tx_rw_scalar(g, n->inputs[slot], v)) return true;
+    tx_ce_value cv;
+    bool is_c = false;
+    teexec_status *st = tx_ce_eval(g, n->inputs[slot], &cv, &is_c);
+    if (st) { /* out of memory: not a scalar, the pattern is declined */
+        teexec_status_destroy(st);
+        return false;
+    }
+    bool one = is_c && cv.n == 1;
+    if (one) *v = cv.v[0];
+    tx_ce_release(&cv);
+    return one;
 }
 
 /* ---- the match ------------------------------------------------------------ */
@@ -247,168 +264,25 @@ static void resolve_reshape(const int64_t *in, size_t in_rank, const int64_t *sp
                                  ? in_total / known : -1;
 }
 
-/* The static shape of a value, derived backwards through the ops that sit
- * between a projection and the attention in PyTorch exports (Reshape with a
- * constant target, Transpose, elementwise ops with broadcasting, Concat,
- * Slice with constant arguments: a rotary embedding written as torch code)
- * from declared types and constants. False when any dim is not a number
- * (or *budget visits run out). */
-static bool shape_of(tx_rw_graph *g, const char *value, int *budget, int32_t *rank,
-                     int64_t *dims)
-{
-    /* a visit budget, not just a depth: shared operands could make the walk
-     * exponential on a crafted graph */
-    if (!value || !value[0] || *budget <= 0) return false;
-    (*budget)--;
-    tx_rw_value_type vt;
-    if (tx_rw_value_type_of(g, value, &vt) && vt.rank >= 0 && vt.rank <= 8) {
-        bool all = true;
-        for (int32_t i = 0; i < vt.rank; i++) all = all && vt.dims[i] >= 0;
-        if (all) {
-            *rank = vt.rank;
-            memcpy(dims, vt.dims, (size_t)vt.rank * sizeof *dims);
-            return true;
-        }
-    }
-    tx_tensor t;
-    if (tx_rw_constant(g, value, &t)) {
-        bool fits = t.rank <= 8;
-        if (fits) {
-            *rank = t.rank;
-            memcpy(dims, t.dims, (size_t)t.rank * sizeof *dims);
-        }
-        tx_tensor_release(&t);
-        return fits;
-    }
-    size_t slot = 0;
-    tx_rw_node *p = producer(g, value, NULL, &slot);
-    if (!p || p->domain[0] || slot != 0) return false;
-    const char *op = p->op_type;
-    int32_t r0;
-    int64_t d0[8];
-    if (!strcmp(op, "Reshape") && p->n_inputs == 2) {
-        int64_t spec[8], in[8];
-        size_t ns = 0;
-        int32_t ri = 0;
-        if (!tx_ce_ints(g, p->inputs[1], spec, 8, &ns)) return false;
-        if (!shape_of(g, p->inputs[0], budget, &ri, in)) {
-            ri = 0;
-            for (size_t i = 0; i < ns; i++)
-                if (spec[i] <= 0) return false;
-        }
-        resolve_reshape(in, (size_t)ri, spec, ns, dims);
-        for (size_t i = 0; i < ns; i++)
-            if (dims[i] < 0) return false;
-        *rank = (int32_t)ns;
-        return true;
-    }
-    if (!strcmp(op, "Transpose") && p->n_inputs == 1) {
-        const tx_rw_attr *pa = find_attr(p, "perm");
-        if (!shape_of(g, p->inputs[0], budget, &r0, d0)) return false;
-        for (int32_t i = 0; i < r0; i++) {
-            int64_t src = pa && pa->type == TX_IR_ATTR_INTS && (size_t)r0 == pa->n_ints
-                              ? pa->ints[i] : r0 - 1 - i;
-            if (src < 0 || src >= r0) return false;
-            dims[i] = d0[src];
-        }
-        *rank = r0;
-        return true;
-    }
-    static const char *const unary[] = {"Neg", "Cast", "Identity", "Relu", "Sqrt", "Abs",
-                                        "Softmax", "Sin", "Cos", "Exp", "Tanh", "Sigmoid"};
-    for (size_t i = 0; i < sizeof unary / sizeof *unary; i++)
-        if (!strcmp(op, unary[i]) && p->n_inputs >= 1)
-            return shape_of(g, p->inputs[0], budget, rank, dims);
-    if ((!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") ||
-         !strcmp(op, "Div")) && p->n_inputs == 2) {
-        int32_t r1;
-        int64_t d1[8];
-        if (!shape_of(g, p->inputs[0], budget, &r0, d0) ||
-            !shape_of(g, p->inputs[1], budget, &r1, d1))
-            return false;
-        int32_t r = r0 > r1 ? r0 : r1;
-        for (int32_t i = 0; i < r; i++) {
-            int64_t a = i - (r - r0) >= 0 ? d0[i - (r - r0)] : 1;
-            int64_t b = i - (r - r1) >= 0 ? d1[i - (r - r1)] : 1;
-            if (a != b && a != 1 && b != 1) return false;
-            dims[i] = a == 1 ? b : a;
-        }
-        *rank = r;
-        return true;
-    }
-    if (!strcmp(op, "Concat") && p->n_inputs >= 1) {
-        const tx_rw_attr *aa = find_attr(p, "axis");
-        if (!aa || aa->type != TX_IR_ATTR_INT) return false;
-        int64_t sum = 0;
-        int32_t axis = -1;
-        for (size_t k = 0; k < p->n_inputs; k++) {
-            int32_t rk;
-            int64_t dk[8];
-            if (!shape_of(g, p->inputs[k], budget, &rk, dk)) return false;
-            if (k == 0) {
-                int64_t ax = aa->i < 0 ? aa->i + rk : aa->i;
-                if (ax < 0 || ax >= rk) return false;
-                axis = (int32_t)ax;
-                r0 = rk;
-                memcpy(d0, dk, (size_t)rk * sizeof *dk);
-            } else if (rk != r0) {
-                return false;
-            }
-            for (int32_t i = 0; i < rk; i++)
-                if (i != axis && dk[i] != d0[i]) return false;
-            sum += dk[axis];
-        }
-        d0[axis] = sum;
-        *rank = r0;
-        memcpy(dims, d0, (size_t)r0 * sizeof *d0);
-        return true;
-    }
-    if (!strcmp(op, "Slice") && p->n_inputs >= 3) {
-        int64_t st[8], en[8], ax[8], sp[8];
-        size_t ns = 0, ne = 0, na = 0, nsp = 0;
-        if (!shape_of(g, p->inputs[0], budget, &r0, d0) ||
-            !tx_ce_ints(g, p->inputs[1], st, 8, &ns) || !tx_ce_ints(g, p->inputs[2], en, 8, &ne) ||
-            ns != ne)
-            return false;
-        bool has_ax = p->n_inputs > 3 && p->inputs[3][0];
-        bool has_sp = p->n_inputs > 4 && p->inputs[4][0];
-        if ((has_ax && (!tx_ce_ints(g, p->inputs[3], ax, 8, &na) || na != ns)) ||
-            (has_sp && (!tx_ce_ints(g, p->inputs[4], sp, 8, &nsp) || nsp != ns)))
-            return false;
-        for (size_t i = 0; i < ns; i++) {
-            int64_t a = has_ax ? ax[i] : (int64_t)i, k = has_sp ? sp[i] : 1;
-            if (a < 0) a += r0;
-            if (a < 0 || a >= r0 || k != 1) return false;
-            int64_t dim = d0[a], b0 = st[i], e0 = en[i];
-            if (b0 < 0) b0 += dim;
-            if (e0 < 0) e0 += dim;
-            b0 = b0 < 0 ? 0 : (b0 > dim ? dim : b0);
-            e0 = e0 < 0 ? 0 : (e0 > dim ? dim : e0);
-            d0[a] = e0 > b0 ? e0 - b0 : 0;
-        }
-        *rank = r0;
-        memcpy(dims, d0, (size_t)r0 * sizeof *d0);
-        return true;
-    }
-    return false;
-}
-
-/* bshd dims of a q/k/v operand (given bhsd when `bhsd`), -1 when unknown. */
-static void dims_of(tx_rw_graph *g, const char *value, bool bhsd, int64_t *dims)
+/* bshd dims of a q/k/v operand (given bhsd when `bhsd`), -1 when unknown
+ * (lower_shape.h derives them through the projections, reshapes and a
+ * rotary embedding written in standard ops). */
+static teexec_status *dims_of(tx_rw_graph *g, const char *value, bool bhsd, int64_t *dims)
 {
     for (int i = 0; i < 4; i++) dims[i] = -1;
-    int32_t r = 0;
-    int64_t d4[8];
-    int budget = 512;
-    if (!shape_of(g, value, &budget, &r, d4) || r != 4) return;
+    tx_shape sh;
+    bool known = false;
+    TX_TRY(tx_lower_shape_of(g, value, &sh, &known));
+    if (!known || sh.rank != 4) return NULL;
     if (bhsd) {
-        dims[0] = d4[0];
-        dims[1] = d4[2];
-        dims[2] = d4[1];
-        dims[3] = d4[3];
+        dims[0] = sh.dims[0];
+        dims[1] = sh.dims[2];
+        dims[2] = sh.dims[1];
+        dims[3] = sh.dims[3];
     } else {
-        memcpy(dims, d4, 4 * sizeof *d4);
+        memcpy(dims, sh.dims, 4 * sizeof *dims);
     }
+    return NULL;
 }
 
 /* Unsqueeze(x, axes=[2]) (input or attribute form). */
@@ -585,11 +459,11 @@ static teexec_status *walk_q(tx_rw_graph *g, match *m, const char *a)
         cur = t->inputs[0];
         TX_TRY(strip_scales(g, m, &cur));
         m->q.value = cur;
-        dims_of(g, cur, false, m->q.dims);
+        TX_TRY(dims_of(g, cur, false, m->q.dims));
     } else {
         m->q.value = cur;
         m->q.needs_transpose = true;
-        dims_of(g, cur, true, m->q.dims);
+        TX_TRY(dims_of(g, cur, true, m->q.dims));
     }
     return NULL;
 }
@@ -662,7 +536,7 @@ static teexec_status *walk_k(tx_rw_graph *g, match *m, const char *bv, bool *ok)
         cur = t->inputs[0];
         TX_TRY(strip_scales(g, m, &cur));
         m->k.value = cur;
-        dims_of(g, cur, false, m->k.dims);
+        TX_TRY(dims_of(g, cur, false, m->k.dims));
         *ok = true;
         return NULL;
     }
@@ -685,11 +559,11 @@ static teexec_status *walk_k(tx_rw_graph *g, match *m, const char *bv, bool *ok)
         cur = t->inputs[0];
         TX_TRY(strip_scales(g, m, &cur));
         m->k.value = cur;
-        dims_of(g, cur, false, m->k.dims);
+        TX_TRY(dims_of(g, cur, false, m->k.dims));
     } else {
         m->k.value = cur;
         m->k.needs_transpose = true;
-        dims_of(g, cur, true, m->k.dims);
+        TX_TRY(dims_of(g, cur, true, m->k.dims));
     }
     *ok = true;
     return NULL;
@@ -704,13 +578,92 @@ static teexec_status *walk_v(tx_rw_graph *g, match *m, const char *vv)
     if (perm_is(t, 0, 2, 1, 3)) {
         CORE(m, ti);
         m->v.value = t->inputs[0];
-        dims_of(g, m->v.value, false, m->v.dims);
+        TX_TRY(dims_of(g, m->v.value, false, m->v.dims));
     } else {
         m->v.value = cur;
         m->v.needs_transpose = true;
-        dims_of(g, cur, true, m->v.dims);
+        TX_TRY(dims_of(g, cur, true, m->v.dims));
     }
     return NULL;
+}
+
+/* Whether `value` may be passed to DotProductAttention as its mask, which
+ * gets no gradient: a graph input, or a value computed by standard ops
+ * (no products: a learned mask is not a mask) from integer/bool graph
+ * inputs (attention_mask, input_ids) and constants, where every float
+ * constant is a single fill value (a larger float tensor could be a
+ * trained bias, such as T5's relative positions, whose gradient would be
+ * lost). *why (may be "") names what breaks it. */
+static teexec_status *mask_cone(tx_rw_graph *g, const char *value, bool *ok, char *why,
+                                size_t whysz)
+{
+    *ok = false;
+    if (tx_rw_is_graph_input(g, value)) {
+        *ok = true;
+        return NULL;
+    }
+    const char *stack[256];
+    size_t ns = 0;
+    idx_set seen = {0};
+    teexec_status *st = NULL;
+    stack[ns++] = value;
+    bool good = true;
+    while (ns && good && !st) {
+        const char *v = stack[--ns];
+        if (!v[0]) continue;
+        tx_rw_value_type vt;
+        bool typed = tx_rw_value_type_of(g, v, &vt);
+        if (tx_rw_is_graph_input(g, v)) {
+            if (!typed || tx_te_is_real_dtype(vt.dtype)) {
+                snprintf(why, whysz, "it depends on the float (or untyped) graph input '%s'", v);
+                good = false;
+            }
+            continue;
+        }
+        if (tx_rw_is_initializer(g, v)) {
+            uint64_t numel = 1;
+            for (int32_t i = 0; typed && i < vt.rank; i++) numel *= (uint64_t)vt.dims[i];
+            if (!typed || (tx_te_is_real_dtype(vt.dtype) && numel > 1)) {
+                snprintf(why, whysz, "it reads the float tensor '%s'", v);
+                good = false;
+            }
+            continue;
+        }
+        int64_t pi;
+        tx_rw_node *p = producer(g, v, &pi, NULL);
+        if (!p) {
+            snprintf(why, whysz, "'%s' has no producer", v);
+            good = false;
+            continue;
+        }
+        if (set_has(&seen, (size_t)pi)) continue;
+        if ((st = set_add(&seen, (size_t)pi))) break;
+        if (is_op(p, "Constant")) {
+            tx_tensor t;
+            if (tx_rw_constant(g, v, &t)) {
+                if (tx_te_is_real_dtype(t.dtype) && t.numel > 1) {
+                    snprintf(why, whysz, "it reads the float tensor '%s'", v);
+                    good = false;
+                }
+                tx_tensor_release(&t);
+            }
+            continue;
+        }
+        static const char *const products[] = {"MatMul", "Gemm", "Conv", "Attention", "Einsum",
+                                               "Softmax"};
+        bool product = p->domain[0] != '\0';
+        for (size_t k = 0; k < sizeof products / sizeof *products; k++)
+            product = product || is_op(p, products[k]);
+        if (product || seen.n > 128 || ns + p->n_inputs > sizeof stack / sizeof *stack) {
+            snprintf(why, whysz, "it is computed by %s (%s)", label(p), p->op_type);
+            good = false;
+            continue;
+        }
+        for (size_t k = 0; k < p->n_inputs; k++) stack[ns++] = p->inputs[k];
+    }
+    free(seen.v);
+    *ok = good && !st;
+    return st;
 }
 
 /* Scores chain from the Softmax input back to the Q·Kᵀ MatMul. *qk gets
@@ -760,18 +713,22 @@ static teexec_status *walk_scores(tx_rw_graph *g, match *m, int64_t *qk)
                 fail(m, "the scores get more than one mask (%s)", label(p));
                 return NULL;
             }
-            /* the mask operand is the one that is constant or a graph input */
+            /* the mask operand is the one that is constant, a graph input,
+             * or computed from integer/bool inputs and constants only */
             int mi = -1;
+            char why[256] = "";
             for (int s = 0; s < 2 && mi < 0; s++) {
                 tx_ce_value cv;
-                bool is_c = false;
+                bool is_c = false, cone = false;
                 TX_TRY(tx_ce_eval(g, p->inputs[s], &cv, &is_c));
                 tx_ce_release(&cv);
-                if (is_c || tx_rw_is_graph_input(g, p->inputs[s])) mi = s;
+                if (!is_c) TX_TRY(mask_cone(g, p->inputs[s], &cone, why, sizeof why));
+                if (is_c || cone) mi = s;
             }
             if (mi < 0) {
-                fail(m, "the scores get an Add (%s) of a tensor computed in the graph (a bias or "
-                        "a mask that is neither constant nor a graph input)", label(p));
+                fail(m, "the scores get an Add (%s) of a tensor computed in the graph, which is "
+                        "not a graph input (a bias, or a mask that is not made from integer/bool "
+                        "inputs and constants only)", label(p));
                 return NULL;
             }
             m->mask_kind = 1;
@@ -900,6 +857,8 @@ typedef struct plan {
     int causal;
     const char *mask_in;     /* existing value to pass as mask, or NULL */
     bool mask_needs_not;
+    bool mask_expand;        /* mask_in broadcast to mask_dims by a new Expand */
+    int64_t mask_dims[4];
     tx_tensor mask_const;    /* a new initializer, data NULL when none */
 } plan;
 
@@ -932,32 +891,56 @@ static teexec_status *plan_mask(tx_rw_graph *g, match *m, plan *pl, bool *ok)
                 break;
             m->mask_value = c->inputs[0];
         }
-        tx_rw_value_type vt;
-        bool typed = tx_rw_value_type_of(g, m->mask_value, &vt);
-        if (!tx_rw_is_graph_input(g, m->mask_value)) {
-            fail(m, "the mask '%s' is computed from non-constant values and is not a graph "
-                    "input", m->mask_value);
+        bool input = tx_rw_is_graph_input(g, m->mask_value), cone = input;
+        char why[256] = "";
+        if (!input) TX_TRY(mask_cone(g, m->mask_value, &cone, why, sizeof why));
+        if (!cone) {
+            fail(m, "the mask '%s' is not a graph input, and not made from integer/bool graph "
+                    "inputs and constants only: %s", m->mask_value, why);
             return NULL;
         }
-        if (!typed || vt.rank != 4) {
-            fail(m, "the mask input '%s' must have rank 4 ([b|1, h|1, s_q, s_kv]) to be "
-                    "passed to DotProductAttention", m->mask_value);
+        teexec_dtype dt;
+        tx_shape ms;
+        bool known = false;
+        TX_TRY(tx_lower_type_of(g, m->mask_value, &dt, &ms, &known));
+        int64_t want[4] = {m->q.dims[0], m->q.dims[2], sq, skv};
+        bool fits = known && ms.rank <= 4 && ms.rank >= 1;
+        int64_t md[4] = {1, 1, 1, 1};
+        for (int32_t i = 0; fits && i < ms.rank; i++) {
+            int64_t d = ms.dims[i], w = want[4 - ms.rank + i];
+            md[4 - ms.rank + i] = d;
+            fits = d == 1 || (w >= 0 && d == w);
+        }
+        if (!fits) {
+            fail(m, "the mask '%s' does not broadcast to [b, h, s_q, s_kv] = [%lld, %lld, %lld, "
+                    "%lld] (or its shape cannot be derived)", m->mask_value,
+                 (long long)want[0], (long long)want[1], (long long)sq, (long long)skv);
             return NULL;
         }
         if (m->mask_kind == 1 && m->scale_after_mask && m->scale != 1.0) {
-            fail(m, "the scale is applied after the additive mask input '%s'", m->mask_value);
+            fail(m, "the scale is applied after the additive mask '%s'", m->mask_value);
             return NULL;
         }
         if (m->mask_kind == 2 && !isinf(m->where_fill)) {
-            fail(m, "the mask input '%s' fills with %g, which differs from "
-                    "DotProductAttention's -inf on fully masked rows", m->mask_value,
-                 m->where_fill);
+            fail(m, "the mask '%s' fills with %g, which differs from DotProductAttention's -inf "
+                    "on fully masked rows", m->mask_value, m->where_fill);
             return NULL;
         }
-        if (m->mask_kind == 2 && vt.dtype != TEEXEC_DTYPE_BOOL) {
+        if (m->mask_kind == 2 && dt != TEEXEC_DTYPE_BOOL) {
             fail(m, "the Where condition '%s' is not bool", m->mask_value);
             return NULL;
         }
+        if (m->mask_kind == 1 && dt != TEEXEC_DTYPE_UNDEFINED && !tx_te_is_real_dtype(dt)) {
+            fail(m, "the additive mask '%s' is not a float tensor", m->mask_value);
+            return NULL;
+        }
+        /* [b|1, h|1, s_q, s_kv] as DotProductAttention takes it, else an
+         * Expand to that ([b, 1, 1, s_kv] padding masks) */
+        pl->mask_expand = ms.rank != 4 || md[2] != sq || md[3] != skv;
+        pl->mask_dims[0] = md[0];
+        pl->mask_dims[1] = md[1];
+        pl->mask_dims[2] = sq;
+        pl->mask_dims[3] = skv;
         pl->mask_in = m->mask_value;
         pl->mask_needs_not = m->mask_kind == 2 && !m->where_masked_is_true;
         *ok = true;
@@ -1102,6 +1085,41 @@ static teexec_status *add_transpose(tx_rw_graph *g, char **value, const char *hi
     return NULL;
 }
 
+/* A new Expand of *mask to dims (a padding mask [b, 1, 1, s_kv] becomes
+ * [b, 1, s_q, s_kv], the shapes DotProductAttention takes); *mask,
+ * malloc'd, is replaced by the (malloc'd) name of its output. */
+static teexec_status *expand_mask(tx_rw_graph *g, char **mask, const int64_t dims[4],
+                                  const char *hint)
+{
+    char nm[256];
+    tx_tensor shape;
+    int64_t four = 4;
+    TX_TRY(tx_tensor_alloc(&shape, TEEXEC_DTYPE_INT64, 1, &four));
+    memcpy(shape.data, dims, 4 * sizeof *dims);
+    snprintf(nm, sizeof nm, "%s/mask_shape", hint);
+    const char *sn = tx_rw_fresh_name(g, nm);
+    char *shape_name = sn ? strdup(sn) : NULL;
+    teexec_status *st = shape_name ? tx_rw_set_initializer(g, shape_name, &shape) : tx_oom();
+    tx_tensor_release(&shape);
+    snprintf(nm, sizeof nm, "%s/mask_expanded", hint);
+    const char *on = st ? NULL : tx_rw_fresh_name(g, nm);
+    char *out = on ? strdup(on) : NULL;
+    if (!st && !out) st = tx_oom();
+    snprintf(nm, sizeof nm, "%s/Expand_mask", hint);
+    const char *nn = st ? NULL : tx_rw_fresh_name(g, nm);
+    if (!st && !nn) st = tx_oom();
+    const char *ins[2] = {*mask, shape_name}, *outs[1] = {out};
+    if (!st) st = tx_rw_add_node(g, "Expand", "", nn, ins, 2, outs, 1, NULL);
+    free(shape_name);
+    if (st) {
+        free(out);
+        return st;
+    }
+    free(*mask);
+    *mask = out;
+    return NULL;
+}
+
 /* Rewrites one match. Strings from the graph are copied first: edits
  * invalidate them. */
 static teexec_status *rewrite(tx_rw_graph *g, match *m, plan *pl)
@@ -1189,6 +1207,7 @@ static teexec_status *rewrite(tx_rw_graph *g, match *m, plan *pl)
         mc = strdup(maskv);
         if (!mc) st = tx_oom();
     }
+    if (!st && pl->mask_expand) st = expand_mask(g, &mc, pl->mask_dims, anchor);
     if (!st) {
         char nm[256];
         snprintf(nm, sizeof nm, "%s/DotProductAttention", anchor);

@@ -27,6 +27,7 @@
  */
 #include "import/lower.h"
 #include "import/lower_match.h"
+#include "import/lower_shape.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@ typedef struct norm_match {
     const char *x, *w, *b, *y; /* b NULL for RMSNorm */
     double eps;
     tx_lm_set nodes;
+    int64_t identity_cast; /* a Cast of x to its own type, removed (-1: none) */
 } norm_match;
 
 static bool param_1d(tx_rw_graph *g, const char *v)
@@ -61,6 +63,24 @@ static teexec_status *emit_norm(tx_rw_graph *g, const char *op, const char *anch
         goto done;
     }
     tx_lm_remove_all(g, &m->nodes);
+    if (m->identity_cast >= 0) {
+        /* every reader of the Cast reads its source instead */
+        tx_rw_node *c = tx_lm_node(g, m->identity_cast);
+        char *src = c ? tx_lm_strdup(c->inputs[0]) : NULL;
+        if (!src) {
+            st = tx_oom();
+            goto done;
+        }
+        st = tx_rw_replace_uses(g, x, src);
+        if (!st) {
+            tx_rw_remove_node(g, (size_t)m->identity_cast);
+            free(x);
+            x = src;
+        } else {
+            free(src);
+            goto done;
+        }
+    }
     const char *ins[3] = {x, w, b};
     const char *outs[1] = {y};
     size_t idx;
@@ -87,6 +107,7 @@ static const char *match_ln_node(tx_rw_graph *g, size_t i, norm_match *m, char *
 {
     tx_rw_node *n = tx_lm_node(g, (int64_t)i);
     memset(m, 0, sizeof(*m));
+    m->identity_cast = -1;
     if (n->n_inputs < 3 || !*n->inputs[1] || !*n->inputs[2])
         return "no bias input (te.ops LayerNorm takes both a scale and a bias)";
     const tx_rw_attr *ax = tx_rw_get_attr(g, i, "axis");
@@ -153,6 +174,7 @@ static const char *match_ln_decomposed(tx_rw_graph *g, size_t i, int64_t sub, no
                                        char *why)
 {
     memset(m, 0, sizeof(*m));
+    m->identity_cast = -1;
     tx_rw_node *rm1 = tx_lm_node(g, (int64_t)i);
     const char *x = rm1->inputs[0];
     if (!tx_lm_reduces_last_axis_keepdims(g, i, x))
@@ -274,6 +296,7 @@ static const char *match_rms(tx_rw_graph *g, size_t i, int64_t sq, const char *x
                              norm_match *m, char *why)
 {
     memset(m, 0, sizeof(*m));
+    m->identity_cast = -1;
     tx_rw_node *sqn = tx_lm_node(g, sq);
     if (tx_lm_is(sqn, "", "Pow")) {
         double e;
@@ -362,8 +385,27 @@ static const char *match_rms(tx_rw_graph *g, size_t i, int64_t sq, const char *x
             xin = src;
         }
     }
-    if (back_to >= 0 && xin == x)
-        return "the result is cast to another type without a matching Cast to float32 of x";
+    if (back_to >= 0 && xin == x) {
+        /* The TorchScript exporter's hidden.to(float32) ... .to(float32) of a
+         * float32 x, whose front Cast the residual Add reads too: both
+         * Casts are identities (x is what the front Cast made). */
+        bool identity = is_cast_to(g, front, back_to);
+        if (identity) {
+            const char *src = tx_lm_node(g, front)->inputs[0];
+            teexec_dtype sd;
+            tx_shape ss;
+            bool known = false;
+            teexec_status *st = tx_lower_type_of(g, src, &sd, &ss, &known);
+            if (st) {
+                teexec_status_destroy(st);
+                known = false;
+            }
+            identity = known && (int64_t)sd == back_to;
+            if (identity) m->identity_cast = front;
+        }
+        if (!identity)
+            return "the result is cast to another type without a matching Cast to float32 of x";
+    }
 
     for (size_t j = 0; j < m->nodes.n; j++) {
         tx_rw_node *c = tx_lm_node(g, (int64_t)m->nodes.idx[j]);
