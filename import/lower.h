@@ -23,6 +23,9 @@
  *            weight_layout  "NK" (as TE stores it) or "KN" (the original was
  *                           the transpose: MatMul's [K, N])
  *            weight_split   INTS: rows of each source when merged
+ *            weight_shape   INTS: the original's shape when it was not 2-D
+ *                           (a patch Conv's [o, c, kh, kw], flattened to
+ *                           [o, c*kh*kw] with the same bytes)
  *            quant_input, quant_weight, quant_grad_output
  *                           format annotations from Q/DQ pairs (tx_qann
  *                           names: "fp8-tensor", "mxfp8", "nvfp4", "blocked",
@@ -79,11 +82,15 @@ teexec_status *tx_lower_attention(tx_rw_graph *g, tx_lower_report *r) TX_NODISCA
 teexec_status *tx_lower_rope(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 teexec_status *tx_lower_norms(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 teexec_status *tx_lower_linear(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
+/* Part of the linear pass: patch-embedding Convs -> Linear (lower_patch.c). */
+teexec_status *tx_lower_patch_conv(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 teexec_status *tx_lower_activations(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 teexec_status *tx_lower_quant(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 teexec_status *tx_lower_residual(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 
 /* ---- mapping lowered parameters back to the user's initializers ---------- */
+
+#define TX_PARAM_MAX_RANK 8
 
 /* One original initializer and where it lives in a lowered model. */
 typedef struct tx_param_source {
@@ -92,6 +99,9 @@ typedef struct tx_param_source {
     bool transposed;    /* original = transpose of the lowered rows */
     int64_t row_offset; /* first row in `lowered` (merged weights) */
     int64_t rows;       /* rows of `lowered` that belong to it; -1 = all */
+    int32_t orig_rank;  /* > 0: the original's shape (weight_shape), the
+                           selected (transposed) rows reshaped to it */
+    int64_t orig_dims[TX_PARAM_MAX_RANK];
 } tx_param_source;
 
 /* Reads the weight_source / bias_source annotations of a lowered model's

@@ -28,6 +28,9 @@
  */
 #include "import/lower.h"
 #include "import/lower_match.h"
+#include "import/lower_shape.h"
+
+#include "format/te_schema.h"
 
 #include "base/checked.h"
 
@@ -407,12 +410,21 @@ typedef struct glu_plan {
     int64_t silu, mul;
 } glu_plan;
 
+/* The gated op of a te.ops activation: act(a) * b -> GLU op on [a | b]. */
+static const char *gated_op(const tx_rw_node *n)
+{
+    if (tx_lm_is(n, "te.ops", "SiLU")) return "SwiGLU";
+    if (tx_lm_is(n, "te.ops", "GELU")) return "GEGLU";
+    if (tx_lm_is(n, "te.ops", "ReLU")) return "ReGLU";
+    return NULL;
+}
+
 static const char *match_swiglu(tx_rw_graph *g, size_t i, glu_plan *p, bool *anchored, char *why)
 {
     memset(p, 0, sizeof(*p));
     *anchored = false;
     tx_rw_node *s = tx_lm_node(g, (int64_t)i);
-    if (!tx_lm_is(s, "te.ops", "SiLU") || s->n_inputs < 1 || s->n_outputs < 1) return "";
+    if (!gated_op(s) || s->n_inputs < 1 || s->n_outputs < 1) return "";
     int64_t mul = reader_op(g, s->outputs[0], "Mul");
     if (mul < 0) return "";
     const char *b = tx_lm_other_input(tx_lm_node(g, mul), s->outputs[0]);
@@ -491,14 +503,23 @@ static teexec_status *emit_swiglu(tx_rw_graph *g, glu_plan *p, const char *ancho
                                   const char **why)
 {
     *done = false;
+    /* the activation's op and its approximate attribute (GELU) */
+    const char *gop = gated_op(tx_lm_node(g, p->silu));
+    const tx_rw_attr *apx = tx_rw_get_attr(g, (size_t)p->silu, "approximate");
+    char *approx = apx && apx->type == TX_IR_ATTR_STRING ? tx_lm_strdup(apx->s) : NULL;
+    if (apx && apx->type == TX_IR_ATTR_STRING && !approx) return tx_oom();
     tx_tensor w, bias;
     memset(&bias, 0, sizeof(bias));
-    TX_TRY(merged_param(g, p->gate.weight, p->up.weight, &w, why));
-    if (*why) return NULL;
+    teexec_status *mst = merged_param(g, p->gate.weight, p->up.weight, &w, why);
+    if (mst || *why) {
+        free(approx);
+        return mst;
+    }
     if (p->gate.bias >= 0) {
         teexec_status *st = merged_param(g, p->gate.bias_param, p->up.bias_param, &bias, why);
         if (st || *why) {
             tx_tensor_release(&w);
+            free(approx);
             return st;
         }
     }
@@ -580,8 +601,10 @@ static teexec_status *emit_swiglu(tx_rw_graph *g, glu_plan *p, const char *ancho
     }
     if (!st) {
         const char *ins[1] = {swin}, *outs[1] = {s[1]};
-        st = tx_rw_add_node(g, "SwiGLU", "te.ops", tx_rw_fresh_name(g, "SwiGLU"), ins, 1, outs, 1,
-                            NULL);
+        size_t gi = 0;
+        st = tx_rw_add_node(g, gop, "te.ops", tx_rw_fresh_name(g, gop), ins, 1, outs, 1, &gi);
+        if (!st && approx && strcmp(gop, "GEGLU") == 0)
+            st = tx_rw_set_string(g, gi, "approximate", approx);
     }
     if (!st) *done = true;
     free(wn);
@@ -593,7 +616,44 @@ out:
     for (int k = 0; k < 12; k++) free(s[k]);
     tx_tensor_release(&w);
     tx_tensor_release(&bias);
+    free(approx);
     return st;
+}
+
+/* ---- the ONNX activation ops ---------------------------------------------- */
+
+/* Gelu (opset 20, approximate "none" | "tanh") -> GELU, Relu -> ReLU: the
+ * same functions, one node for one. *anchored false: not such a node.
+ * Declined: an input known not to be a float tensor (Relu takes ints). */
+static teexec_status *lower_op(tx_rw_graph *g, size_t i, tx_lower_report *r)
+{
+    tx_rw_node *n = tx_lm_node(g, (int64_t)i);
+    bool gelu = tx_lm_is(n, "", "Gelu"), relu = tx_lm_is(n, "", "Relu");
+    if ((!gelu && !relu) || n->n_inputs != 1 || n->n_outputs != 1) return NULL;
+    const char *pattern = relu ? "ReLU" : "GELU(none)";
+    const char *approx = "none";
+    const tx_rw_attr *a = gelu ? tx_rw_get_attr(g, i, "approximate") : NULL;
+    if (a) {
+        if (a->type != TX_IR_ATTR_STRING || (strcmp(a->s, "none") && strcmp(a->s, "tanh")))
+            return tx_lower_note_add(r, "GELU", n->name, false,
+                                     "approximate is neither \"none\" nor \"tanh\"");
+        approx = strcmp(a->s, "tanh") == 0 ? "tanh" : "none";
+        if (approx[0] == 't') pattern = "GELU(tanh)";
+    }
+    teexec_dtype dt;
+    tx_shape sh;
+    bool known = false;
+    TX_TRY(tx_lower_type_of(g, n->inputs[0], &dt, &sh, &known));
+    if (known && dt != TEEXEC_DTYPE_UNDEFINED && !tx_te_is_real_dtype(dt))
+        return tx_lower_note_add(r, pattern, n->name, false,
+                                 "the input is not a float tensor");
+    act_match m;
+    memset(&m, 0, sizeof m);
+    m.x = n->inputs[0];
+    m.y = n->outputs[0];
+    m.last = (int64_t)i;
+    tx_lm_set_add(&m.nodes, i);
+    return emit_act(g, relu ? "ReLU" : "GELU", gelu ? approx : NULL, pattern, n->name, &m, r);
 }
 
 /* ---- the pass -------------------------------------------------------------- */
@@ -634,6 +694,7 @@ teexec_status *tx_lower_activations(tx_rw_graph *g, tx_lower_report *r)
         TX_TRY(no ? tx_lower_note_add(r, "SiLU", anchor, false, no)
                   : emit_act(g, "SiLU", NULL, "SiLU", anchor, &m, r));
     }
+    for (size_t i = 0; i < tx_rw_node_count(g); i++) TX_TRY(lower_op(g, i, r));
     for (size_t i = 0; i < tx_rw_node_count(g); i++) {
         glu_plan plan;
         bool anchored;
@@ -641,14 +702,15 @@ teexec_status *tx_lower_activations(tx_rw_graph *g, tx_lower_report *r)
         if (!anchored) continue;
         int64_t first = no ? (int64_t)i : plan.gate.linear;
         char *anchor = tx_lm_strdup(tx_lm_node(g, first)->name);
+        const char *gop = gated_op(tx_lm_node(g, (int64_t)i));
         if (!anchor) return tx_oom();
         teexec_status *st = NULL;
         if (!no) {
             bool done;
             st = emit_swiglu(g, &plan, anchor, &done, &no);
-            if (!st && done) st = tx_lower_note_add(r, "SwiGLU", anchor, true, NULL);
+            if (!st && done) st = tx_lower_note_add(r, gop, anchor, true, NULL);
         }
-        if (!st && no) st = tx_lower_note_add(r, "SwiGLU", anchor, false, no);
+        if (!st && no) st = tx_lower_note_add(r, gop, anchor, false, no);
         free(anchor);
         TX_TRY(st);
     }

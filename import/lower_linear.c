@@ -307,7 +307,9 @@ teexec_status *tx_lower_linear(tx_rw_graph *g, tx_lower_report *r)
 {
     char **done = NULL; /* weights transposed so far */
     size_t n_done = 0;
-    teexec_status *st = NULL;
+    /* patch-embedding Convs are Linears too (lower_patch.c) */
+    teexec_status *st = tx_lower_patch_conv(g, r);
+    if (st) return st;
     size_t count = tx_rw_node_count(g); /* nodes added here are te.ops: not revisited */
     for (size_t i = 0; i < count && !st; i++) {
         tx_rw_node *n = tx_rw_node_at(g, i);
