@@ -190,6 +190,7 @@ typedef struct match {
     bool out_keep_reshape; /* the final Reshape stays, reading the attention output */
     size_t out_reshape;    /* that Reshape's node */
     bool kt3d;            /* Kᵀ in the 3-D form (match_kt3d) */
+    bool op_causal;       /* the Attention op's is_causal */
     int64_t kt_spec3[3], kt_spec4[4];
     char reason[320];
 } match;
@@ -569,22 +570,29 @@ static teexec_status *walk_k(tx_rw_graph *g, match *m, const char *bv, bool *ok)
     return NULL;
 }
 
-static teexec_status *walk_v(tx_rw_graph *g, match *m, const char *vv)
+/* v operand of P·V (or k, v of the Attention op): [b, h, s, d], maybe a
+ * GQA repeat of [b, h_kv, s, d]. */
+static teexec_status *walk_kv(tx_rw_graph *g, match *m, const char *vv, side *sd, repeat *rp)
 {
     const char *cur = vv;
-    TX_TRY(match_repeat(g, m, &cur, &m->rv, false));
+    TX_TRY(match_repeat(g, m, &cur, rp, false));
     int64_t ti;
     tx_rw_node *t = producer(g, cur, &ti, NULL);
     if (perm_is(t, 0, 2, 1, 3)) {
         CORE(m, ti);
-        m->v.value = t->inputs[0];
-        TX_TRY(dims_of(g, m->v.value, false, m->v.dims));
+        sd->value = t->inputs[0];
+        TX_TRY(dims_of(g, sd->value, false, sd->dims));
     } else {
-        m->v.value = cur;
-        m->v.needs_transpose = true;
-        TX_TRY(dims_of(g, cur, true, m->v.dims));
+        sd->value = cur;
+        sd->needs_transpose = true;
+        TX_TRY(dims_of(g, cur, true, sd->dims));
     }
     return NULL;
+}
+
+static teexec_status *walk_v(tx_rw_graph *g, match *m, const char *vv)
+{
+    return walk_kv(g, m, vv, &m->v, &m->rv);
 }
 
 /* Whether `value` may be passed to DotProductAttention as its mask, which
@@ -1239,6 +1247,125 @@ done:
     return st;
 }
 
+/* The rest of a match once q, k and v are walked: the output `o` of the
+ * attention (P·V or the Attention op's Y, [b, h, s, d_v]) must be
+ * transposed back and reshaped; the shapes must fit one attention; then
+ * the mask is planned, the match checked to be self-contained and
+ * rewritten. Declines are noted at `label`. */
+static teexec_status *finish(tx_rw_graph *g, match *m, const char *o, const char *qk_label,
+                             tx_lower_report *r)
+{
+    teexec_status *st = NULL;
+    /* output: Transpose(0,2,1,3) -> Reshape [b, s, h*dv] */
+    size_t n1 = 0;
+    const tx_ir_use *u1 = tx_rw_consumers(g, o, &n1);
+    int64_t t_idx = n1 == 1 ? u1[0].node : -1;
+    tx_rw_node *t = t_idx >= 0 ? tx_rw_node_at(g, (size_t)t_idx) : NULL;
+    size_t n2 = 0;
+    const tx_ir_use *u2 = perm_is(t, 0, 2, 1, 3) && !tx_rw_is_graph_output(g, o)
+                              ? tx_rw_consumers(g, t->outputs[0], &n2) : NULL;
+    tx_rw_node *rs = u2 && n2 == 1 ? tx_rw_node_at(g, (size_t)u2[0].node) : NULL;
+    if (!is_op(rs, "Reshape") || rs->n_inputs != 2 || u2[0].slot != 0 ||
+        tx_rw_is_graph_output(g, t->outputs[0])) {
+        st = note(r, qk_label, false,
+                  "the attention output is not transposed back (0,2,1,3) and reshaped to "
+                  "[b, s, h*d] with nothing else reading the intermediates");
+        return st;
+    }
+    int64_t out_idx = u2[0].node;
+    if ((st = set_add(&m->core, (size_t)t_idx)) ||
+        (st = set_add(&m->core, (size_t)out_idx)))
+        return st;
+    int64_t spec[8], got[8];
+    size_t ns = 0;
+    int64_t b = m->q.dims[0], s = m->q.dims[1], h = m->q.dims[2], dv = m->v.dims[3];
+    if (!tx_ce_ints(g, rs->inputs[1], spec, 8, &ns) || ns < 1) {
+        st = note(r, qk_label, false,
+                  "the attention output's Reshape target is not a constant");
+        return st;
+    }
+    int64_t in4[4] = {b, s, h, dv};
+    resolve_reshape(in4, 4, spec, ns, got);
+    bool known = b >= 0 && s >= 0 && h >= 0 && dv >= 0;
+    if (known && ns == 3 && got[0] == b && got[1] == s && got[2] == h * dv) {
+        m->out_value = rs->outputs[0];
+    } else {
+        /* Another view of the same elements (GPT-2's [b*s, h*d] before a
+         * Gemm): the Reshape stays, reading the attention's [b, s, h*d].
+         * A 0 in the target would copy a dim of the rank-4 input, which
+         * differs from the rank-3 one it would then read. */
+        int64_t total = 1, want = known ? b * s * h * dv : -1;
+        bool zero = false;
+        for (size_t i = 0; i < ns; i++) {
+            zero = zero || spec[i] == 0;
+            total = got[i] >= 0 && total >= 0 ? total * got[i] : -1;
+        }
+        if (!known || zero || total != want) {
+            st = note(r, qk_label, false,
+                      "the attention output is reshaped to a target that is not a view of "
+                      "[b, s, h*d_v] (or the shapes are unknown)");
+            return st;
+        }
+        m->out_keep_reshape = true;
+        m->out_value = NULL; /* a fresh name, made by rewrite() */
+    }
+    m->out_reshape = (size_t)out_idx;
+
+    /* shapes: q [b,s,h,d], k [b,skv,hk,d], v [b,skv,hk,dv] */
+    const int64_t *q = m->q.dims, *k = m->k.dims, *v = m->v.dims;
+    bool ok = true;
+    if (k[0] < 0 || k[2] < 0 || k[3] < 0 || v[0] < 0 || v[1] < 0 || v[2] < 0 || k[1] < 0)
+        ok = fail(m, "the key/value shapes are not known");
+    else if (k[0] != b || v[0] != b || k[1] != v[1] || k[2] != v[2] || k[3] != q[3])
+        ok = fail(m, "q [%lld,%lld,%lld,%lld], k [%lld,%lld,%lld,%lld] and v "
+                      "[%lld,%lld,%lld,%lld] do not fit one attention",
+                  (long long)q[0], (long long)q[1], (long long)q[2], (long long)q[3],
+                  (long long)k[0], (long long)k[1], (long long)k[2], (long long)k[3],
+                  (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
+    else if (m->rk.n != m->rv.n)
+        ok = fail(m, "keys are repeated %lld times but values %lld times",
+                  (long long)m->rk.n, (long long)m->rv.n);
+    else if (!check_repeat(m, &m->rk, k, "key") || !check_repeat(m, &m->rv, v, "value") ||
+             !check_kt3d(m, k, m->rk.n))
+        ok = false;
+    else if (h != k[2] * m->rk.n)
+        ok = fail(m, "%lld query heads do not match %lld kv heads x %lld repeats",
+                  (long long)h, (long long)k[2], (long long)m->rk.n);
+    else if (m->scale == 0 || !isfinite(m->scale))
+        ok = fail(m, "the softmax scale folds to %g", m->scale);
+    if (!ok) {
+        st = note(r, qk_label, false, m->reason);
+        return st;
+    }
+    plan pl;
+    bool mok = false;
+    if ((st = plan_mask(g, m, &pl, &mok))) return st;
+    if (mok && m->op_causal) {
+        /* the Attention op's is_causal aligns the triangle top-left,
+         * DotProductAttention's bottom-right: the same when s_q = s_kv */
+        if (m->q.dims[1] != m->k.dims[1])
+            mok = fail(m, "is_causal with s_q %lld != s_kv %lld (the Attention op aligns the "
+                          "causal mask top-left, DotProductAttention bottom-right)",
+                       (long long)m->q.dims[1], (long long)m->k.dims[1]);
+        else
+            pl.causal = 1;
+    }
+    if (!mok) {
+        tx_tensor_release(&pl.mask_const);
+        st = note(r, qk_label, false, m->reason);
+        return st;
+    }
+    if (!contained(g, m, (size_t)out_idx)) {
+        tx_tensor_release(&pl.mask_const);
+        st = note(r, qk_label, false, m->reason);
+        return st;
+    }
+    st = rewrite(g, m, &pl);
+    tx_tensor_release(&pl.mask_const);
+    if (!st) st = note(r, qk_label, true, NULL);
+    return st;
+}
+
 /* The dynamo exporter's guard after the Softmax, Where(IsNaN(P), 0, P):
  * it zeroes the rows a mask hid completely (softmax of all -inf is NaN),
  * which is what DotProductAttention gives for such rows, so it belongs to
@@ -1345,106 +1472,92 @@ static teexec_status *try_one(tx_rw_graph *g, size_t si, tx_lower_report *r)
     }
     if ((st = walk_v(g, &m, pvn->inputs[1]))) goto done;
 
-    /* output: Transpose(0,2,1,3) -> Reshape [b, s, h*dv] */
-    {
-        const char *o = pvn->outputs[0];
-        size_t n1 = 0;
-        const tx_ir_use *u1 = tx_rw_consumers(g, o, &n1);
-        int64_t t_idx = n1 == 1 ? u1[0].node : -1;
-        tx_rw_node *t = t_idx >= 0 ? tx_rw_node_at(g, (size_t)t_idx) : NULL;
-        size_t n2 = 0;
-        const tx_ir_use *u2 = perm_is(t, 0, 2, 1, 3) && !tx_rw_is_graph_output(g, o)
-                                  ? tx_rw_consumers(g, t->outputs[0], &n2) : NULL;
-        tx_rw_node *rs = u2 && n2 == 1 ? tx_rw_node_at(g, (size_t)u2[0].node) : NULL;
-        if (!is_op(rs, "Reshape") || rs->n_inputs != 2 || u2[0].slot != 0 ||
-            tx_rw_is_graph_output(g, t->outputs[0])) {
-            st = note(r, qk_label, false,
-                      "the attention output is not transposed back (0,2,1,3) and reshaped to "
-                      "[b, s, h*d] with nothing else reading the intermediates");
-            goto done;
-        }
-        int64_t out_idx = u2[0].node;
-        if ((st = set_add(&m.core, (size_t)t_idx)) ||
-            (st = set_add(&m.core, (size_t)out_idx)))
-            goto done;
-        int64_t spec[8], got[8];
-        size_t ns = 0;
-        int64_t b = m.q.dims[0], s = m.q.dims[1], h = m.q.dims[2], dv = m.v.dims[3];
-        if (!tx_ce_ints(g, rs->inputs[1], spec, 8, &ns) || ns < 1) {
-            st = note(r, qk_label, false,
-                      "the attention output's Reshape target is not a constant");
-            goto done;
-        }
-        int64_t in4[4] = {b, s, h, dv};
-        resolve_reshape(in4, 4, spec, ns, got);
-        bool known = b >= 0 && s >= 0 && h >= 0 && dv >= 0;
-        if (known && ns == 3 && got[0] == b && got[1] == s && got[2] == h * dv) {
-            m.out_value = rs->outputs[0];
-        } else {
-            /* Another view of the same elements (GPT-2's [b*s, h*d] before a
-             * Gemm): the Reshape stays, reading the attention's [b, s, h*d].
-             * A 0 in the target would copy a dim of the rank-4 input, which
-             * differs from the rank-3 one it would then read. */
-            int64_t total = 1, want = known ? b * s * h * dv : -1;
-            bool zero = false;
-            for (size_t i = 0; i < ns; i++) {
-                zero = zero || spec[i] == 0;
-                total = got[i] >= 0 && total >= 0 ? total * got[i] : -1;
-            }
-            if (!known || zero || total != want) {
-                st = note(r, qk_label, false,
-                          "the attention output is reshaped to a target that is not a view of "
-                          "[b, s, h*d_v] (or the shapes are unknown)");
-                goto done;
-            }
-            m.out_keep_reshape = true;
-            m.out_value = NULL; /* a fresh name, made by rewrite() */
-        }
-        m.out_reshape = (size_t)out_idx;
+    st = finish(g, &m, pvn->outputs[0], qk_label, r);
+done:
+    free(m.core.v);
+    return st;
+}
 
-        /* shapes: q [b,s,h,d], k [b,skv,hk,d], v [b,skv,hk,dv] */
-        const int64_t *q = m.q.dims, *k = m.k.dims, *v = m.v.dims;
-        bool ok = true;
-        if (k[0] < 0 || k[2] < 0 || k[3] < 0 || v[0] < 0 || v[1] < 0 || v[2] < 0 || k[1] < 0)
-            ok = fail(&m, "the key/value shapes are not known");
-        else if (k[0] != b || v[0] != b || k[1] != v[1] || k[2] != v[2] || k[3] != q[3])
-            ok = fail(&m, "q [%lld,%lld,%lld,%lld], k [%lld,%lld,%lld,%lld] and v "
-                          "[%lld,%lld,%lld,%lld] do not fit one attention",
-                      (long long)q[0], (long long)q[1], (long long)q[2], (long long)q[3],
-                      (long long)k[0], (long long)k[1], (long long)k[2], (long long)k[3],
-                      (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
-        else if (m.rk.n != m.rv.n)
-            ok = fail(&m, "keys are repeated %lld times but values %lld times",
-                      (long long)m.rk.n, (long long)m.rv.n);
-        else if (!check_repeat(&m, &m.rk, k, "key") || !check_repeat(&m, &m.rv, v, "value") ||
-                 !check_kt3d(&m, k, m.rk.n))
-            ok = false;
-        else if (h != k[2] * m.rk.n)
-            ok = fail(&m, "%lld query heads do not match %lld kv heads x %lld repeats",
-                      (long long)h, (long long)k[2], (long long)m.rk.n);
-        else if (m.scale == 0 || !isfinite(m.scale))
-            ok = fail(&m, "the softmax scale folds to %g", m.scale);
-        if (!ok) {
-            st = note(r, qk_label, false, m.reason);
-            goto done;
-        }
-        plan pl;
-        bool mok = false;
-        if ((st = plan_mask(g, &m, &pl, &mok))) goto done;
-        if (!mok) {
-            tx_tensor_release(&pl.mask_const);
-            st = note(r, qk_label, false, m.reason);
-            goto done;
-        }
-        if (!contained(g, &m, (size_t)out_idx)) {
-            tx_tensor_release(&pl.mask_const);
-            st = note(r, qk_label, false, m.reason);
-            goto done;
-        }
-        st = rewrite(g, &m, &pl);
-        tx_tensor_release(&pl.mask_const);
-        if (!st) st = note(r, qk_label, true, NULL);
+/* ---- the ONNX Attention op (opset 23) ------------------------------------- */
+
+/* An output of the Attention op nothing reads (present_key / present_value /
+ * qk_matmul_output must be unused: DotProductAttention has no such outputs). */
+static bool output_unused(tx_rw_graph *g, const tx_rw_node *n, size_t k)
+{
+    if (k >= n->n_outputs || !n->outputs[k][0]) return true;
+    return tx_lm_reader_count(g, n->outputs[k]) == 0 && !tx_rw_is_graph_output(g, n->outputs[k]);
+}
+
+/* Attention(Q, K, V[, attn_mask]) with 4-D [b, h, s, d] operands (the
+ * dynamo exporter's SDPA at opset 23): q, k and v are walked as for the
+ * decomposed form (their Transpose from bshd and a GQA repeat of k and v
+ * are absorbed), the bool mask (true = attend) or float mask is planned
+ * the same way, is_causal becomes causal, scale (default 1/sqrt(d))
+ * becomes scale. Declined with a note: past key/value inputs, used
+ * present/qk outputs, softcap, 3-D operands. */
+static teexec_status *try_attention_op(tx_rw_graph *g, size_t ai, tx_lower_report *r)
+{
+    tx_rw_node *a = tx_rw_node_at(g, ai);
+    char lbl[256];
+    snprintf(lbl, sizeof lbl, "%s", label(a));
+    if (a->n_inputs < 3 || a->n_outputs < 1 || !a->outputs[0][0])
+        return note(r, lbl, false, "an Attention node without q, k, v or output");
+    for (size_t k = 4; k < a->n_inputs; k++)
+        if (a->inputs[k][0])
+            return note(r, lbl, false, "past key/value (or sequence length) inputs: a KV "
+                                       "cache, which DotProductAttention does not keep");
+    for (size_t k = 1; k < a->n_outputs; k++)
+        if (!output_unused(g, a, k))
+            return note(r, lbl, false, "its present key/value or qk_matmul_output output is "
+                                       "used");
+    const tx_rw_attr *sc = find_attr(a, "softcap");
+    if (sc && (sc->type != TX_IR_ATTR_FLOAT || sc->f != 0.0f))
+        return note(r, lbl, false, "softcap is set (DotProductAttention has no score softcap)");
+    tx_shape qs;
+    bool known = false;
+    TX_TRY(tx_lower_shape_of(g, a->inputs[0], &qs, &known));
+    if (!known || qs.rank != 4)
+        return note(r, lbl, false, "q is not a 4-D [b, h, s, d] tensor of known shape (3-D "
+                                   "operands are not lowered)");
+    match m;
+    memset(&m, 0, sizeof m);
+    m.scale = 1.0;
+    m.rk.n = m.rv.n = 1;
+    m.anchor = lbl;
+    teexec_status *st = set_add(&m.core, ai);
+    if (!st) st = walk_q(g, &m, a->inputs[0]);
+    if (!st) st = walk_kv(g, &m, a->inputs[1], &m.k, &m.rk);
+    if (!st) st = walk_kv(g, &m, a->inputs[2], &m.v, &m.rv);
+    if (st) goto done;
+    const tx_rw_attr *sa = find_attr(a, "scale");
+    if (sa && sa->type == TX_IR_ATTR_FLOAT) {
+        m.scale *= sa->f;
+    } else if (m.q.dims[3] > 0) {
+        m.scale *= 1.0 / sqrt((double)m.q.dims[3]);
+    } else {
+        st = note(r, lbl, false, "no scale and the head size is not known");
+        goto done;
     }
+    const tx_rw_attr *ca = find_attr(a, "is_causal");
+    m.op_causal = ca && ca->type == TX_IR_ATTR_INT && ca->i != 0;
+    if (a->n_inputs > 3 && a->inputs[3][0]) {
+        teexec_dtype dt;
+        tx_shape ms;
+        bool mk = false;
+        if ((st = tx_lower_type_of(g, a->inputs[3], &dt, &ms, &mk))) goto done;
+        m.mask_value = a->inputs[3];
+        if (mk && dt == TEEXEC_DTYPE_BOOL) {
+            m.mask_kind = 2; /* Where(mask, S, -inf): true = attend */
+            m.where_masked_is_true = false;
+            m.where_fill = -INFINITY;
+        } else if (mk && tx_te_is_real_dtype(dt)) {
+            m.mask_kind = 1;
+        } else {
+            st = note(r, lbl, false, "the mask's type cannot be derived");
+            goto done;
+        }
+    }
+    st = finish(g, &m, a->outputs[0], lbl, r);
 done:
     free(m.core.v);
     return st;
@@ -1458,8 +1571,8 @@ teexec_status *tx_lower_attention(tx_rw_graph *g, tx_lower_report *r)
     size_t n = tx_rw_node_count(g);
     for (size_t i = 0; i < n; i++) {
         tx_rw_node *s = tx_rw_node_at(g, i);
-        if (!is_op(s, "Softmax")) continue;
-        TX_TRY(try_one(g, i, r));
+        if (is_op(s, "Softmax")) TX_TRY(try_one(g, i, r));
+        else if (is_op(s, "Attention")) TX_TRY(try_attention_op(g, i, r));
     }
     return NULL;
 }

@@ -5,6 +5,8 @@
  * Forms recognized (x the normalized activation, w/b 1-D initializers):
  *   LayerNormalization(x, w, b), axis -1 (or rank-1), Mean/InvStdDev
  *     outputs unused                                   -> LayerNorm(eps)
+ *   RMSNormalization(x, w) (opset 23), axis -1, stash_type float
+ *                                                      -> RMSNorm(eps)
  *   opset < 17 decomposition, anchored at the first ReduceMean:
  *     m = ReduceMean(x); d = Sub(x, m); v = ReduceMean(Pow(d, 2) | Mul(d, d));
  *     s = Sqrt(Add(v, eps)); y = Add(Mul(Div(d, s), w), b)
@@ -99,6 +101,47 @@ done:
     free(b);
     free(an);
     return st;
+}
+
+/* ---- RMSNormalization (opset 23) ------------------------------------------ */
+
+/* RMSNormalization(x, scale) over the last axis with a 1-D scale, float
+ * statistics (stash_type 1, as te.ops computes). */
+static const char *match_rms_node(tx_rw_graph *g, size_t i, norm_match *m, char *why)
+{
+    tx_rw_node *n = tx_lm_node(g, (int64_t)i);
+    memset(m, 0, sizeof(*m));
+    m->identity_cast = -1;
+    if (n->n_inputs < 2 || !*n->inputs[1] || n->n_outputs < 1) return "no scale input";
+    const tx_rw_attr *ax = tx_rw_get_attr(g, i, "axis");
+    if (ax) {
+        tx_shape xs;
+        bool known = false;
+        teexec_status *st = tx_lower_shape_of(g, n->inputs[0], &xs, &known);
+        if (st) {
+            teexec_status_destroy(st);
+            known = false;
+        }
+        int32_t rank = known ? xs.rank : -1;
+        if (ax->type != TX_IR_ATTR_INT || !(ax->i == -1 || (rank > 0 && ax->i == rank - 1))) {
+            snprintf(why, REASON_MAX, "normalizes from axis %lld, not over the last axis only",
+                     (long long)ax->i);
+            return why;
+        }
+    }
+    const tx_rw_attr *stash = tx_rw_get_attr(g, i, "stash_type");
+    if (stash && (stash->type != TX_IR_ATTR_INT || stash->i != TEEXEC_DTYPE_FLOAT))
+        return "stash_type is not float32 (te.ops RMSNorm keeps its statistics in float32)";
+    if (!param_1d(g, n->inputs[1]))
+        return "the scale is not a 1-D initializer (te.ops RMSNorm's weight is)";
+    const tx_rw_attr *e = tx_rw_get_attr(g, i, "epsilon");
+    m->eps = e && e->type == TX_IR_ATTR_FLOAT ? e->f : 1e-5;
+    m->x = n->inputs[0];
+    m->w = n->inputs[1];
+    m->b = NULL;
+    m->y = n->outputs[0];
+    tx_lm_set_add(&m->nodes, i);
+    return NULL;
 }
 
 /* ---- LayerNormalization (opset 17) ---------------------------------------- */
@@ -445,6 +488,13 @@ teexec_status *tx_lower_norms(tx_rw_graph *g, tx_lower_report *r)
         const char *anchor = n->name;
         const char *no = match_ln_node(g, i, &m, why);
         TX_TRY(no ? declined(r, "LayerNorm", anchor, no) : emit_norm(g, "LayerNorm", anchor, &m, r));
+    }
+    for (size_t i = 0; i < tx_rw_node_count(g); i++) {
+        tx_rw_node *n = tx_lm_node(g, (int64_t)i);
+        if (!tx_lm_is(n, "", "RMSNormalization")) continue;
+        const char *anchor = n->name;
+        const char *no = match_rms_node(g, i, &m, why);
+        TX_TRY(no ? declined(r, "RMSNorm", anchor, no) : emit_norm(g, "RMSNorm", anchor, &m, r));
     }
     for (size_t i = 0; i < tx_rw_node_count(g); i++) {
         int64_t sub;

@@ -45,9 +45,9 @@ static bool in_list(const char *op, const char *const *list)
 /* Ops whose output 0 has input 0's shape and type. */
 static const char *const STD_SAME[] = {
     "Relu", "Tanh", "Erf", "Sigmoid", "Neg", "Sqrt", "Exp", "Log", "Abs", "Reciprocal",
-    "Identity", "Dropout", "Softmax", "LogSoftmax", "LayerNormalization", "Gelu", "Elu",
-    "LeakyRelu", "HardSigmoid", "Softplus", "Sin", "Cos", "Floor", "Ceil", "Round", "Clip",
-    "Trilu", "CumSum", NULL};
+    "Identity", "Dropout", "Softmax", "LogSoftmax", "LayerNormalization", "RMSNormalization",
+    "Gelu", "Elu", "LeakyRelu", "HardSigmoid", "Softplus", "Sin", "Cos", "Floor", "Ceil",
+    "Round", "Clip", "Trilu", "CumSum", NULL};
 static const char *const STD_BROADCAST[] = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min",
                                             "Where", "Sum", "Mod", NULL};
 static const char *const STD_COMPARE[] = {"Equal", "Less", "Greater", "LessOrEqual",
