@@ -9,7 +9,9 @@
  *   lower_rope.c       x*cos + rotate_half(x)*sin with constant tables -> RotaryEmbedding
  *   lower_norm.c       LayerNormalization and its decomposed forms -> LayerNorm;
  *                      x*rsqrt(mean(x^2)+eps)*w forms -> RMSNorm
- *   lower_linear.c     MatMul / Gemm (+Add) with a constant weight -> Linear (+Bias)
+ *   lower_embed.c      Gather on a float [V, D] initializer -> Embedding
+ *   lower_linear.c     MatMul / Gemm (+Add) with a constant weight -> Linear (+Bias);
+ *                      lower_patch.c: a patch-embedding Conv -> Linear
  *   lower_act.c        erf / tanh GELU formulas -> GELU; x*Sigmoid(x) -> SiLU;
  *                      SiLU(a)*b -> SwiGLU (the two Linears merged when they
  *                      read the same input)
@@ -47,7 +49,7 @@
 #include <stddef.h>
 
 typedef struct tx_lower_options {
-    bool attention, rope, norms, linear, activations, quant, residual;
+    bool attention, rope, norms, linear, activations, quant, residual, embedding;
 } tx_lower_options;
 
 /* Every pass on. */
@@ -85,6 +87,7 @@ teexec_status *tx_lower_linear(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 /* Part of the linear pass: patch-embedding Convs -> Linear (lower_patch.c). */
 teexec_status *tx_lower_patch_conv(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 teexec_status *tx_lower_activations(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
+teexec_status *tx_lower_embedding(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 teexec_status *tx_lower_quant(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 teexec_status *tx_lower_residual(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 

@@ -60,10 +60,16 @@ static teexec_status *push(src_list *l, const char *orig, size_t orig_len, const
     return NULL;
 }
 
+/* True when `name` needs no entry of its own: it is the original of an
+ * entry (a weight transposed in place keeps its name), or rows of it
+ * belong to merged sources (a fresh gate|up weight). A tied table that a
+ * head's weight maps to is neither: it maps to itself too. */
 static bool listed_lowered(const src_list *l, const char *name)
 {
     for (size_t i = 0; i < l->n; i++)
-        if (strcmp(l->v[i].lowered, name) == 0) return true;
+        if (strcmp(l->v[i].original, name) == 0 ||
+            (strcmp(l->v[i].lowered, name) == 0 && l->v[i].rows >= 0))
+            return true;
     return false;
 }
 
