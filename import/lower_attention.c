@@ -177,6 +177,7 @@ typedef struct match {
     tx_rw_node *softmax;
     const char *anchor;
     idx_set core;
+    idx_set shape_readers; /* Shape nodes of intermediates, folded (contained()) */
     double scale;
     bool scale_after_mask; /* a scale op applied after the mask (walk order) */
     side q, k, v;
@@ -1012,28 +1013,75 @@ static teexec_status *plan_mask(tx_rw_graph *g, match *m, plan *pl, bool *ok)
 
 /* Every value a core node defines is read only by core nodes (the final
  * Reshape's output excepted: it becomes the DotProductAttention's). */
-static bool contained(tx_rw_graph *g, match *m, size_t out_reshape)
+static teexec_status *contained(tx_rw_graph *g, match *m, size_t out_reshape, bool *ok)
 {
+    *ok = false;
     for (size_t k = 0; k < m->core.n; k++) {
         if (m->core.v[k] == out_reshape) continue;
         const tx_rw_node *n = tx_rw_node_at(g, m->core.v[k]);
         for (size_t o = 0; o < n->n_outputs; o++) {
             const char *val = n->outputs[o];
             if (!val[0]) continue;
-            if (tx_rw_is_graph_output(g, val))
-                return fail(m, "'%s' (output of %s) is a graph output, so the attention "
-                               "intermediates must stay", val, label(n));
+            if (tx_rw_is_graph_output(g, val)) {
+                fail(m, "'%s' (output of %s) is a graph output, so the attention "
+                        "intermediates must stay", val, label(n));
+                return NULL;
+            }
             size_t nc = 0;
             const tx_ir_use *u = tx_rw_consumers(g, val, &nc);
-            for (size_t c = 0; c < nc; c++)
-                if (!set_has(&m->core, (size_t)u[c].node)) {
-                    const tx_rw_node *r = tx_rw_node_at(g, (size_t)u[c].node);
-                    return fail(m, "'%s' (output of %s) is also read by %s (%s) outside the "
-                                   "attention pattern", val, label(n), label(r), r->op_type);
+            for (size_t c = 0; c < nc; c++) {
+                if (set_has(&m->core, (size_t)u[c].node)) continue;
+                const tx_rw_node *r = tx_rw_node_at(g, (size_t)u[c].node);
+                /* a Shape of a static intermediate (the TorchScript
+                 * exporter's scale and mask read q's shape) becomes its
+                 * constant in rewrite() */
+                if (is_op(r, "Shape") && r->n_outputs == 1) {
+                    tx_ce_value cv;
+                    bool is_c = false;
+                    TX_TRY(tx_ce_eval(g, r->outputs[0], &cv, &is_c));
+                    tx_ce_release(&cv);
+                    if (is_c) {
+                        TX_TRY(set_add(&m->shape_readers, (size_t)u[c].node));
+                        continue;
+                    }
                 }
+                fail(m, "'%s' (output of %s) is also read by %s (%s) outside the attention "
+                        "pattern", val, label(n), label(r), r->op_type);
+                return NULL;
+            }
         }
     }
-    return true;
+    *ok = true;
+    return NULL;
+}
+
+/* The Shape nodes contained() let read the match's intermediates, each
+ * replaced by an int64 initializer of its value under its output's name. */
+static teexec_status *fold_shape_readers(tx_rw_graph *g, const match *m)
+{
+    for (size_t k = 0; k < m->shape_readers.n; k++) {
+        tx_rw_node *r = tx_rw_node_at(g, m->shape_readers.v[k]);
+        if (!r || r->dead) continue;
+        tx_ce_value cv;
+        bool is_c = false;
+        TX_TRY(tx_ce_eval(g, r->outputs[0], &cv, &is_c));
+        if (!is_c) continue; /* checked by contained(): cannot happen */
+        tx_tensor t;
+        int64_t n = (int64_t)cv.n;
+        teexec_status *st = tx_tensor_alloc(&t, TEEXEC_DTYPE_INT64, 1, &n);
+        for (uint64_t i = 0; !st && i < cv.n; i++) ((int64_t *)t.data)[i] = (int64_t)cv.v[i];
+        tx_ce_release(&cv);
+        char *name = st ? NULL : strdup(r->outputs[0]);
+        if (!st && !name) st = tx_oom();
+        if (!st) {
+            tx_rw_remove_node(g, m->shape_readers.v[k]);
+            st = tx_rw_set_initializer(g, name, &t);
+        }
+        free(name);
+        tx_tensor_release(&t);
+        TX_TRY(st);
+    }
+    return NULL;
 }
 
 /* Removes the producers of `names` that nothing reads any more, and theirs. */
@@ -1175,6 +1223,7 @@ static teexec_status *rewrite(tx_rw_graph *g, match *m, plan *pl)
         }
     }
     if (st) goto done;
+    if ((st = fold_shape_readers(g, m))) goto done;
     for (size_t k = 0; k < m->core.n; k++)
         if (!m->out_keep_reshape || m->core.v[k] != m->out_reshape)
             tx_rw_remove_node(g, m->core.v[k]);
@@ -1355,10 +1404,11 @@ static teexec_status *finish(tx_rw_graph *g, match *m, const char *o, const char
         st = note(r, qk_label, false, m->reason);
         return st;
     }
-    if (!contained(g, m, (size_t)out_idx)) {
+    bool cok = false;
+    st = contained(g, m, (size_t)out_idx, &cok);
+    if (st || !cok) {
         tx_tensor_release(&pl.mask_const);
-        st = note(r, qk_label, false, m->reason);
-        return st;
+        return st ? st : note(r, qk_label, false, m->reason);
     }
     st = rewrite(g, m, &pl);
     tx_tensor_release(&pl.mask_const);
@@ -1475,6 +1525,7 @@ static teexec_status *try_one(tx_rw_graph *g, size_t si, tx_lower_report *r)
     st = finish(g, &m, pvn->outputs[0], qk_label, r);
 done:
     free(m.core.v);
+    free(m.shape_readers.v);
     return st;
 }
 
@@ -1560,6 +1611,7 @@ static teexec_status *try_attention_op(tx_rw_graph *g, size_t ai, tx_lower_repor
     st = finish(g, &m, a->outputs[0], lbl, r);
 done:
     free(m.core.v);
+    free(m.shape_readers.v);
     return st;
 }
 

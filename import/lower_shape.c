@@ -391,6 +391,35 @@ static bool infer_std(ctx *c, size_t node, const tx_rw_node *n, size_t slot, sin
         out->dtype = x.dtype;
         return true;
     }
+    if (strcmp(op, "Shape") == 0 && n->n_inputs == 1 && slot == 0) {
+        /* [rank] or the [start, end) part: only the input's rank matters */
+        if (!shape_of(c, n->inputs[0], &x)) return false;
+        int64_t r = x.shape.rank, st = int_attr(g, node, "start", 0),
+                en = int_attr(g, node, "end", r);
+        if (st < 0) st += r;
+        if (en < 0) en += r;
+        st = st < 0 ? 0 : (st > r ? r : st);
+        en = en < 0 ? 0 : (en > r ? r : en);
+        int64_t len = en > st ? en - st : 0;
+        if (!ok(tx_shape_make(1, &len, &out->shape))) return false;
+        out->dtype = TEEXEC_DTYPE_INT64;
+        return true;
+    }
+    if (strcmp(op, "ConstantOfShape") == 0 && n->n_inputs == 1 && slot == 0) {
+        int64_t d[TX_MAX_RANK];
+        size_t nd = 0;
+        if (!const_ints(g, n->inputs[0], d, TX_MAX_RANK, &nd) ||
+            !ok(tx_shape_make((int32_t)nd, d, &out->shape)))
+            return false;
+        const tx_rw_attr *v = tx_rw_get_attr(g, node, "value");
+        tx_tensor t;
+        out->dtype = TEEXEC_DTYPE_FLOAT;
+        if (v && tx_rw_constant(g, n->outputs[0], &t)) {
+            out->dtype = t.dtype;
+            tx_tensor_release(&t);
+        }
+        return true;
+    }
     if (strcmp(op, "GatherElements") == 0 && n->n_inputs == 2 && slot == 0) {
         sinfo idx;
         if (!shape_of(c, n->inputs[0], &x) || !shape_of(c, n->inputs[1], &idx) ||
