@@ -7,6 +7,8 @@
  * Passes, in the order tx_lower runs them (each its own file):
  *   lower_attention.c  scaled-dot-product attention subgraphs -> DotProductAttention
  *   lower_rope.c       x*cos + rotate_half(x)*sin with constant tables -> RotaryEmbedding
+ *   lower_layout.c     Transposes that undo each other (the two passes above
+ *                      add them around [b, h, s, d] operands) removed
  *   lower_norm.c       LayerNormalization and its decomposed forms -> LayerNorm;
  *                      x*rsqrt(mean(x^2)+eps)*w forms -> RMSNorm
  *   lower_embed.c      Gather on a float [V, D] initializer -> Embedding
@@ -49,7 +51,7 @@
 #include <stddef.h>
 
 typedef struct tx_lower_options {
-    bool attention, rope, norms, linear, activations, quant, residual, embedding;
+    bool attention, rope, norms, linear, activations, quant, residual, embedding, layout;
 } tx_lower_options;
 
 /* Every pass on. */
@@ -88,6 +90,7 @@ teexec_status *tx_lower_linear(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 teexec_status *tx_lower_patch_conv(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 teexec_status *tx_lower_activations(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 teexec_status *tx_lower_embedding(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
+teexec_status *tx_lower_layout(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 teexec_status *tx_lower_quant(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 teexec_status *tx_lower_residual(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 
