@@ -291,7 +291,7 @@ static const char *match_silu(tx_rw_graph *g, size_t i, act_match *m, bool *anch
 /* Replaces m->nodes by te.ops op(x) -> y (GELU gets `approximate`). */
 static teexec_status *emit_act(tx_rw_graph *g, const char *op, const char *approximate,
                                const char *pattern, const char *anchor, const act_match *m,
-                               tx_lower_report *r)
+                               tx_lower_report *r, size_t *made)
 {
     char *x = tx_lm_strdup(m->x), *y = tx_lm_strdup(m->y), *an = tx_lm_strdup(anchor);
     teexec_status *st = NULL;
@@ -308,6 +308,7 @@ static teexec_status *emit_act(tx_rw_graph *g, const char *op, const char *appro
         goto done;
     }
     st = tx_rw_add_node(g, op, "te.ops", name, ins, 1, outs, 1, &idx);
+    if (!st && made) *made = idx;
     if (!st && approximate) st = tx_rw_set_string(g, idx, "approximate", approximate);
     if (!st) st = tx_lower_note_add(r, pattern, an, true, NULL);
 done:
@@ -653,7 +654,46 @@ static teexec_status *lower_op(tx_rw_graph *g, size_t i, tx_lower_report *r)
     m.y = n->outputs[0];
     m.last = (int64_t)i;
     tx_lm_set_add(&m.nodes, i);
-    return emit_act(g, relu ? "ReLU" : "GELU", gelu ? approx : NULL, pattern, n->name, &m, r);
+    return emit_act(g, relu ? "ReLU" : "GELU", gelu ? approx : NULL, pattern, n->name, &m, r,
+                    NULL);
+}
+
+/* ---- ConstantScale --------------------------------------------------------- */
+
+/* y = Mul(x, c) of the main output x of a te.ops node and a one-element
+ * float constant c (Gemma's embedding times sqrt(h)) -> ConstantScale(x,
+ * scale = c), so the chain goes on. Only when c is a float32 number
+ * exactly (the attribute is float32). Left alone (no note) otherwise. */
+static teexec_status *lower_scale(tx_rw_graph *g, size_t i, tx_lower_report *r)
+{
+    tx_rw_node *n = tx_lm_node(g, (int64_t)i);
+    if (!tx_lm_is(n, "", "Mul") || n->n_inputs != 2 || n->n_outputs != 1) return NULL;
+    double c;
+    int k = tx_lm_scalar_operand(g, n, &c);
+    if (k < 0 || !isfinite(c) || (double)(float)c != c) return NULL;
+    const char *x = n->inputs[1 - k];
+    size_t slot = 0;
+    tx_rw_node *p = tx_lm_node(g, tx_rw_producer(g, x, &slot));
+    if (!p || slot != 0 || !tx_lm_is(p, "te.ops", p->op_type) || tx_rw_is_initializer(g, x))
+        return NULL;
+    tx_tensor t;
+    if (!tx_rw_constant(g, n->inputs[k], &t)) return NULL;
+    bool f32 = t.dtype == TEEXEC_DTYPE_FLOAT;
+    tx_tensor_release(&t);
+    if (!f32) return NULL;
+    act_match m;
+    memset(&m, 0, sizeof m);
+    m.x = x;
+    m.y = n->outputs[0];
+    m.last = (int64_t)i;
+    tx_lm_set_add(&m.nodes, i);
+    char *anchor = tx_lm_strdup(n->name);
+    if (!anchor) return tx_oom();
+    size_t made = 0;
+    teexec_status *st = emit_act(g, "ConstantScale", NULL, "ConstantScale", anchor, &m, r, &made);
+    if (!st) st = tx_rw_set_float(g, made, "scale", (float)c);
+    free(anchor);
+    return st;
 }
 
 /* ---- the pass -------------------------------------------------------------- */
@@ -672,7 +712,7 @@ teexec_status *tx_lower_activations(tx_rw_graph *g, tx_lower_report *r)
         const char *anchor = tx_lm_node(g, p)->name;
         const char *no = match_gelu_erf(g, i, p, x, is_div, c, &m, why);
         TX_TRY(no ? tx_lower_note_add(r, "GELU(none)", anchor, false, no)
-                  : emit_act(g, "GELU", "none", "GELU(none)", anchor, &m, r));
+                  : emit_act(g, "GELU", "none", "GELU(none)", anchor, &m, r, NULL));
     }
     for (size_t i = 0; i < tx_rw_node_count(g); i++) {
         int64_t p;
@@ -684,7 +724,7 @@ teexec_status *tx_lower_activations(tx_rw_graph *g, tx_lower_report *r)
         int64_t first = m.nodes.n ? (int64_t)tx_lm_set_first(&m.nodes) : p;
         const char *anchor = tx_lm_node(g, first)->name;
         TX_TRY(no ? tx_lower_note_add(r, "GELU(tanh)", anchor, false, no)
-                  : emit_act(g, "GELU", "tanh", "GELU(tanh)", anchor, &m, r));
+                  : emit_act(g, "GELU", "tanh", "GELU(tanh)", anchor, &m, r, NULL));
     }
     for (size_t i = 0; i < tx_rw_node_count(g); i++) {
         bool anchored;
@@ -692,9 +732,10 @@ teexec_status *tx_lower_activations(tx_rw_graph *g, tx_lower_report *r)
         if (!anchored) continue;
         const char *anchor = tx_lm_node(g, (int64_t)i)->name;
         TX_TRY(no ? tx_lower_note_add(r, "SiLU", anchor, false, no)
-                  : emit_act(g, "SiLU", NULL, "SiLU", anchor, &m, r));
+                  : emit_act(g, "SiLU", NULL, "SiLU", anchor, &m, r, NULL));
     }
     for (size_t i = 0; i < tx_rw_node_count(g); i++) TX_TRY(lower_op(g, i, r));
+    for (size_t i = 0; i < tx_rw_node_count(g); i++) TX_TRY(lower_scale(g, i, r));
     for (size_t i = 0; i < tx_rw_node_count(g); i++) {
         glu_plan plan;
         bool anchored;

@@ -192,6 +192,10 @@ typedef struct match {
     size_t out_reshape;    /* that Reshape's node */
     bool kt3d;            /* Kᵀ in the 3-D form (match_kt3d) */
     bool op_causal;       /* the Attention op's is_causal */
+    /* a scale before q's head Reshape: that Mul goes, the Reshape reads
+     * its other input (-1: none) */
+    int64_t q_prescale, q_prescale_reshape;
+    const char *q_prescale_in;
     int64_t kt_spec3[3], kt_spec4[4];
     char reason[320];
 } match;
@@ -462,6 +466,22 @@ static teexec_status *walk_q(tx_rw_graph *g, match *m, const char *a)
         TX_TRY(strip_scales(g, m, &cur));
         m->q.value = cur;
         TX_TRY(dims_of(g, cur, false, m->q.dims));
+        /* OPT scales the projection before splitting the heads:
+         * Reshape(Mul(x, c), [b, s, h, d]); the Reshape stays (reading x) */
+        int64_t ri, mi;
+        tx_rw_node *rs = producer(g, cur, &ri, NULL);
+        tx_rw_node *mu = is_op(rs, "Reshape") && rs->n_inputs == 2
+                             ? producer(g, rs->inputs[0], &mi, NULL) : NULL;
+        double c;
+        int k = mu && (is_op(mu, "Mul") || is_op(mu, "Div")) && mu->n_inputs == 2
+                    ? (scalar_in(g, mu, 1, &c) ? 1 : is_op(mu, "Mul") && scalar_in(g, mu, 0, &c) ? 0 : -1)
+                    : -1;
+        if (k >= 0 && c != 0 && isfinite(c) && tx_lm_sole_reader(g, rs->inputs[0]) == ri) {
+            m->scale *= is_op(mu, "Div") ? 1.0 / c : c;
+            m->q_prescale = mi;
+            m->q_prescale_reshape = ri;
+            m->q_prescale_in = mu->inputs[1 - k];
+        }
     } else {
         m->q.value = cur;
         m->q.needs_transpose = true;
@@ -1224,6 +1244,17 @@ static teexec_status *rewrite(tx_rw_graph *g, match *m, plan *pl)
     }
     if (st) goto done;
     if ((st = fold_shape_readers(g, m))) goto done;
+    if (m->q_prescale >= 0) {
+        tx_rw_node *rs = tx_rw_node_at(g, (size_t)m->q_prescale_reshape);
+        char *in = strdup(m->q_prescale_in);
+        if (!in) {
+            st = tx_oom();
+            goto done;
+        }
+        free(rs->inputs[0]);
+        rs->inputs[0] = in;
+        tx_rw_remove_node(g, (size_t)m->q_prescale);
+    }
     for (size_t k = 0; k < m->core.n; k++)
         if (!m->out_keep_reshape || m->core.v[k] != m->out_reshape)
             tx_rw_remove_node(g, m->core.v[k]);
@@ -1455,6 +1486,7 @@ static teexec_status *try_one(tx_rw_graph *g, size_t si, tx_lower_report *r)
     memset(&m, 0, sizeof m);
     m.scale = 1.0;
     m.rk.n = m.rv.n = 1;
+    m.q_prescale = m.q_prescale_reshape = -1;
     m.softmax = tx_rw_node_at(g, si);
     teexec_status *st = NULL;
     if (!is_op(m.softmax, "Softmax") || m.softmax->n_inputs < 1 || m.softmax->n_outputs < 1)
@@ -1574,6 +1606,7 @@ static teexec_status *try_attention_op(tx_rw_graph *g, size_t ai, tx_lower_repor
     memset(&m, 0, sizeof m);
     m.scale = 1.0;
     m.rk.n = m.rv.n = 1;
+    m.q_prescale = m.q_prescale_reshape = -1;
     m.anchor = lbl;
     teexec_status *st = set_add(&m.core, ai);
     if (!st) st = walk_q(g, &m, a->inputs[0]);

@@ -28,6 +28,8 @@
 #include "import/lower.h"
 
 #include "format/te_schema.h"
+#include "import/lower_match.h"
+#include "import/lower_shape.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -384,6 +386,65 @@ done_:
     return st;
 }
 
+/* GPT-2's Conv1D (both exporters) flattens x to [M, K] before its Gemm and
+ * reshapes the result back: Reshape(Linear[+Bias](Reshape(x, [M, K])),
+ * [..., N]) where x is [..., K] and the result [..., N] has x's leading
+ * dims. te.ops Linear takes [..., K] itself, so both Reshapes go and the
+ * chain reads x and writes the second Reshape's output (the views break
+ * fuser chains and residual joins otherwise). */
+static teexec_status *drop_flat_views(tx_rw_graph *g)
+{
+    for (size_t i = 0; i < tx_rw_node_count(g); i++) {
+        tx_rw_node *lin = tx_rw_node_at(g, i);
+        if (lin->dead || strcmp(lin->domain, TX_TE_DOMAIN) || strcmp(lin->op_type, "Linear") ||
+            lin->n_inputs < 1 || lin->n_outputs != 1)
+            continue;
+        int64_t ri = tx_rw_producer(g, lin->inputs[0], NULL);
+        tx_rw_node *r1 = ri >= 0 ? tx_rw_node_at(g, (size_t)ri) : NULL;
+        if (!r1 || r1->dead || !is_op(r1, "Reshape") || r1->n_inputs != 2 ||
+            tx_lm_sole_reader(g, lin->inputs[0]) != (int64_t)i)
+            continue;
+        /* the chain's end: the Linear, or its Bias */
+        size_t last = i;
+        int64_t b = tx_lm_sole_reader(g, lin->outputs[0]);
+        tx_rw_node *bn = b >= 0 ? tx_rw_node_at(g, (size_t)b) : NULL;
+        if (bn && !strcmp(bn->domain, TX_TE_DOMAIN) && !strcmp(bn->op_type, "Bias") &&
+            bn->n_outputs == 1)
+            last = (size_t)b;
+        const char *end = tx_rw_node_at(g, last)->outputs[0];
+        int64_t r2i = tx_lm_sole_reader(g, end);
+        tx_rw_node *r2 = r2i >= 0 ? tx_rw_node_at(g, (size_t)r2i) : NULL;
+        if (!r2 || !is_op(r2, "Reshape") || r2->n_inputs != 2 || strcmp(r2->inputs[0], end))
+            continue;
+        tx_shape xs, flat, ys;
+        bool k1 = false, k2 = false, k3 = false;
+        TX_TRY(tx_lower_shape_of(g, r1->inputs[0], &xs, &k1));
+        TX_TRY(tx_lower_shape_of(g, lin->inputs[0], &flat, &k2));
+        TX_TRY(tx_lower_shape_of(g, r2->outputs[0], &ys, &k3));
+        if (!k1 || !k2 || !k3 || xs.rank < 2 || flat.rank != 2 || ys.rank != xs.rank ||
+            flat.dims[1] != xs.dims[xs.rank - 1])
+            continue;
+        bool same_lead = true;
+        for (int32_t d = 0; d + 1 < xs.rank; d++) same_lead = same_lead && xs.dims[d] == ys.dims[d];
+        if (!same_lead) continue;
+        char *x = tx_lm_strdup(r1->inputs[0]), *y = tx_lm_strdup(r2->outputs[0]);
+        if (!x || !y) {
+            free(x);
+            free(y);
+            return tx_oom();
+        }
+        tx_rw_remove_node(g, (size_t)ri);
+        tx_rw_remove_node(g, (size_t)r2i);
+        lin = tx_rw_node_at(g, i);
+        free(lin->inputs[0]);
+        lin->inputs[0] = x;
+        tx_rw_node *ln = tx_rw_node_at(g, last);
+        free(ln->outputs[0]);
+        ln->outputs[0] = y;
+    }
+    return NULL;
+}
+
 teexec_status *tx_lower_linear(tx_rw_graph *g, tx_lower_report *r)
 {
     char **done = NULL; /* weights transposed so far */
@@ -408,5 +469,6 @@ teexec_status *tx_lower_linear(tx_rw_graph *g, tx_lower_report *r)
     }
     for (size_t k = 0; k < n_done; k++) free(done[k]);
     free(done);
+    if (!st) st = drop_flat_views(g);
     return st;
 }
