@@ -5,18 +5,21 @@
  * never by node names; anything not lowered stays a standard op.
  *
  * Passes, in the order tx_lower runs them (each its own file):
- *   lower_attention.c  scaled-dot-product attention subgraphs -> DotProductAttention
+ *   lower_attention.c  scaled-dot-product attention subgraphs and the Attention
+ *                      op -> DotProductAttention
  *   lower_rope.c       x*cos + rotate_half(x)*sin with constant tables -> RotaryEmbedding
  *   lower_layout.c     Transposes that undo each other (the two passes above
  *                      add them around [b, h, s, d] operands) removed
  *   lower_norm.c       LayerNormalization and its decomposed forms -> LayerNorm;
- *                      x*rsqrt(mean(x^2)+eps)*w forms -> RMSNorm
+ *                      RMSNormalization and x*rsqrt(mean(x^2)+eps)*w forms -> RMSNorm
  *   lower_embed.c      Gather on a float [V, D] initializer -> Embedding
  *   lower_linear.c     MatMul / Gemm (+Add) with a constant weight -> Linear (+Bias);
  *                      lower_patch.c: a patch-embedding Conv -> Linear
- *   lower_act.c        erf / tanh GELU formulas -> GELU; x*Sigmoid(x) -> SiLU;
- *                      SiLU(a)*b -> SwiGLU (the two Linears merged when they
- *                      read the same input)
+ *   lower_act.c        erf / tanh GELU formulas and the Gelu op -> GELU; Relu ->
+ *                      ReLU; x*Sigmoid(x) -> SiLU; SiLU(a)*b -> SwiGLU,
+ *                      GELU(a)*b -> GEGLU, ReLU(a)*b -> ReGLU (the two
+ *                      Linears merged when they read the same input); a
+ *                      scalar Mul of a te.ops output -> ConstantScale
  *   lower_quant.c      Q->DQ pairs on a Linear's operands -> annotation attributes
  *   lower_residual.c   residual Add -> AddExtraInput; fan-out -> MakeExtraOutput
  *
@@ -35,9 +38,20 @@
  *                           names: "fp8-tensor", "mxfp8", "nvfp4", "blocked",
  *                           "other") or "none" to keep high precision
  *   Bias:    bias_source, bias_split (same meaning)
+ *   Embedding: weight_source, the table's own name
  * The lowered weight keeps the original initializer's name when it is not
  * merged (transposed in place when its layout was KN); a merged weight gets
  * a fresh name.
+ *
+ * Tied LM heads: both exporters write a tied head's weight as its own
+ * initializer, bitwise the embedding table's transpose (MatMul's [K, N]) or
+ * the table itself (Gemm transB=1). The head's Linear then reads the table
+ * (the Embedding's weight, one initializer for both uses, as in the user's
+ * model) with weight_source naming the head's copy, which is dropped, and
+ * weight_layout saying how it related to the table ("KN": its transpose).
+ * tx_param_sources maps that copy to the table (transposed), so its
+ * gradient is the table's, which is the tied parameter's whole gradient
+ * (what PyTorch reports under each name), and the table maps to itself.
  *
  * Ownership: the report is malloc'd, freed with tx_lower_report_free.
  * Thread-safety: a pass edits only the graph it is given.

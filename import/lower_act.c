@@ -1,6 +1,7 @@
 /*
- * lower_act.c - tx_lower_activations: activation formulas as PyTorch
- * exports them -> te.ops GELU / SiLU / SwiGLU.
+ * lower_act.c - tx_lower_activations: activation formulas and ops as
+ * PyTorch exports them -> te.ops GELU / ReLU / SiLU / ConstantScale and the
+ * gated SwiGLU / GEGLU / ReGLU.
  *
  * Forms recognized (x any activation; constants within float32 rounding,
  * see lower_match.h; Add/Mul operands in either order):
@@ -13,14 +14,21 @@
  *     t = Tanh(Mul(0.7978846, u)); a = Add(t, 1); y as for erf
  *                                               -> GELU(approximate="tanh")
  *   y = Mul(x, Sigmoid(x))                      -> SiLU
- *   y = Mul(SiLU(a), b), a = [Bias](Linear(X, Wg)), b = [Bias](Linear(X, Wu)),
+ *   Gelu(x) (opset 20, approximate none|tanh)   -> GELU(approximate)
+ *   Relu(x)                                     -> ReLU
+ *   y = Mul(x, c), x the main output of a te.ops node, c a float32 scalar
+ *     constant (Gemma's embedding * sqrt(h))    -> ConstantScale(scale = c)
+ *   y = Mul(act(a), b), act a te.ops SiLU / GELU / ReLU (made above),
+ *     a = [Bias](Linear(X, Wg)), b = [Bias](Linear(X, Wu)),
  *     both Linears te.ops (lower_linear ran first) on the same X, Wg and
  *     Wu of the same shape                      -> Linear(X, [Wg; Wu])
- *                                                  [-> Bias([bg; bu])] -> SwiGLU
+ *                                                  [-> Bias([bg; bu])]
+ *                                                  -> SwiGLU / GEGLU / ReGLU
  *     The merged weight (and bias) is a new initializer; the Linear keeps
  *     weight_source "gate,up" and weight_split [Hg, Hu] (bias_source /
  *     bias_split likewise) so gradients map back to the user's tensors.
- *     SwiGLU takes [gate | up]: the gate rows come first.
+ *     The gated ops take [gate | up]: the gate rows come first; GEGLU keeps
+ *     the GELU's approximate.
  *
  * Intermediates of a pattern must be read only inside it. A form that
  * starts like one of these (the anchor and its first neighbour match) but

@@ -1,22 +1,37 @@
 /*
  * lower_attention.c - tx_lower_attention (import/lower.h): scaled
- * dot-product attention as PyTorch 1.13 exports it -> one te.ops
- * DotProductAttention (bshd).
+ * dot-product attention as PyTorch's exporters write it, and the ONNX
+ * Attention op (opset 23) -> one te.ops DotProductAttention (bshd).
  *
- * The match is anchored on a Softmax whose probabilities feed the left
- * operand of a MatMul (P·V). From there:
+ * The decomposed form is anchored on a Softmax whose probabilities feed the
+ * left operand of a MatMul (P·V), directly or through the dynamo exporter's
+ * guard Where(IsNaN(P), 0, P) (it zeroes fully masked rows, as
+ * DotProductAttention does). From there:
  *   scores chain (walked back from the Softmax to the Q·Kᵀ MatMul): Mul/Div
- *     by scalar constants (the scale, folded or not), at most one mask:
+ *     by scalar constants (the scale, folded or not; constant expressions
+ *     such as the TorchScript exporter's Sqrt/Div/Cast of a constant are
+ *     folded), at most one mask:
  *     Where(cond, -inf|<= -1e4, S) / Where(cond, S, fill) or Add(S, m);
- *   q operand: Mul/Div by scalars, Transpose(0,2,1,3) of the bshd tensor;
+ *   q operand: Mul/Div by scalars, Transpose(0,2,1,3) of the bshd tensor,
+ *     and a scalar Mul before that tensor's head Reshape (OPT);
  *   k operand: Transpose(0,2,3,1) of the bshd tensor, or
  *     Transpose(0,1,3,2) of [Mul/Div by scalars, a GQA repeat,
- *     Transpose(0,2,1,3) of the bshd tensor];
+ *     Transpose(0,2,1,3) of the bshd tensor], or the dynamo exporter's
+ *     Reshape(Transpose(0,2,1)(Reshape(K, [b*h, s, d])), [b, h, d, s]) of
+ *     the same (K possibly the 5-D repeat itself);
  *   v operand: [GQA repeat], Transpose(0,2,1,3) of the bshd tensor;
- *   output: Transpose(0,2,1,3), Reshape to [b, s, h*d_v].
+ *   output: Transpose(0,2,1,3), Reshape to [b, s, h*d_v] (or to another
+ *     view of those elements, such as GPT-2's [b*s, h*d]: that Reshape
+ *     stays and reads the attention's output).
  * An operand that is [b,h,s,d] without the leading Transpose (e.g. after a
  * rotary embedding written in standard ops) gets a new Transpose(0,2,1,3)
  * so the DotProductAttention still reads bshd.
+ *
+ * The Attention op: Q, K, V [b, h, s, d] walked like the operands above
+ * (their Transposes and GQA repeats absorbed), its mask planned the same
+ * way (bool: true = attend), is_causal -> causal (s_q = s_kv: the op aligns
+ * top-left), scale (default 1/sqrt(d)) -> scale; past key/value inputs,
+ * used present/qk outputs, softcap and 3-D operands are declined.
  *
  * GQA repeats whose head order is "kv head j serves query heads
  * j*n .. j*n+n-1" (DotProductAttention's mapping) are recognized:
@@ -27,24 +42,30 @@
  *               (torch.repeat_interleave's export).
  * The k and v repeats must agree and h = hk * n.
  *
- * Masks are verified by value: the mask operand is folded to a constant
- * (import/const_eval.h: Trilu of ones, Equal, Cast, sliced buffers, ...).
- * Causal means "masked exactly where key j > query i" on an [s, s] matrix
- * with s_q = s_kv (top-left = bottom-right aligned then); an Add mask must be
- * 0 on and below the diagonal and -inf or <= -1e4 above it. A mask that is
- * all zero (Add) or masks nothing (Where) is no mask. A constant mask that is
- * not causal becomes the DotProductAttention's mask input (a new [1, 1,
- * s_q, s_kv] initializer; float for Add, bool for Where) when no row is
- * fully masked. A graph input used as the mask is passed through when it
- * already has rank 4 (a Where with the scores in its "true" slot gets a Not
- * in front, since TE's bool mask is "true = masked out"). Anything else is
- * noted, not lowered.
+ * Masks. A constant mask (import/const_eval.h folds Trilu of ones, Equal,
+ * Cast, sliced buffers, ...) is verified by value, as [b|1, h|1, s_q, s_kv]
+ * (the dynamo exporter bakes a causal mask as [b, 1, s, s] equal copies,
+ * which collapse to one). Causal means "masked exactly where key j > query
+ * i" with s_q = s_kv; an Add mask must be 0 on and below the diagonal and
+ * -inf or <= -1e4 above it. A mask that is all zero (Add) or masks nothing
+ * (Where) is no mask. A constant mask that is not causal becomes the
+ * DotProductAttention's mask input (a new initializer; float for Add, bool
+ * for Where) when no row is fully masked. A mask that is not constant is
+ * passed as it is when it is a graph input, or when it is computed by
+ * standard ops (no products) from integer/bool graph inputs (BERT's
+ * attention_mask) and constants whose float tensors are single fill values
+ * (a trained bias would lose its gradient: the mask input has none); a
+ * Where with the scores in its "true" slot gets a Not in front (TE's bool
+ * mask is "true = masked out"), a mask narrower than [b|1, h|1, s_q, s_kv]
+ * an Expand. Anything else is noted, not lowered.
  *
  * Nodes of the match are removed when every value they define is read only
- * inside the match (else: a note naming the value, nothing changed); the
- * constant subgraphs that fed them (mask, shape arithmetic) are removed too
- * once nothing reads them. The DotProductAttention's output keeps the name
- * of the final Reshape's output.
+ * inside the match (or by a Shape node, whose value is then folded to a
+ * constant: the TorchScript exporter reads q's shape for its scale and
+ * mask); else a note names the value and nothing changes. The constant
+ * subgraphs that fed them (mask, shape arithmetic) are removed too once
+ * nothing reads them. The DotProductAttention's output keeps the name of
+ * the final Reshape's output.
  */
 #include "import/lower.h"
 
@@ -192,6 +213,9 @@ typedef struct match {
     size_t out_reshape;    /* that Reshape's node */
     bool kt3d;            /* Kᵀ in the 3-D form (match_kt3d) */
     bool op_causal;       /* the Attention op's is_causal */
+    bool op_gqa;          /* the Attention op: fewer kv heads need no repeat (it
+                             maps query head i to kv head i / (h / h_kv), as
+                             DotProductAttention does) */
     /* a scale before q's head Reshape: that Mul goes, the Reshape reads
      * its other input (-1: none) */
     int64_t q_prescale, q_prescale_reshape;
@@ -472,10 +496,12 @@ static teexec_status *walk_q(tx_rw_graph *g, match *m, const char *a)
         tx_rw_node *rs = producer(g, cur, &ri, NULL);
         tx_rw_node *mu = is_op(rs, "Reshape") && rs->n_inputs == 2
                              ? producer(g, rs->inputs[0], &mi, NULL) : NULL;
-        double c;
-        int k = mu && (is_op(mu, "Mul") || is_op(mu, "Div")) && mu->n_inputs == 2
-                    ? (scalar_in(g, mu, 1, &c) ? 1 : is_op(mu, "Mul") && scalar_in(g, mu, 0, &c) ? 0 : -1)
-                    : -1;
+        double c = 0;
+        int k = -1; /* the scalar's slot */
+        if (mu && (is_op(mu, "Mul") || is_op(mu, "Div")) && mu->n_inputs == 2) {
+            if (scalar_in(g, mu, 1, &c)) k = 1;
+            else if (is_op(mu, "Mul") && scalar_in(g, mu, 0, &c)) k = 0;
+        }
         if (k >= 0 && c != 0 && isfinite(c) && tx_lm_sole_reader(g, rs->inputs[0]) == ri) {
             m->scale *= is_op(mu, "Div") ? 1.0 / c : c;
             m->q_prescale = mi;
@@ -1346,12 +1372,10 @@ static teexec_status *finish(tx_rw_graph *g, match *m, const char *o, const char
                               ? tx_rw_consumers(g, t->outputs[0], &n2) : NULL;
     tx_rw_node *rs = u2 && n2 == 1 ? tx_rw_node_at(g, (size_t)u2[0].node) : NULL;
     if (!is_op(rs, "Reshape") || rs->n_inputs != 2 || u2[0].slot != 0 ||
-        tx_rw_is_graph_output(g, t->outputs[0])) {
-        st = note(r, qk_label, false,
-                  "the attention output is not transposed back (0,2,1,3) and reshaped to "
-                  "[b, s, h*d] with nothing else reading the intermediates");
-        return st;
-    }
+        tx_rw_is_graph_output(g, t->outputs[0]))
+        return note(r, qk_label, false,
+                    "the attention output is not transposed back (0,2,1,3) and reshaped to "
+                    "[b, s, h*d] with nothing else reading the intermediates");
     int64_t out_idx = u2[0].node;
     if ((st = set_add(&m->core, (size_t)t_idx)) ||
         (st = set_add(&m->core, (size_t)out_idx)))
@@ -1359,11 +1383,8 @@ static teexec_status *finish(tx_rw_graph *g, match *m, const char *o, const char
     int64_t spec[8], got[8];
     size_t ns = 0;
     int64_t b = m->q.dims[0], s = m->q.dims[1], h = m->q.dims[2], dv = m->v.dims[3];
-    if (!tx_ce_ints(g, rs->inputs[1], spec, 8, &ns) || ns < 1) {
-        st = note(r, qk_label, false,
-                  "the attention output's Reshape target is not a constant");
-        return st;
-    }
+    if (!tx_ce_ints(g, rs->inputs[1], spec, 8, &ns) || ns < 1)
+        return note(r, qk_label, false, "the attention output's Reshape target is not a constant");
     int64_t in4[4] = {b, s, h, dv};
     resolve_reshape(in4, 4, spec, ns, got);
     bool known = b >= 0 && s >= 0 && h >= 0 && dv >= 0;
@@ -1380,12 +1401,10 @@ static teexec_status *finish(tx_rw_graph *g, match *m, const char *o, const char
             zero = zero || spec[i] == 0;
             total = got[i] >= 0 && total >= 0 ? total * got[i] : -1;
         }
-        if (!known || zero || total != want) {
-            st = note(r, qk_label, false,
-                      "the attention output is reshaped to a target that is not a view of "
-                      "[b, s, h*d_v] (or the shapes are unknown)");
-            return st;
-        }
+        if (!known || zero || total != want)
+            return note(r, qk_label, false,
+                        "the attention output is reshaped to a target that is not a view of "
+                        "[b, s, h*d_v] (or the shapes are unknown)");
         m->out_keep_reshape = true;
         m->out_value = NULL; /* a fresh name, made by rewrite() */
     }
@@ -1408,14 +1427,14 @@ static teexec_status *finish(tx_rw_graph *g, match *m, const char *o, const char
     else if (!check_repeat(m, &m->rk, k, "key") || !check_repeat(m, &m->rv, v, "value") ||
              !check_kt3d(m, k, m->rk.n))
         ok = false;
-    else if (h != k[2] * m->rk.n)
+    else if (h != k[2] * m->rk.n &&
+             !(m->op_gqa && m->rk.n == 1 && k[2] > 0 && h % k[2] == 0))
         ok = fail(m, "%lld query heads do not match %lld kv heads x %lld repeats",
                   (long long)h, (long long)k[2], (long long)m->rk.n);
     else if (m->scale == 0 || !isfinite(m->scale))
         ok = fail(m, "the softmax scale folds to %g", m->scale);
     if (!ok) {
-        st = note(r, qk_label, false, m->reason);
-        return st;
+        return note(r, qk_label, false, m->reason);
     }
     plan pl;
     bool mok = false;
@@ -1432,8 +1451,7 @@ static teexec_status *finish(tx_rw_graph *g, match *m, const char *o, const char
     }
     if (!mok) {
         tx_tensor_release(&pl.mask_const);
-        st = note(r, qk_label, false, m->reason);
-        return st;
+        return note(r, qk_label, false, m->reason);
     }
     bool cok = false;
     st = contained(g, m, (size_t)out_idx, &cok);
@@ -1624,6 +1642,7 @@ static teexec_status *try_attention_op(tx_rw_graph *g, size_t ai, tx_lower_repor
     }
     const tx_rw_attr *ca = find_attr(a, "is_causal");
     m.op_causal = ca && ca->type == TX_IR_ATTR_INT && ca->i != 0;
+    m.op_gqa = true;
     if (a->n_inputs > 3 && a->inputs[3][0]) {
         teexec_dtype dt;
         tx_shape ms;

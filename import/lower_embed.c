@@ -38,7 +38,8 @@ static const char *analyze(tx_rw_graph *g, size_t i)
     tx_rw_value_type t;
     bool typed = tx_rw_value_type_of(g, table, &t);
     if (!typed || !tx_te_is_real_dtype(t.dtype)) return ""; /* ints: shape arithmetic */
-    if (tx_rw_is_graph_input(g, table)) return "the table is a graph input, which callers may override";
+    if (tx_rw_is_graph_input(g, table))
+        return "the table is a graph input, which callers may override";
     if (!tx_rw_is_initializer(g, table)) {
         tx_tensor c;
         if (!tx_rw_constant(g, table, &c)) return ""; /* an activation: not a table */
