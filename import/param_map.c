@@ -227,14 +227,13 @@ teexec_status *tx_param_to_original(const tx_param_source *src, const tx_tensor 
     }
     if (src->orig_rank > 0) {
         /* the same elements in the original's shape (a patch Conv's weight) */
-        uint64_t want = 1;
+        uint64_t want = 1, have = out->numel;
         if (src->orig_rank > TX_PARAM_MAX_RANK ||
-            !tx_dims_product(src->orig_dims, (size_t)src->orig_rank, &want) ||
-            want != out->numel) {
+            !tx_dims_product(src->orig_dims, (size_t)src->orig_rank, &want) || want != have) {
             tx_tensor_release(out);
             return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
-                            "parameter %s: its original shape does not hold the %llu elements "
-                            "of %s", src->original, (unsigned long long)out->numel,
+                            "parameter %s: its original shape (weight_shape) does not hold the "
+                            "%llu elements of %s", src->original, (unsigned long long)have,
                             src->lowered);
         }
         out->rank = src->orig_rank;

@@ -69,7 +69,8 @@ static int64_t attr_i(const tx_rw_node *n, const char *name)
 static const char *attr_s(const tx_rw_node *n, const char *name)
 {
     const tx_rw_attr *a = attr(n, name);
-    if (!a || a->type != TX_IR_ATTR_STRING) fail_msg("%s has no string attribute %s", n->name, name);
+    if (!a || a->type != TX_IR_ATTR_STRING)
+        fail_msg("%s has no string attribute %s", n->name, name);
     return a->s;
 }
 
@@ -581,9 +582,9 @@ static bool reaches(tx_rw_graph *g, const char *v, const char *input, int depth)
 
 /* BERT (dynamo): the padding mask, written as Where(And(a constant
  * [1, 1, s, 1] bool, GatherND(Cast(attention_mask))), 0, finfo.min) of
- * shape [b, 1, s, s]: the DotProductAttention's float mask input. The CPU backend has no GatherND, so neither the export
- * nor its lowered graph runs here (bert_torchscript checks the numbers of
- * the same mask). */
+ * shape [b, 1, s, s]: the DotProductAttention's float mask input. The CPU
+ * backend has no GatherND, so neither the export nor its lowered graph runs
+ * here (bert_torchscript checks the numbers of the same mask). */
 static void test_bert_dynamo(void **state)
 {
     (void)state;
