@@ -1,7 +1,7 @@
 /*
  * lower_act.c - tx_lower_activations: activation formulas and ops as
- * PyTorch exports them -> te.ops GELU / ReLU / SiLU / ConstantScale and the
- * gated SwiGLU / GEGLU / ReGLU.
+ * PyTorch exports them -> te.ops GELU / QGELU / ReLU / SiLU / ConstantScale
+ * and the gated SwiGLU / GEGLU / ReGLU.
  *
  * Forms recognized (x any activation; constants within float32 rounding,
  * see lower_match.h; Add/Mul operands in either order):
@@ -14,6 +14,7 @@
  *     t = Tanh(Mul(0.7978846, u)); a = Add(t, 1); y as for erf
  *                                               -> GELU(approximate="tanh")
  *   y = Mul(x, Sigmoid(x))                      -> SiLU
+ *   y = Mul(x, Sigmoid(Mul(x, 1.702)))          -> QGELU (CLIP's quick GELU)
  *   Gelu(x) (opset 20, approximate none|tanh)   -> GELU(approximate)
  *   Relu(x)                                     -> ReLU
  *   y = Mul(x, c), x the main output of a te.ops node, c a float32 scalar
@@ -294,6 +295,38 @@ static const char *match_silu(tx_rw_graph *g, size_t i, act_match *m, bool *anch
     tx_lm_set_add(&m->nodes, i);
     tx_lm_set_add(&m->nodes, (size_t)mul);
     return NULL;
+}
+
+/* Quick GELU (CLIP's x * sigmoid(1.702 x)): Sigmoid i reads Mul(x, 1.702)
+ * and its output multiplies x. *anchored false: not this form. */
+static const char *match_qgelu(tx_rw_graph *g, size_t i, act_match *m, bool *anchored,
+                               char *why)
+{
+    memset(m, 0, sizeof(*m));
+    *anchored = false;
+    tx_rw_node *s = tx_lm_node(g, (int64_t)i);
+    if (!tx_lm_is(s, "", "Sigmoid") || s->n_inputs != 1 || s->n_outputs != 1) return "";
+    int64_t k = tx_lm_producer_op(g, s->inputs[0], "", "Mul");
+    tx_rw_node *kn = tx_lm_node(g, k);
+    double c;
+    int sk = kn ? tx_lm_scalar_operand(g, kn, &c) : -1;
+    if (sk < 0) return "";
+    const char *x = kn->inputs[1 - sk], *sv = s->outputs[0];
+    int64_t mul = reader_op(g, sv, "Mul");
+    const char *o = mul >= 0 ? tx_lm_other_input(tx_lm_node(g, mul), sv) : NULL;
+    if (!o || strcmp(o, x) != 0) return "";
+    *anchored = true;
+    if (!tx_lm_close(c, 1.702)) {
+        snprintf(why, REASON_MAX, "x * sigmoid(%.9g x) is not quick GELU (1.702)", c);
+        return why;
+    }
+    m->x = x;
+    m->y = tx_lm_node(g, mul)->outputs[0];
+    m->last = mul;
+    tx_lm_set_add(&m->nodes, (size_t)k);
+    tx_lm_set_add(&m->nodes, i);
+    tx_lm_set_add(&m->nodes, (size_t)mul);
+    return check_private(g, m, why);
 }
 
 /* Replaces m->nodes by te.ops op(x) -> y (GELU gets `approximate`). */
@@ -733,6 +766,14 @@ teexec_status *tx_lower_activations(tx_rw_graph *g, tx_lower_report *r)
         const char *anchor = tx_lm_node(g, first)->name;
         TX_TRY(no ? tx_lower_note_add(r, "GELU(tanh)", anchor, false, no)
                   : emit_act(g, "GELU", "tanh", "GELU(tanh)", anchor, &m, r, NULL));
+    }
+    for (size_t i = 0; i < tx_rw_node_count(g); i++) {
+        bool anchored;
+        const char *no = match_qgelu(g, i, &m, &anchored, why);
+        if (!anchored) continue;
+        const char *anchor = tx_lm_node(g, (int64_t)i)->name;
+        TX_TRY(no ? tx_lower_note_add(r, "QGELU", anchor, false, no)
+                  : emit_act(g, "QGELU", NULL, "QGELU", anchor, &m, r, NULL));
     }
     for (size_t i = 0; i < tx_rw_node_count(g); i++) {
         bool anchored;

@@ -10,6 +10,9 @@
  * and declines (with a note) when one of them would be left reading the
  * transposed bytes.
  *
+ * A weight written as Transpose(W) of an initializer W (read by this node
+ * only) is W in the other layout: the Linear reads W (the Transpose goes).
+ *
  * Tied LM heads: when the weight holds the bits of an embedding table T
  * (the table of a Gather on axis 0 or a te.ops Embedding; for MatMul's
  * [K, N] weight, T's transpose), the Linear reads T itself, so one
@@ -194,6 +197,22 @@ static const char *analyze(tx_rw_graph *g, size_t i, lin_plan *p, char *buf, siz
         tx_tensor_release(&probe);
         return "";
     }
+    /* W.T of an initializer W [N, K] (a Transpose only this node reads):
+     * that is W in Linear's own layout */
+    bool flip = false;
+    int64_t ti = tx_rw_producer(g, p->w, NULL);
+    tx_rw_node *tn = ti >= 0 ? tx_rw_node_at(g, (size_t)ti) : NULL;
+    if (tn && !tn->dead && is_op(tn, "Transpose") && tn->n_inputs == 1 &&
+        tx_lm_sole_reader(g, p->w) == (int64_t)i && !param_problem(g, tn->inputs[0], "weight")) {
+        const tx_rw_attr *perm = tx_rw_get_attr(g, (size_t)ti, "perm");
+        tx_rw_value_type tt;
+        if ((!perm || (perm->type == TX_IR_ATTR_INTS && perm->n_ints == 2 && perm->ints[0] == 1 &&
+                       perm->ints[1] == 0)) &&
+            tx_rw_value_type_of(g, tn->inputs[0], &tt) && tt.rank == 2) {
+            p->w = tn->inputs[0];
+            flip = true;
+        }
+    }
     const char *why = param_problem(g, p->w, "weight");
     if (why) {
         if (!*why) return ""; /* activation x activation: batched matmul */
@@ -206,7 +225,8 @@ static const char *analyze(tx_rw_graph *g, size_t i, lin_plan *p, char *buf, siz
                  p->w);
         return buf;
     }
-    if (in_names(done, n_done, p->w)) { /* transposed already: see it as the reader does */
+    /* seen as the reader does: transposed already, or through the Transpose */
+    if (in_names(done, n_done, p->w) != flip) {
         int64_t d0 = wt.dims[0];
         wt.dims[0] = wt.dims[1];
         wt.dims[1] = d0;
@@ -226,6 +246,7 @@ static const char *analyze(tx_rw_graph *g, size_t i, lin_plan *p, char *buf, siz
         p->kn = int_attr(g, i, "transB", 0) == 0;
     }
     p->n = p->kn ? wt.dims[1] : wt.dims[0];
+    if (flip) p->kn = !p->kn; /* the layout of W itself */
     if (gemm && n->n_inputs >= 3 && n->inputs[2][0]) {
         float beta = float_attr(g, i, "beta", 1.0f);
         if (beta != 1.0f && beta != 0.0f) return "beta is neither 1 nor 0";

@@ -444,7 +444,8 @@ static const char *match_rms(tx_rw_graph *g, size_t i, int64_t sq, const char *x
                 known = false;
             }
             identity = known && (int64_t)sd == back_to;
-            if (identity) m->identity_cast = front;
+            /* the Cast goes unless its value is a graph output */
+            if (identity && !tx_rw_is_graph_output(g, x)) m->identity_cast = front;
         }
         if (!identity)
             return "the result is cast to another type without a matching Cast to float32 of x";

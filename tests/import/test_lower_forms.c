@@ -3,7 +3,8 @@
  * (against an FP64 convolution on exactly representable values) and the
  * Convs that are not patch embeddings; tied and untied LM heads (a copy
  * that differs in one bit is not tied); tables and Attention ops that are
- * declined; the weight_shape annotation read back by tx_param_sources /
+ * declined; quick GELU; a weight written as the Transpose of an
+ * initializer; the weight_shape annotation read back by tx_param_sources /
  * tx_param_to_original, and its malformed forms. */
 #include "rw_util.h"
 
@@ -363,6 +364,111 @@ static void test_attention_op_past(void **state)
     teexec_model_destroy(m);
 }
 
+/* ---- QGELU and a transposed weight ------------------------------------------ */
+
+/* One float input x [2, 4] with small integer values, outputs of a and b
+ * bit for bit equal (or rel-L2 < tol when tol > 0). */
+static void same_outputs(const teexec_model *a, const teexec_model *b, double tol)
+{
+    float xv[8];
+    for (int i = 0; i < 8; i++) xv[i] = (float)(i % 5 - 2);
+    const int64_t d[2] = {2, 4};
+    rw_inputs in = {0};
+    in.names[0] = "x";
+    rw_ok(teexec_tensor_create_copy(TEEXEC_DTYPE_FLOAT, 2, d, xv, sizeof xv, &in.t[0]), "x");
+    in.n = 1;
+    teexec_tensor *oa[RW_MAX_IO], *ob[RW_MAX_IO];
+    size_t na = 0, nb = 0;
+    rw_ok(rw_run(a, &in, oa, &na), "original");
+    rw_ok(rw_run(b, &in, ob, &nb), "lowered");
+    if (tol > 0) {
+        double e = rw_rel_l2(ob[0], oa[0]);
+        printf("  rel-L2 %.3g\n", e);
+        assert_true(e < tol);
+    } else {
+        assert_true(rw_bit_equal(oa[0], ob[0]));
+    }
+    rw_outputs_free(oa, na);
+    rw_outputs_free(ob, nb);
+    rw_inputs_free(&in);
+}
+
+/* y = x * sigmoid(c * x) */
+static teexec_model *qgelu_model(float c)
+{
+    Onnx__ModelProto *pm;
+    Onnx__GraphProto *g = new_model(&pm, 17);
+    mb_input(g, "x", FLOAT, "2,4");
+    const int64_t one[1] = {1};
+    mb_init(g, "c", one, 0);
+    *(float *)g->initializer[0]->raw_data.data = c;
+    mb_node(g, "scale", "Mul", NULL, "x,c", "xs");
+    mb_node(g, "sig", "Sigmoid", NULL, "xs", "s");
+    mb_node(g, "gate", "Mul", NULL, "x,s", "y");
+    mb_output(g, "y", FLOAT, "2,4");
+    return load_builder(pm);
+}
+
+static void test_qgelu(void **state)
+{
+    (void)state;
+    teexec_model *m = qgelu_model(1.702f);
+    tx_rw_graph *g;
+    tx_lower_report *r;
+    lower(m, &g, &r);
+    assert_true(the_note(r, "QGELU")->lowered);
+    assert_int_equal(count_ops(g, "te.ops", "QGELU"), 1);
+    assert_int_equal(count_ops(g, "", "Sigmoid"), 0);
+    teexec_model *low = rw_emit_load(g);
+    same_outputs(m, low, 1e-6);
+    teexec_model_destroy(low);
+    tx_lower_report_free(r);
+    tx_rw_free(g);
+    teexec_model_destroy(m);
+
+    /* another constant is another function: declined, named */
+    m = qgelu_model(1.5f);
+    lower(m, &g, &r);
+    const tx_lower_note *n = the_note(r, "QGELU");
+    assert_false(n->lowered);
+    assert_non_null(strstr(n->reason, "1.5"));
+    assert_int_equal(count_ops(g, "", "Sigmoid"), 1);
+    tx_lower_report_free(r);
+    tx_rw_free(g);
+    teexec_model_destroy(m);
+}
+
+/* MatMul(x, Transpose(W)) with W [3, 4]: the Linear reads W as it is. */
+static void test_transposed_weight(void **state)
+{
+    (void)state;
+    Onnx__ModelProto *pm;
+    Onnx__GraphProto *g = new_model(&pm, 17);
+    mb_input(g, "x", FLOAT, "2,4");
+    const int64_t wd[2] = {3, 4};
+    mb_init(g, "W", wd, 2);
+    Onnx__NodeProto *t = mb_node(g, "wt", "Transpose", NULL, "W", "Wt");
+    const int64_t perm[2] = {1, 0};
+    mb_attr_ints(t, "perm", perm, 2);
+    mb_node(g, "mm", "MatMul", NULL, "x,Wt", "y");
+    mb_output(g, "y", FLOAT, "2,3");
+    teexec_model *m = load_builder(pm);
+    tx_rw_graph *rg;
+    tx_lower_report *r;
+    lower(m, &rg, &r);
+    const tx_rw_node *lin = first_op(rg, "Linear");
+    assert_string_equal(lin->inputs[1], "W");
+    assert_string_equal(str_attr(lin, "weight_source"), "W");
+    assert_string_equal(str_attr(lin, "weight_layout"), "NK");
+    assert_int_equal(count_ops(rg, "", "Transpose"), 0);
+    teexec_model *low = rw_emit_load(rg);
+    same_outputs(m, low, 0);
+    teexec_model_destroy(low);
+    tx_lower_report_free(r);
+    tx_rw_free(rg);
+    teexec_model_destroy(m);
+}
+
 /* ---- weight_shape ---------------------------------------------------------- */
 
 /* A te.ops Linear annotated with weight_shape `shape` (n entries). */
@@ -427,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_patch_conv_layout),   cmocka_unit_test(test_conv_declined),
         cmocka_unit_test(test_tied_head),           cmocka_unit_test(test_untied_head),
         cmocka_unit_test(test_embedding_table_input), cmocka_unit_test(test_attention_op_past),
+        cmocka_unit_test(test_qgelu),               cmocka_unit_test(test_transposed_weight),
         cmocka_unit_test(test_weight_shape_malformed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
