@@ -29,7 +29,9 @@ static void mark_repeats(const teexec_model *user, tx_prepared *p)
     const tx_ir_graph *ug = user->ir->graph, *lg = p->lowered->ir->graph;
     for (size_t i = 0; i < p->n_sources; i++) {
         tx_param_source *s = &p->sources[i];
-        if (strcmp(s->original, s->lowered) != 0 || s->transposed || s->rows >= 0) continue;
+        if (strcmp(s->original, s->lowered) != 0 || s->transposed || s->rows >= 0 ||
+            s->orig_rank > 0)
+            continue;
         int32_t uv = tx_ir_graph_find_value(ug, s->original);
         int32_t lv = tx_ir_graph_find_value(lg, s->lowered);
         if (uv < 0 || lv < 0) continue;
@@ -48,7 +50,9 @@ static teexec_status *drop_inherited_sources(const teexec_model *user, tx_prepar
     const tx_ir_graph *ug = user->ir->graph, *lg = p->lowered->ir->graph;
     for (size_t i = 0; i < p->n_sources; i++) {
         tx_param_source *s = &p->sources[i];
-        if (strcmp(s->original, s->lowered) != 0 || (!s->transposed && s->rows < 0)) continue;
+        if (strcmp(s->original, s->lowered) != 0 ||
+            (!s->transposed && s->rows < 0 && s->orig_rank == 0))
+            continue;
         int32_t uv = tx_ir_graph_find_value(ug, s->original);
         int32_t lv = tx_ir_graph_find_value(lg, s->lowered);
         if (uv < 0 || lv < 0 || !ug->values[uv].initializer || !lg->values[lv].initializer)
@@ -68,6 +72,7 @@ static teexec_status *drop_inherited_sources(const teexec_model *user, tx_prepar
             s->transposed = false;
             s->row_offset = 0;
             s->rows = -1;
+            s->orig_rank = 0;
         }
     }
     return NULL;

@@ -861,7 +861,7 @@ static int32_t lowered_value(const teexec_trainer *t, const char *name, const tx
 {
     *src = tx_prepared_source(t->prep, name);
     if (*src && strcmp((*src)->lowered, name) == 0 && (*src)->rows < 0 && !(*src)->transposed &&
-        (*src)->repeat <= 1)
+        (*src)->repeat <= 1 && (*src)->orig_rank == 0)
         *src = NULL; /* the same tensor under the same name */
     return tx_ir_graph_find_value(t->g, *src ? (*src)->lowered : name);
 }
