@@ -5,6 +5,8 @@
  */
 #include "exec/model_internal.h"
 
+#include "exec/prepare.h"
+
 #include "base/checked.h"
 #include "base/dtype.h"
 #include "base/tensor.h"
@@ -17,6 +19,7 @@
 void teexec_model_destroy(teexec_model *model)
 {
     if (!model) return;
+    tx_prepared_free(model->prepared);
     free(model->opsets);
     free(model->inputs);
     free(model->outputs);
@@ -316,7 +319,10 @@ static teexec_status *finish_load(teexec_model *m)
     return NULL;
 }
 
-static teexec_status *load_common(tx_onnx_file *file, const char *path, teexec_model **out)
+/* prepare: lower the model once for the executors (exec/prepare.h); off
+ * for derived copies, which are already lowered. */
+static teexec_status *load_common(tx_onnx_file *file, const char *path, bool prepare,
+                                  teexec_model **out)
 {
     teexec_model *m = calloc(1, sizeof *m);
     if (!m) {
@@ -325,6 +331,7 @@ static teexec_status *load_common(tx_onnx_file *file, const char *path, teexec_m
     }
     m->file = file;
     teexec_status *st = finish_load(m);
+    if (!st && prepare) st = tx_prepare_at_load(m);
     if (st) {
         teexec_model_destroy(m);
         return tx_status_with_file(st, path);
@@ -344,7 +351,7 @@ teexec_status *teexec_model_load_file(const char *path, const teexec_load_option
     tx_onnx_file *file = NULL;
     teexec_status *st = tx_onnx_load_file(path, options, &file);
     if (st) return tx_status_with_file(st, path);
-    return load_common(file, path, out_model);
+    return load_common(file, path, true, out_model);
 }
 
 teexec_status *teexec_model_load_memory(const void *data, size_t size, const char *base_dir,
@@ -359,7 +366,16 @@ teexec_status *teexec_model_load_memory(const void *data, size_t size, const cha
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "teexec_model_load_memory: data is NULL");
     tx_onnx_file *file = NULL;
     TX_TRY(tx_onnx_load_memory(data, size, base_dir, options, &file));
-    return load_common(file, NULL, out_model);
+    return load_common(file, NULL, true, out_model);
+}
+
+teexec_status *tx_model_load_derived(const void *data, size_t size, const char *base_dir,
+                                     teexec_model **out)
+{
+    *out = NULL;
+    tx_onnx_file *file = NULL;
+    TX_TRY(tx_onnx_load_memory(data, size, base_dir, NULL, &file));
+    return load_common(file, NULL, false, out);
 }
 
 /* ---- getters */

@@ -3,8 +3,10 @@
  * (import/lower.h) and the planner (planner/plan.h). */
 #include "exec/infer_graph.h"
 #include "exec/model_lower.h"
+#include "exec/prepare.h"
 #include "format/atomic_write.h"
 #include "import/rewrite.h"
+#include "planner/coverage.h"
 #include "planner/plan.h"
 
 #include <inttypes.h>
@@ -115,10 +117,11 @@ void teexec_string_free(char *text) { free(text); }
 
 /* ---- planning a model ---------------------------------------------------- */
 
-/* Everything a plan of a model is made of; released by planned_free. */
+/* Everything a plan of a model is made of; released by planned_free. The
+ * lowered model and its report belong to the model (exec/prepare.h). */
 typedef struct planned {
-    teexec_model *lowered;
-    tx_lower_report *report;
+    const teexec_model *lowered;
+    const tx_lower_report *report;
     tx_infer_value *vals;
     size_t n_vals;
     tx_fuser_plan *plan;
@@ -128,12 +131,10 @@ static void planned_free(planned *p)
 {
     tx_fuser_plan_free(p->plan);
     if (p->vals) tx_infer_values_free(p->vals, p->n_vals);
-    tx_lower_report_free(p->report);
-    teexec_model_destroy(p->lowered);
     memset(p, 0, sizeof(*p));
 }
 
-/* Lowers, infers and plans model for o (NULL: the defaults). */
+/* Infers and plans the model's lowered copy for o (NULL: the defaults). */
 static teexec_status *plan_model(const teexec_model *model, const teexec_plan_options *o,
                                  planned *p)
 {
@@ -143,7 +144,9 @@ static teexec_status *plan_model(const teexec_model *model, const teexec_plan_op
         TX_TRY(options_defaults(&defaults));
         o = &defaults;
     }
-    teexec_status *st = tx_model_lower(model, &p->report, &p->lowered);
+    const tx_prepared *prep = NULL;
+    teexec_status *st = tx_model_runnable(model, &p->lowered, &prep);
+    if (!st) p->report = prep ? prep->report : NULL;
     const tx_ir_graph *g = st ? NULL : p->lowered->ir->graph;
     if (!st)
         st = tx_infer_graph(g, p->lowered->file, (const char *const *)o->dim_names, o->dim_values,
@@ -254,6 +257,62 @@ static void lowering_json(strbuf *b, const tx_lower_report *r)
     sb_printf(b, "]");
 }
 
+/* Why a standard op of a row is left: it only moves data, a declined
+ * lowering pattern anchored at one of its nodes says why, or no pattern
+ * covers it. */
+static const char *row_reason(const tx_coverage_row *row, const tx_ir_graph *g,
+                              const tx_lower_report *r)
+{
+    if (row->data_movement) return "moves or reshapes data only (no arithmetic)";
+    for (size_t i = 0; r && i < r->n_notes; i++) {
+        const tx_lower_note *x = &r->notes[i];
+        if (x->lowered || !x->reason) continue;
+        for (size_t k = 0; k < g->n_nodes; k++) {
+            const tx_ir_node *n = &g->nodes[k];
+            const char *op = strchr(row->op, ':') ? strchr(row->op, ':') + 1 : row->op;
+            if (strcmp(n->op_type, op) == 0 && strcmp(n->label, x->node) == 0) return x->reason;
+        }
+    }
+    return "no lowering pattern covers it";
+}
+
+static double share(double part, double whole) { return whole > 0 ? part / whole : 0.0; }
+
+static void coverage_text(strbuf *b, const tx_plan_coverage *c, const tx_ir_graph *g,
+                          const tx_lower_report *r, bool explain)
+{
+    sb_printf(b, "coverage: %.1f%% of %.4g forward FLOPs and %zu of %zu nodes in te.ops groups",
+              100.0 * share(c->flops_te, c->flops_total), c->flops_total, c->nodes_te,
+              c->nodes_total);
+    if (c->unknown) sb_printf(b, " (%zu nodes of unknown size not counted)", c->unknown);
+    sb_printf(b, "\n");
+    for (size_t i = 0; i < c->n_left; i++) {
+        const tx_coverage_row *row = &c->left[i];
+        if (!explain && row->data_movement) continue;
+        sb_printf(b, "  standard %-22s x%-4zu %5.1f%% of FLOPs: %s\n", row->op, row->count,
+                  100.0 * share(row->flops, c->flops_total), row_reason(row, g, r));
+    }
+}
+
+static void coverage_json(strbuf *b, const tx_plan_coverage *c, const tx_ir_graph *g,
+                          const tx_lower_report *r)
+{
+    sb_printf(b, "{\"flops_total\": %.17g, \"flops_te\": %.17g, \"flops_share\": %.6f, "
+                 "\"nodes_total\": %zu, \"nodes_te\": %zu, \"node_share\": %.6f, "
+                 "\"nodes_uncounted\": %zu, \"standard_ops\": [",
+              c->flops_total, c->flops_te, share(c->flops_te, c->flops_total), c->nodes_total,
+              c->nodes_te, share((double)c->nodes_te, (double)c->nodes_total), c->unknown);
+    for (size_t i = 0; i < c->n_left; i++) {
+        const tx_coverage_row *row = &c->left[i];
+        sb_printf(b, "%s{\"op\": ", i ? ", " : "");
+        sb_json_string(b, row->op);
+        sb_printf(b, ", \"count\": %zu, \"flops\": %.17g, \"reason\": ", row->count, row->flops);
+        sb_json_string(b, row_reason(row, g, r));
+        sb_printf(b, "}");
+    }
+    sb_printf(b, "]}");
+}
+
 teexec_status *teexec_model_plan(const teexec_model *model, const teexec_plan_options *options,
                                  teexec_plan_format format, char **out_text)
 {
@@ -266,21 +325,31 @@ teexec_status *teexec_model_plan(const teexec_model *model, const teexec_plan_op
     TX_TRY(plan_model(model, options, &p));
     const tx_ir_graph *g = p.lowered->ir->graph;
     char *body = NULL;
-    teexec_status *st = format == TEEXEC_PLAN_JSON
-                            ? tx_fuser_plan_json(p.plan, g, &body)
-                            : tx_fuser_plan_text(p.plan, g, format == TEEXEC_PLAN_EXPLAIN, &body);
+    tx_plan_coverage cov;
+    teexec_status *st = tx_plan_coverage_compute(p.plan, g, p.vals, p.n_vals, &cov);
+    if (st) {
+        planned_free(&p);
+        return st;
+    }
+    st = format == TEEXEC_PLAN_JSON
+             ? tx_fuser_plan_json(p.plan, g, &body)
+             : tx_fuser_plan_text(p.plan, g, format == TEEXEC_PLAN_EXPLAIN, &body);
     strbuf b = {0};
     if (!st) {
         if (format == TEEXEC_PLAN_JSON) {
             sb_printf(&b, "{\"lowering\": ");
             lowering_json(&b, p.report);
+            sb_printf(&b, ", \"coverage\": ");
+            coverage_json(&b, &cov, g, p.report);
             sb_printf(&b, ", \"plan\": %s}\n", body);
         } else {
             lowering_text(&b, p.report, format == TEEXEC_PLAN_EXPLAIN);
+            coverage_text(&b, &cov, g, p.report, format == TEEXEC_PLAN_EXPLAIN);
             sb_printf(&b, "%s", body);
         }
         if (b.failed) st = tx_oom();
     }
+    tx_plan_coverage_free(&cov);
     free(body);
     planned_free(&p);
     if (st) {

@@ -45,7 +45,8 @@ static const struct {
     {"Exp", TX_UNARY_EXP}, {"Log", TX_UNARY_LOG}, {"Erf", TX_UNARY_ERF},
     {"Tanh", TX_UNARY_TANH}, {"Sigmoid", TX_UNARY_SIGMOID}, {"LeakyRelu", TX_UNARY_LEAKY_RELU},
     {"Elu", TX_UNARY_ELU}, {"Softplus", TX_UNARY_SOFTPLUS}, {"Floor", TX_UNARY_FLOOR},
-    {"Ceil", TX_UNARY_CEIL}, {"Round", TX_UNARY_ROUND},
+    {"Ceil", TX_UNARY_CEIL}, {"Round", TX_UNARY_ROUND}, {"Sin", TX_UNARY_SIN},
+    {"Cos", TX_UNARY_COS},
 };
 
 static teexec_status *op_unary(const tx_op_call *c)
@@ -333,6 +334,9 @@ static const op_entry table[] = {
     {"Gather", 1, tx_cpu_op_gather}, {"GatherElements", 11, tx_cpu_op_gather_elements},
     {"Expand", 8, tx_cpu_op_expand}, {"Tile", 6, tx_cpu_op_tile},
     {"Range", 11, tx_cpu_op_range}, {"Trilu", 14, tx_cpu_op_trilu},
+    {"Sin", 7, op_unary}, {"Cos", 7, op_unary},
+    {"Conv", 1, tx_cpu_op_conv}, {"GatherND", 11, tx_cpu_op_gather_nd},
+    {"RMSNormalization", 23, tx_cpu_op_rms_norm}, {"Attention", 23, tx_cpu_op_attention},
 };
 
 bool tx_cpu_op_at(size_t i, const char **domain, const char **op_type, int64_t *min_opset)

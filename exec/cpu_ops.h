@@ -41,6 +41,19 @@ teexec_status *tx_cpu_op_tile(const tx_op_call *c);
 teexec_status *tx_cpu_op_range(const tx_op_call *c);
 teexec_status *tx_cpu_op_trilu(const tx_op_call *c);
 
+/* Kernels defined in cpu_ops_nn.c (Conv, GatherND, RMSNormalization,
+ * Attention), listed in cpu_ops.c's table. */
+teexec_status *tx_cpu_op_conv(const tx_op_call *c);
+teexec_status *tx_cpu_op_gather_nd(const tx_op_call *c);
+teexec_status *tx_cpu_op_rms_norm(const tx_op_call *c);
+teexec_status *tx_cpu_op_attention(const tx_op_call *c);
+
+/* An Attention node's attributes as the kernel takes them (shared with its
+ * backward rule); qk_matmul_output_mode other than 0 with the
+ * qk_matmul_output output in use is TEEXEC_ERR_UNSUPPORTED. */
+struct tx_attention_params;
+teexec_status *tx_cpu_attention_params_of(const tx_ir_node *n, struct tx_attention_params *p);
+
 /* Attach node context to a kernel's error: prefixes `node "X" (Op)` and sets
  * the status's node. Returns st (NULL stays NULL). */
 teexec_status *tx_cpu_op_error(const tx_op_call *c, teexec_status *st);

@@ -7,7 +7,7 @@
  *
  * Ownership: everything here is owned by the model and released by
  * teexec_model_destroy(); the IR points into `file`, so the IR is freed
- * first. Thread-safety: immutable after load; concurrent reads are fine
+ * first; `prepared` (its lowered copy) is released with it. Thread-safety: immutable after load; concurrent reads are fine
  * (reading external data through `file` is serialized by the loader).
  */
 #ifndef TEEXEC_EXEC_MODEL_INTERNAL_H
@@ -32,6 +32,14 @@ struct teexec_model {
     /* The loader's list the externals table points into (locations). All
      * other strings of the tables point into the IR. */
     tx_external_stat *external_stats; size_t n_external_stats;
+    /* The lowered copy every executor runs (exec/prepare.h); NULL for a
+     * model that is itself such a copy. */
+    struct tx_prepared *prepared;
 };
+
+/* Loads serialized bytes as a model that is a derived copy (a lowered or
+ * inlined model): like teexec_model_load_memory, but not prepared again. */
+teexec_status *tx_model_load_derived(const void *data, size_t size, const char *base_dir,
+                                     teexec_model **out) TX_NODISCARD;
 
 #endif

@@ -31,7 +31,7 @@ static teexec_status *reload(const teexec_model *src, const tx_rw_graph *g, teex
     size_t len = 0;
     TX_TRY(tx_rw_emit(g, &bytes, &len));
     const char *base = src->file ? src->file->base_dir : NULL;
-    teexec_status *st = teexec_model_load_memory(bytes, len, base, NULL, out);
+    teexec_status *st = tx_model_load_derived(bytes, len, base, out);
     free(bytes);
     return st;
 }
@@ -50,6 +50,12 @@ teexec_status *tx_model_inline_calls(const teexec_model *model, teexec_model **o
 teexec_status *tx_model_lower(const teexec_model *model, tx_lower_report **report,
                               teexec_model **out)
 {
+    return tx_model_lower_with(model, NULL, report, out);
+}
+
+teexec_status *tx_model_lower_with(const teexec_model *model, const tx_lower_options *o,
+                                   tx_lower_report **report, teexec_model **out)
+{
     *out = NULL;
     if (report) *report = NULL;
     tx_rw_graph *g = NULL;
@@ -58,7 +64,7 @@ teexec_status *tx_model_lower(const teexec_model *model, tx_lower_report **repor
     /* te.fused groups (a converted model's) were inlined: they are planned
      * afresh, so the old functions go */
     teexec_status *st = tx_rw_drop_source_functions(g, TX_TE_FUSED_DOMAIN);
-    if (!st) st = tx_lower(g, NULL, &rep);
+    if (!st) st = tx_lower(g, o, &rep);
     if (!st) st = reload(model, g, out);
     tx_rw_free(g);
     if (st || !report) tx_lower_report_free(rep);

@@ -33,6 +33,9 @@ teexec_status *tx_model_inline_calls(const teexec_model *model, teexec_model **o
  * report may be NULL. */
 teexec_status *tx_model_lower(const teexec_model *model, tx_lower_report **report,
                               teexec_model **out) TX_NODISCARD;
+/* The same with the passes `o` enables (NULL = all). */
+teexec_status *tx_model_lower_with(const teexec_model *model, const tx_lower_options *o,
+                                   tx_lower_report **report, teexec_model **out) TX_NODISCARD;
 
 /* The folder external data of `model` is read from ("." for a model loaded
  * from a file without a folder part, NULL for one loaded from memory

@@ -1,12 +1,14 @@
 /* session.c - sessions: preparation (kernels, inference, folding, buffer
- * plans per input-shape signature) and runs; the public session API. */
+ * plans per input-shape signature) and runs; the public session API. A
+ * session runs the model's lowered copy (exec/prepare.h). */
 #include "exec/session_cuda.h"
 #include "exec/session_internal.h"
 
 #include "base/checked.h"
 #include "base/dtype.h"
 #include "exec/cpu_te_ops.h"
-#include "exec/model_lower.h"
+#include "exec/op_gaps.h"
+#include "exec/prepare.h"
 #include "exec/tensor_internal.h"
 #include "format/tensor_proto.h"
 
@@ -98,9 +100,11 @@ static void plan_free(const teexec_session *s, tx_plan *p)
     free(p);
 }
 
+/* The user's file, for messages (the model that runs is its lowered copy,
+ * loaded from memory). */
 static const char *model_file(const teexec_session *s)
 {
-    return s->model->file ? s->model->file->path : NULL;
+    return s->user_model->file ? s->user_model->file->path : NULL;
 }
 
 /* Stores an inferred output into the plan's value table, keeping an owned
@@ -294,17 +298,16 @@ static teexec_status *make_plan(teexec_session *s, const teexec_dtype *dts, cons
 
 /* ---- creation ---------------------------------------------------------- */
 
-/* Lists every node the backend cannot run, each distinct (op, domain,
- * opset) once, in one status. */
+/* Resolves every node to a kernel; every node the backend cannot run is
+ * listed in one status (exec/op_gaps.h). */
 static teexec_status *resolve_kernels(teexec_session *s)
 {
     const tx_ir_graph *g = s->g;
     s->fns = calloc(g->n_nodes ? g->n_nodes : 1, sizeof(*s->fns));
     if (!s->fns) return tx_oom();
-    char *msg = NULL;
-    size_t len = 0, n_bad = 0;
-    const char *first_node = NULL;
-    for (size_t i = 0; i < g->n_nodes; i++) {
+    tx_op_gaps gaps = {0};
+    teexec_status *fatal = NULL;
+    for (size_t i = 0; i < g->n_nodes && !fatal; i++) {
         const tx_ir_node *n = &g->nodes[i];
         teexec_status *st = NULL;
         if (n->function >= 0)
@@ -313,36 +316,14 @@ static teexec_status *resolve_kernels(teexec_session *s)
         else
             st = s->be.vt->prepare_node(s->be.state, n, &s->fns[i]);
         if (!st) continue;
-        if (teexec_status_code(st) != TEEXEC_ERR_UNSUPPORTED) {
-            free(msg);
-            return st;
+        if (teexec_status_code(st) != TEEXEC_ERR_UNSUPPORTED) fatal = st;
+        else {
+            fatal = tx_op_gaps_add(&gaps, teexec_status_message(st), n->label);
+            teexec_status_destroy(st);
         }
-        const char *m = teexec_status_message(st);
-        /* each distinct op once */
-        if (!msg || !strstr(msg, m)) {
-            size_t ml = strlen(m);
-            char *nm = realloc(msg, len + ml + 3);
-            if (!nm) {
-                teexec_status_destroy(st);
-                free(msg);
-                return tx_oom();
-            }
-            msg = nm;
-            if (len) {
-                memcpy(msg + len, "; ", 2);
-                len += 2;
-            }
-            memcpy(msg + len, m, ml + 1);
-            len += ml;
-            if (!first_node) first_node = n->label;
-            n_bad++;
-        }
-        teexec_status_destroy(st);
     }
-    if (!msg) return NULL;
-    teexec_status *st = tx_status_new(TEEXEC_ERR_UNSUPPORTED, model_file(s),
-                                      n_bad == 1 ? first_node : NULL, "%s", msg);
-    free(msg);
+    teexec_status *st = fatal ? fatal : tx_op_gaps_status(&gaps, TEEXEC_ERR_UNSUPPORTED, model_file(s));
+    tx_op_gaps_free(&gaps);
     return st;
 }
 
@@ -370,7 +351,7 @@ static teexec_status *decode_initializers(teexec_session *s)
 static teexec_status *index_values(teexec_session *s)
 {
     const tx_ir_graph *g = s->g;
-    const teexec_model *m = s->model;
+    const teexec_model *m = s->user_model;
     s->n_in = m->n_inputs;
     s->in_vals = calloc(s->n_in ? s->n_in : 1, sizeof(int32_t));
     s->last_use = calloc(g->n_values ? g->n_values : 1, sizeof(int64_t));
@@ -485,24 +466,19 @@ teexec_status *teexec_session_create(const teexec_model *model,
     bool use_cuda = false;
     TX_TRY(tx_resolve_device(dev, options ? options->recipe : NULL,
                              options ? options->dtype : TEEXEC_DTYPE_UNDEFINED, &use_cuda));
+    const teexec_model *run = NULL;
+    TX_TRY(tx_status_with_file(tx_model_runnable(model, &run, NULL),
+                               model->file ? model->file->path : NULL));
     teexec_session *s = calloc(1, sizeof(*s));
     if (!s) return tx_oom();
-    if (tx_model_has_calls(model)) {
-        teexec_status *ist = tx_model_inline_calls(model, &s->owned_model);
-        if (ist) {
-            free(s);
-            return ist;
-        }
-        model = s->owned_model;
-    }
-    s->model = model;
+    s->user_model = model;
+    s->model = run;
     s->plan_only = use_cuda || (options && options->plan_only);
-    s->g = model->ir->graph;
+    s->g = run->ir->graph;
     s->be.vt = &tx_backend_cpu;
     tx_backend_config cfg = {.threads = options ? options->threads : 0};
     teexec_status *st = s->be.vt->create(&cfg, &s->be.state);
     if (st) {
-        teexec_model_destroy(s->owned_model);
         free(s);
         return st;
     }
@@ -537,7 +513,6 @@ void teexec_session_destroy(teexec_session *s)
     free(s->sc_outs);
     free(s->sc_out_vals);
     if (s->be.vt && s->be.state) s->be.vt->destroy(s->be.state);
-    teexec_model_destroy(s->owned_model);
     free(s);
 }
 
@@ -560,7 +535,7 @@ size_t teexec_session_plan_count(const teexec_session *s)
 static teexec_status *bind_inputs(teexec_session *s, size_t n_inputs, const char *const *names,
                                   const teexec_tensor *const *tensors, const tx_tensor **bound)
 {
-    const teexec_model *m = s->model;
+    const teexec_model *m = s->user_model;
     for (size_t i = 0; i < s->n_in; i++) bound[i] = NULL;
     if (n_inputs && (!names || !tensors))
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "input_names or input_tensors is NULL");

@@ -69,10 +69,12 @@ struct teexec_session_options {
 struct tx_gpu_graph;
 
 struct teexec_session {
+    /* What runs: the user's model's lowered copy (exec/prepare.h), which
+     * `g` and every node, value and file reference below belong to. */
     const teexec_model *model;
-    /* The model with its function calls inlined (a converted model's
-     * te.fused groups), when it has any; `model` then points at it. */
-    teexec_model *owned_model;
+    /* The model the user created the session with: input names and the
+     * file named in messages. */
+    const teexec_model *user_model;
     const tx_ir_graph *g;
     tx_backend be;
     tx_op_fn *fns;           /* per node */

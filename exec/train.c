@@ -8,8 +8,10 @@
 #include "exec/cuda/gpu_graph.h"
 #include "exec/session_cuda.h"
 #include "exec/model_internal.h"
-#include "exec/model_lower.h"
+#include "exec/op_gaps.h"
+#include "exec/prepare.h"
 #include "exec/tensor_internal.h"
+#include "exec/trainable.h"
 #include "format/atomic_write.h"
 #include "format/tensor_proto.h"
 #include "import/shape_infer.h"
@@ -17,6 +19,7 @@
 #include "kernels/cpu/loss.h"
 #include "kernels/cpu/optim.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,14 +30,17 @@ typedef struct tx_param {
 } tx_param;
 
 struct teexec_trainer {
+    /* What trains: the user's model's lowered copy (exec/prepare.h); g and
+     * every value index below belong to it. */
     const teexec_model *model;
-    /* The model with its function calls inlined (a converted model's
-     * te.fused groups), when it has any; `model` then points at it, and a
-     * saved model is written inlined. */
-    teexec_model *owned_model;
+    /* The user's model: file names in messages, the initializer names the
+     * parameter and gradient getters answer to, and what save writes. */
+    const teexec_model *user_model;
+    const tx_prepared *prep;       /* NULL when the user's model is a lowered copy */
     const tx_ir_graph *g;
     teexec_train_options opt;
     char *loss_output_name;
+    char *freeze;            /* the options' freeze list, copied */
     int32_t loss_value;
     tx_optim_config ocfg;
     tx_op_fn *fns;           /* per node */
@@ -47,6 +53,10 @@ struct teexec_trainer {
     size_t n_params;
     int32_t *grad_inputs;    /* float model inputs that get a gradient */
     size_t n_grad_inputs;
+    /* The user's initializer names that hold a trainable parameter (into
+     * the user's IR), in the user's initializer order. */
+    const char **user_params;
+    size_t n_user_params;
     /* state of the last step */
     tx_tensor *vals;         /* per value: owned forward values of the step */
     double **grads;          /* per value */
@@ -62,6 +72,8 @@ struct teexec_trainer {
     tx_shape *gpu_shapes;
     bool params_synced;      /* params[] hold the device's current values */
 };
+
+static teexec_status *list_user_params(teexec_trainer *t) TX_NODISCARD;
 
 uint64_t tx_train_rng_offset(uint64_t seed, uint64_t step, uint64_t n_nodes, uint64_t node)
 {
@@ -139,17 +151,18 @@ void teexec_trainer_destroy(teexec_trainer *t)
     free(t->reach);
     free(t->param_of);
     free(t->grad_inputs);
+    free(t->user_params);
     free(t->loss_output_name);
+    free(t->freeze);
     tx_gpu_graph_destroy(t->gpu);
     free(t->gpu_shapes);
     free(t->recipe);
-    teexec_model_destroy(t->owned_model);
     free(t);
 }
 
 static const char *model_path(const teexec_trainer *t)
 {
-    return t->model->file ? t->model->file->path : NULL;
+    return t->user_model->file ? t->user_model->file->path : NULL;
 }
 
 /* The current tensor of value v during a step: a parameter, a decoded
@@ -255,12 +268,14 @@ static teexec_status *analyse(teexec_trainer *t)
         const tx_ir_value *val = &g->values[v];
         if (!t->reach[v] || !is_float(dt[v])) continue;
         if (val->flags & TX_IR_VALUE_INITIALIZER) {
-            t->req[v] = true;
+            t->req[v] = tx_trainable_initializer(value_tensor(t, (int32_t)v), val->name, t->prep,
+                                                 t->opt.freeze);
         } else if (val->flags & TX_IR_VALUE_GRAPH_INPUT) {
             t->req[v] = true;
             t->grad_inputs[t->n_grad_inputs++] = (int32_t)v;
         }
     }
+    tx_op_gaps gaps = {0};
     for (size_t i = 0; i < nn && !st; i++) {
         const tx_ir_node *n = &g->nodes[i];
         bool any = false;
@@ -279,14 +294,16 @@ static teexec_status *analyse(teexec_trainer *t)
         }
         if (!out_reach) continue;
         t->bwd[i] = tx_te_domain(n->domain) ? tx_te_bwd_rule : tx_bwd_find(n->domain, n->op_type);
-        if (!t->bwd[i])
-            st = tx_status_with_node(
-                tx_error(TEEXEC_ERR_UNSUPPORTED,
-                         "node \"%s\": op %s (domain \"%s\") is on the path to the loss and has "
-                         "no backward rule",
-                         n->label, n->op_type, n->domain),
-                n->label);
+        if (!t->bwd[i]) {
+            char what[512];
+            snprintf(what, sizeof what,
+                     "op %s (domain \"%s\") is on the path to the loss and has no backward rule",
+                     n->op_type, n->domain);
+            st = tx_op_gaps_add(&gaps, what, n->label);
+        }
     }
+    if (!st) st = tx_op_gaps_status(&gaps, TEEXEC_ERR_UNSUPPORTED, NULL);
+    tx_op_gaps_free(&gaps);
     free(dt);
     return st;
 }
@@ -448,18 +465,16 @@ teexec_status *teexec_trainer_create(const teexec_model *model, const teexec_tra
     if (!out) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "out_trainer is NULL");
     *out = NULL;
     if (!model) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "model is NULL");
+    const teexec_model *run = NULL;
+    const tx_prepared *prep = NULL;
+    TX_TRY(tx_status_with_file(tx_model_runnable(model, &run, &prep),
+                               model->file ? model->file->path : NULL));
     teexec_trainer *t = calloc(1, sizeof(*t));
     if (!t) return tx_oom();
-    if (tx_model_has_calls(model)) {
-        teexec_status *ist = tx_model_inline_calls(model, &t->owned_model);
-        if (ist) {
-            free(t);
-            return ist;
-        }
-        model = t->owned_model;
-    }
-    t->model = model;
-    t->g = model->ir->graph;
+    t->user_model = model;
+    t->prep = prep;
+    t->model = run;
+    t->g = run->ir->graph;
     if (options) t->opt = *options;
     else teexec_train_options_init(&t->opt);
     const tx_ir_graph *g = t->g;
@@ -507,6 +522,14 @@ teexec_status *teexec_trainer_create(const teexec_model *model, const teexec_tra
         }
         t->opt.loss_output = t->loss_output_name;
     }
+    if (t->opt.freeze) {
+        t->freeze = strdup(t->opt.freeze);
+        if (!t->freeze) {
+            st = tx_oom();
+            goto fail;
+        }
+        t->opt.freeze = t->freeze;
+    }
     if (t->opt.loss != TEEXEC_LOSS_MSE && t->opt.loss != TEEXEC_LOSS_CROSS_ENTROPY) {
         st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "unknown loss %d", (int)t->opt.loss);
         goto fail;
@@ -528,27 +551,29 @@ teexec_status *teexec_trainer_create(const teexec_model *model, const teexec_tra
     st = tx_optim_config_check(&t->ocfg);
     if (st) goto fail;
 
-    /* kernels; functions (model-local) are not trainable here */
-    for (size_t i = 0; i < g->n_nodes; i++) {
+    /* kernels, every missing one listed at once (exec/op_gaps.h) */
+    tx_op_gaps gaps = {0};
+    for (size_t i = 0; i < g->n_nodes && !st; i++) {
         const tx_ir_node *n = &g->nodes[i];
         t->fns[i] = n->function >= 0            ? NULL
                     : tx_te_domain(n->domain) ? tx_cpu_te_op_find(n->op_type, n->opset)
                                               : tx_cpu_op_find(n->domain, n->op_type, n->opset);
-        if (!t->fns[i]) {
-            st = tx_status_with_node(
-                tx_error(TEEXEC_ERR_UNSUPPORTED, "unsupported op %s (domain \"%s\", opset %lld)",
-                         n->op_type, n->domain, (long long)n->opset),
-                n->label);
-            goto fail;
-        }
+        if (t->fns[i]) continue;
+        char what[512];
+        snprintf(what, sizeof what, "unsupported op %s (domain \"%s\", opset %lld)", n->op_type,
+                 n->domain, (long long)n->opset);
+        st = tx_op_gaps_add(&gaps, what, n->label);
     }
+    if (!st) st = tx_op_gaps_status(&gaps, TEEXEC_ERR_UNSUPPORTED, model_path(t));
+    tx_op_gaps_free(&gaps);
+    if (st) goto fail;
     /* initializers: decoded once; float ones that reach the loss become
      * parameters after the analysis */
     for (size_t i = 0; i < g->n_initializers; i++) {
         int32_t v = g->initializers[i];
         const tx_ir_value *val = &g->values[v];
         if (!(val->flags & TX_IR_VALUE_INITIALIZER)) continue;
-        st = tx_tensor_from_proto(val->initializer, model->file, &t->init[v]);
+        st = tx_tensor_from_proto(val->initializer, run->file, &t->init[v]);
         if (st) goto fail;
     }
     st = analyse(t);
@@ -564,6 +589,8 @@ teexec_status *teexec_trainer_create(const teexec_model *model, const teexec_tra
         st = tx_optim_slot_init(&p->slot, &t->ocfg, &p->data);
         if (st) goto fail;
     }
+    st = list_user_params(t);
+    if (st) goto fail;
     st = tx_resolve_device(t->opt.device, t->opt.recipe, t->opt.dtype, &t->cuda);
     if (st) goto fail;
     if (t->opt.recipe) {
@@ -826,12 +853,61 @@ teexec_status *teexec_trainer_step(teexec_trainer *t, size_t count, const char *
 
 /* ---- access ------------------------------------------------------------ */
 
-size_t teexec_trainer_param_count(const teexec_trainer *t) { return t ? t->n_params : 0; }
+/* The lowered value and the source mapping of a user-facing name: the
+ * user's initializer name (through the preparation's sources) or a name of
+ * the lowered graph itself (a graph input, an unchanged initializer).
+ * *src is NULL when no remapping applies. */
+static int32_t lowered_value(const teexec_trainer *t, const char *name, const tx_param_source **src)
+{
+    *src = tx_prepared_source(t->prep, name);
+    if (*src && strcmp((*src)->lowered, name) == 0 && (*src)->rows < 0 && !(*src)->transposed &&
+        (*src)->repeat <= 1 && (*src)->orig_rank == 0)
+        *src = NULL; /* the same tensor under the same name */
+    return tx_ir_graph_find_value(t->g, *src ? (*src)->lowered : name);
+}
+
+/* The user's initializers that hold a trainable parameter, in the user's
+ * initializer order (built once, at creation). */
+static teexec_status *list_user_params(teexec_trainer *t)
+{
+    const tx_ir_graph *ug = t->user_model->ir->graph;
+    t->user_params = calloc(ug->n_initializers ? ug->n_initializers : 1, sizeof(*t->user_params));
+    if (!t->user_params) return tx_oom();
+    for (size_t i = 0; i < ug->n_initializers; i++) {
+        const char *name = ug->values[ug->initializers[i]].name;
+        const tx_param_source *src;
+        int32_t v = lowered_value(t, name, &src);
+        if (v >= 0 && t->param_of[v] >= 0) t->user_params[t->n_user_params++] = name;
+    }
+    return NULL;
+}
+
+size_t teexec_trainer_param_count(const teexec_trainer *t) { return t ? t->n_user_params : 0; }
 
 const char *teexec_trainer_param_name(const teexec_trainer *t, size_t i)
 {
-    if (!t || i >= t->n_params) return NULL;
-    return t->g->values[t->params[i].value].name;
+    if (!t || i >= t->n_user_params) return NULL;
+    return t->user_params[i];
+}
+
+/* A lowered tensor handed out under the user's name: remapped (rows of a
+ * merged weight, transposed back) when the source says so. Consumes *low. */
+static teexec_status *to_user_layout(const tx_param_source *src, tx_tensor *low,
+                                     teexec_tensor **out)
+{
+    tx_tensor r;
+    teexec_status *st = NULL;
+    if (src) {
+        st = tx_param_to_original(src, low, &r);
+        tx_tensor_release(low);
+        if (st) return st;
+    } else {
+        r = *low;
+        memset(low, 0, sizeof *low);
+    }
+    st = tx_tensor_to_public(&r, out);
+    if (st) tx_tensor_release(&r);
+    return st;
 }
 
 teexec_status *teexec_trainer_grad(const teexec_trainer *t, const char *name, teexec_tensor **out)
@@ -847,7 +923,8 @@ teexec_status *teexec_trainer_grad(const teexec_trainer *t, const char *name, te
         if (st) tx_tensor_release(&h);
         return st;
     }
-    int32_t v = tx_ir_graph_find_value(t->g, name);
+    const tx_param_source *src;
+    int32_t v = lowered_value(t, name, &src);
     const tx_tensor *like = v >= 0 ? value_tensor(t, v) : NULL;
     if (v < 0 || !t->req[v] || !like ||
         !(t->g->values[v].flags & (TX_IR_VALUE_INITIALIZER | TX_IR_VALUE_GRAPH_INPUT)))
@@ -857,9 +934,11 @@ teexec_status *teexec_trainer_grad(const teexec_trainer *t, const char *name, te
     teexec_status *st = NULL;
     if (t->grads[v])
         st = tx_convert(t->grads[v], TEEXEC_DTYPE_DOUBLE, r.data, r.dtype, r.numel, NULL);
-    if (!st) st = tx_tensor_to_public(&r, out);
-    tx_tensor_release(&r);
-    return st;
+    if (st) {
+        tx_tensor_release(&r);
+        return st;
+    }
+    return to_user_layout(src, &r, out);
 }
 
 teexec_status *teexec_trainer_param(const teexec_trainer *t, const char *name, teexec_tensor **out)
@@ -867,15 +946,14 @@ teexec_status *teexec_trainer_param(const teexec_trainer *t, const char *name, t
     if (!out) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "out_tensor is NULL");
     *out = NULL;
     if (!t || !name) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "trainer or name is NULL");
-    int32_t v = tx_ir_graph_find_value(t->g, name);
+    const tx_param_source *src;
+    int32_t v = lowered_value(t, name, &src);
     if (v < 0 || t->param_of[v] < 0)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "\"%s\" is not a trainable initializer", name);
     if (t->gpu) TX_TRY(gpu_sync_params((teexec_trainer *)t));
     tx_tensor r;
     TX_TRY(tx_tensor_clone(&t->params[t->param_of[v]].data, &r));
-    teexec_status *st = tx_tensor_to_public(&r, out);
-    tx_tensor_release(&r);
-    return st;
+    return to_user_layout(src, &r, out);
 }
 
 /* ---- saving ------------------------------------------------------------ */
@@ -888,7 +966,7 @@ teexec_status *teexec_trainer_save_model(const teexec_trainer *t, const char *pa
     if (!t || !path) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "trainer or path is NULL");
     /* the trainer is logically const: syncing only refreshes its host copy */
     if (t->gpu) TX_TRY(gpu_sync_params((teexec_trainer *)t));
-    const Onnx__ModelProto *mp = t->model->file->model;
+    const Onnx__ModelProto *mp = t->user_model->file->model;
     const Onnx__GraphProto *gp = mp->graph;
     size_t ni = gp->n_initializer;
     Onnx__TensorProto **inits = calloc(ni ? ni : 1, sizeof(*inits));
@@ -898,11 +976,20 @@ teexec_status *teexec_trainer_save_model(const teexec_trainer *t, const char *pa
     if (!inits || !blobs || !fresh) st = tx_oom();
     for (size_t i = 0; i < ni && !st; i++) {
         inits[i] = gp->initializer[i];
-        int32_t v = tx_ir_graph_find_value(t->g, gp->initializer[i]->name);
+        const tx_param_source *src;
+        int32_t v = lowered_value(t, gp->initializer[i]->name, &src);
         if (v < 0 || t->param_of[v] < 0) continue;
         const tx_tensor *d = &t->params[t->param_of[v]].data;
+        tx_tensor mapped;
+        memset(&mapped, 0, sizeof mapped);
+        if (src) {
+            st = tx_param_to_original(src, d, &mapped);
+            if (st) break;
+            d = &mapped;
+        }
         size_t sz;
         st = tx_tensor_to_proto_bytes(d, gp->initializer[i]->name, &blobs[i], &sz);
+        tx_tensor_release(&mapped);
         if (st) break;
         fresh[i] = onnx__tensor_proto__unpack(NULL, sz, blobs[i]);
         if (!fresh[i]) {

@@ -12,6 +12,8 @@
  */
 #include "import/const_eval.h"
 
+#include "import/lower_shape.h"
+
 #include "base/checked.h"
 #include "base/half.h"
 #include "format/tensor_proto.h"
@@ -309,12 +311,22 @@ static teexec_status *ev_node(tx_rw_graph *g, const tx_rw_node *n, size_t slot, 
             rank = a.x.rank;
             memcpy(dims, a.x.dims, (size_t)rank * sizeof *dims);
         } else {
+            /* a declared static type, else the shape lower_shape.h derives
+             * (the TorchScript exporter's Shape of an activation, static
+             * once the input shapes are) */
             tx_rw_value_type vt;
-            if (!tx_rw_value_type_of(g, n->inputs[0], &vt) || vt.rank < 0) goto done;
-            rank = vt.rank;
-            for (int32_t i = 0; i < rank; i++) {
-                if (vt.dims[i] < 0) goto done;
-                dims[i] = vt.dims[i];
+            bool declared = tx_rw_value_type_of(g, n->inputs[0], &vt) && vt.rank >= 0;
+            for (int32_t i = 0; declared && i < vt.rank; i++) declared = vt.dims[i] >= 0;
+            if (declared) {
+                rank = vt.rank;
+                memcpy(dims, vt.dims, (size_t)rank * sizeof *dims);
+            } else {
+                tx_shape sh;
+                bool known = false;
+                st = tx_lower_shape_of(g, n->inputs[0], &sh, &known);
+                if (st || !known) goto done;
+                rank = sh.rank;
+                memcpy(dims, sh.dims, (size_t)rank * sizeof *dims);
             }
         }
         int64_t s = attr_int(n, "start", 0), e = attr_int(n, "end", rank);
@@ -474,6 +486,21 @@ static teexec_status *ev_node(tx_rw_graph *g, const tx_rw_node *n, size_t slot, 
         memset(&a, 0, sizeof a);
         out->x.rank = (int32_t)ns;
         memcpy(out->x.dims, sh, ns * sizeof *sh);
+        *ok = true;
+    } else if (!strcmp(op, "Flatten")) {
+        /* [prod(dims[:axis]), prod(dims[axis:])]: the same values */
+        EVAL(0, a, oka, NULL);
+        if (!oka) goto done;
+        int64_t axis = attr_int(n, "axis", 1);
+        if (axis < 0) axis += a.x.rank;
+        if (axis < 0 || axis > a.x.rank) goto done;
+        int64_t lead = 1;
+        for (int64_t i = 0; i < axis; i++) lead *= a.x.dims[i];
+        *out = a;
+        memset(&a, 0, sizeof a);
+        out->x.rank = 2;
+        out->x.dims[0] = lead;
+        out->x.dims[1] = lead ? (int64_t)(out->x.n / (uint64_t)lead) : 0;
         *ok = true;
     } else if (!strcmp(op, "Concat")) {
         if (n->n_inputs < 1 || n->n_inputs > 64) goto done;

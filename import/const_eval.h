@@ -3,8 +3,9 @@
  * (import/rewrite.h): the shape arithmetic and mask construction PyTorch's
  * exporter leaves in a graph (Shape/Gather/Concat/Unsqueeze/ConstantOfShape/
  * Where(Equal(..., -1)) chains for Reshape and Expand targets; Trilu, Equal,
- * Cast, Slice of a buffer for causal masks). A pattern matcher asks "what
- * is this value, if it is a constant?" without caring how it was built.
+ * Cast, Flatten, Slice of a buffer for causal masks). A pattern matcher
+ * asks "what is this value, if it is a constant?" without caring how it
+ * was built.
  *
  * Values are computed in double (ints, bools and floats alike: bool is 0/1;
  * int64 beyond 2^53 is not representable: refused as a shape entry, except
@@ -12,7 +13,7 @@
  * in const_eval.c are understood; anything else, a value that depends on a
  * graph input, or a result over TX_CE_MAX_ELEMENTS elements is "not
  * constant". Shape(x) of a non-constant x is answered from x's declared type
- * when it is fully static.
+ * when it is fully static, else from the shape lower_shape.h derives.
  *
  * Ownership: a tx_ce_value owns its `v` array; release with
  * tx_ce_release. Thread-safety: reads only the graph it is given (lookups

@@ -7,7 +7,8 @@
 
 void tx_lower_options_default(tx_lower_options *o)
 {
-    o->attention = o->rope = o->norms = o->linear = o->activations = o->quant = o->residual = true;
+    o->unbroadcast = o->attention = o->rope = o->norms = o->linear = o->activations = o->quant =
+        o->residual = o->embedding = o->layout = true;
 }
 
 void tx_lower_report_free(tx_lower_report *r)
@@ -96,9 +97,13 @@ teexec_status *tx_lower(tx_rw_graph *g, const tx_lower_options *o, tx_lower_repo
     if (!o) o = &all;
     tx_lower_report *r = calloc(1, sizeof *r);
     if (!r) return tx_oom();
-    /* Order matters: attention, rope and norms first (their subgraphs contain
+    /* Order matters: unbroadcast first (patterns then see one parameter
+     * where the exporter stored copies); attention, rope and norms first (their subgraphs contain
      * MatMuls and Adds the later passes would otherwise claim; rope after
-     * attention, whose shape walk reads standard ops only), Linear
+     * attention, so the Transpose each puts around a [b, h, s, d] operand
+     * cancels, and the layout pass removes the pairs left), the embeddings
+     * before Linear (a tied LM head is found by the table's Gather or
+     * Embedding either way; this keeps the notes in graph order), Linear
      * before the activations (SwiGLU merges two Linears) and before quant
      * (which annotates Linears), residual last (it rewires whatever Adds
      * are left between the lowered ops). */
@@ -107,9 +112,12 @@ teexec_status *tx_lower(tx_rw_graph *g, const tx_lower_options *o, tx_lower_repo
         teexec_status *(*fn)(tx_rw_graph *, tx_lower_report *);
         const char *name;
     } passes[] = {
+        {o->unbroadcast, tx_lower_unbroadcast, "unbroadcast"},
         {o->attention, tx_lower_attention, "attention"},
         {o->rope, tx_lower_rope, "rope"},
+        {o->layout, tx_lower_layout, "layout"},
         {o->norms, tx_lower_norms, "norms"},
+        {o->embedding, tx_lower_embedding, "embedding"},
         {o->linear, tx_lower_linear, "linear"},
         {o->activations, tx_lower_activations, "activations"},
         {o->quant, tx_lower_quant, "quant"},

@@ -1,6 +1,7 @@
 /*
- * lower_act.c - tx_lower_activations: activation formulas as PyTorch
- * exports them -> te.ops GELU / SiLU / SwiGLU.
+ * lower_act.c - tx_lower_activations: activation formulas and ops as
+ * PyTorch exports them -> te.ops GELU / QGELU / ReLU / SiLU / ConstantScale
+ * and the gated SwiGLU / GEGLU / ReGLU.
  *
  * Forms recognized (x any activation; constants within float32 rounding,
  * see lower_match.h; Add/Mul operands in either order):
@@ -13,14 +14,22 @@
  *     t = Tanh(Mul(0.7978846, u)); a = Add(t, 1); y as for erf
  *                                               -> GELU(approximate="tanh")
  *   y = Mul(x, Sigmoid(x))                      -> SiLU
- *   y = Mul(SiLU(a), b), a = [Bias](Linear(X, Wg)), b = [Bias](Linear(X, Wu)),
+ *   y = Mul(x, Sigmoid(Mul(x, 1.702)))          -> QGELU (CLIP's quick GELU)
+ *   Gelu(x) (opset 20, approximate none|tanh)   -> GELU(approximate)
+ *   Relu(x)                                     -> ReLU
+ *   y = Mul(x, c), x the main output of a te.ops node, c a float32 scalar
+ *     constant (Gemma's embedding * sqrt(h))    -> ConstantScale(scale = c)
+ *   y = Mul(act(a), b), act a te.ops SiLU / GELU / ReLU (made above),
+ *     a = [Bias](Linear(X, Wg)), b = [Bias](Linear(X, Wu)),
  *     both Linears te.ops (lower_linear ran first) on the same X, Wg and
  *     Wu of the same shape                      -> Linear(X, [Wg; Wu])
- *                                                  [-> Bias([bg; bu])] -> SwiGLU
+ *                                                  [-> Bias([bg; bu])]
+ *                                                  -> SwiGLU / GEGLU / ReGLU
  *     The merged weight (and bias) is a new initializer; the Linear keeps
  *     weight_source "gate,up" and weight_split [Hg, Hu] (bias_source /
  *     bias_split likewise) so gradients map back to the user's tensors.
- *     SwiGLU takes [gate | up]: the gate rows come first.
+ *     The gated ops take [gate | up]: the gate rows come first; GEGLU keeps
+ *     the GELU's approximate.
  *
  * Intermediates of a pattern must be read only inside it. A form that
  * starts like one of these (the anchor and its first neighbour match) but
@@ -28,6 +37,9 @@
  */
 #include "import/lower.h"
 #include "import/lower_match.h"
+#include "import/lower_shape.h"
+
+#include "format/te_schema.h"
 
 #include "base/checked.h"
 
@@ -285,10 +297,42 @@ static const char *match_silu(tx_rw_graph *g, size_t i, act_match *m, bool *anch
     return NULL;
 }
 
+/* Quick GELU (CLIP's x * sigmoid(1.702 x)): Sigmoid i reads Mul(x, 1.702)
+ * and its output multiplies x. *anchored false: not this form. */
+static const char *match_qgelu(tx_rw_graph *g, size_t i, act_match *m, bool *anchored,
+                               char *why)
+{
+    memset(m, 0, sizeof(*m));
+    *anchored = false;
+    tx_rw_node *s = tx_lm_node(g, (int64_t)i);
+    if (!tx_lm_is(s, "", "Sigmoid") || s->n_inputs != 1 || s->n_outputs != 1) return "";
+    int64_t k = tx_lm_producer_op(g, s->inputs[0], "", "Mul");
+    tx_rw_node *kn = tx_lm_node(g, k);
+    double c;
+    int sk = kn ? tx_lm_scalar_operand(g, kn, &c) : -1;
+    if (sk < 0) return "";
+    const char *x = kn->inputs[1 - sk], *sv = s->outputs[0];
+    int64_t mul = reader_op(g, sv, "Mul");
+    const char *o = mul >= 0 ? tx_lm_other_input(tx_lm_node(g, mul), sv) : NULL;
+    if (!o || strcmp(o, x) != 0) return "";
+    *anchored = true;
+    if (!tx_lm_close(c, 1.702)) {
+        snprintf(why, REASON_MAX, "x * sigmoid(%.9g x) is not quick GELU (1.702)", c);
+        return why;
+    }
+    m->x = x;
+    m->y = tx_lm_node(g, mul)->outputs[0];
+    m->last = mul;
+    tx_lm_set_add(&m->nodes, (size_t)k);
+    tx_lm_set_add(&m->nodes, i);
+    tx_lm_set_add(&m->nodes, (size_t)mul);
+    return check_private(g, m, why);
+}
+
 /* Replaces m->nodes by te.ops op(x) -> y (GELU gets `approximate`). */
 static teexec_status *emit_act(tx_rw_graph *g, const char *op, const char *approximate,
                                const char *pattern, const char *anchor, const act_match *m,
-                               tx_lower_report *r)
+                               tx_lower_report *r, size_t *made)
 {
     char *x = tx_lm_strdup(m->x), *y = tx_lm_strdup(m->y), *an = tx_lm_strdup(anchor);
     teexec_status *st = NULL;
@@ -305,6 +349,7 @@ static teexec_status *emit_act(tx_rw_graph *g, const char *op, const char *appro
         goto done;
     }
     st = tx_rw_add_node(g, op, "te.ops", name, ins, 1, outs, 1, &idx);
+    if (!st && made) *made = idx;
     if (!st && approximate) st = tx_rw_set_string(g, idx, "approximate", approximate);
     if (!st) st = tx_lower_note_add(r, pattern, an, true, NULL);
 done:
@@ -407,12 +452,21 @@ typedef struct glu_plan {
     int64_t silu, mul;
 } glu_plan;
 
+/* The gated op of a te.ops activation: act(a) * b -> GLU op on [a | b]. */
+static const char *gated_op(const tx_rw_node *n)
+{
+    if (tx_lm_is(n, "te.ops", "SiLU")) return "SwiGLU";
+    if (tx_lm_is(n, "te.ops", "GELU")) return "GEGLU";
+    if (tx_lm_is(n, "te.ops", "ReLU")) return "ReGLU";
+    return NULL;
+}
+
 static const char *match_swiglu(tx_rw_graph *g, size_t i, glu_plan *p, bool *anchored, char *why)
 {
     memset(p, 0, sizeof(*p));
     *anchored = false;
     tx_rw_node *s = tx_lm_node(g, (int64_t)i);
-    if (!tx_lm_is(s, "te.ops", "SiLU") || s->n_inputs < 1 || s->n_outputs < 1) return "";
+    if (!gated_op(s) || s->n_inputs < 1 || s->n_outputs < 1) return "";
     int64_t mul = reader_op(g, s->outputs[0], "Mul");
     if (mul < 0) return "";
     const char *b = tx_lm_other_input(tx_lm_node(g, mul), s->outputs[0]);
@@ -491,14 +545,23 @@ static teexec_status *emit_swiglu(tx_rw_graph *g, glu_plan *p, const char *ancho
                                   const char **why)
 {
     *done = false;
+    /* the activation's op and its approximate attribute (GELU) */
+    const char *gop = gated_op(tx_lm_node(g, p->silu));
+    const tx_rw_attr *apx = tx_rw_get_attr(g, (size_t)p->silu, "approximate");
+    char *approx = apx && apx->type == TX_IR_ATTR_STRING ? tx_lm_strdup(apx->s) : NULL;
+    if (apx && apx->type == TX_IR_ATTR_STRING && !approx) return tx_oom();
     tx_tensor w, bias;
     memset(&bias, 0, sizeof(bias));
-    TX_TRY(merged_param(g, p->gate.weight, p->up.weight, &w, why));
-    if (*why) return NULL;
+    teexec_status *mst = merged_param(g, p->gate.weight, p->up.weight, &w, why);
+    if (mst || *why) {
+        free(approx);
+        return mst;
+    }
     if (p->gate.bias >= 0) {
         teexec_status *st = merged_param(g, p->gate.bias_param, p->up.bias_param, &bias, why);
         if (st || *why) {
             tx_tensor_release(&w);
+            free(approx);
             return st;
         }
     }
@@ -580,8 +643,10 @@ static teexec_status *emit_swiglu(tx_rw_graph *g, glu_plan *p, const char *ancho
     }
     if (!st) {
         const char *ins[1] = {swin}, *outs[1] = {s[1]};
-        st = tx_rw_add_node(g, "SwiGLU", "te.ops", tx_rw_fresh_name(g, "SwiGLU"), ins, 1, outs, 1,
-                            NULL);
+        size_t gi = 0;
+        st = tx_rw_add_node(g, gop, "te.ops", tx_rw_fresh_name(g, gop), ins, 1, outs, 1, &gi);
+        if (!st && approx && strcmp(gop, "GEGLU") == 0)
+            st = tx_rw_set_string(g, gi, "approximate", approx);
     }
     if (!st) *done = true;
     free(wn);
@@ -593,6 +658,82 @@ out:
     for (int k = 0; k < 12; k++) free(s[k]);
     tx_tensor_release(&w);
     tx_tensor_release(&bias);
+    free(approx);
+    return st;
+}
+
+/* ---- the ONNX activation ops ---------------------------------------------- */
+
+/* Gelu (opset 20, approximate "none" | "tanh") -> GELU, Relu -> ReLU: the
+ * same functions, one node for one. *anchored false: not such a node.
+ * Declined: an input known not to be a float tensor (Relu takes ints). */
+static teexec_status *lower_op(tx_rw_graph *g, size_t i, tx_lower_report *r)
+{
+    tx_rw_node *n = tx_lm_node(g, (int64_t)i);
+    bool gelu = tx_lm_is(n, "", "Gelu"), relu = tx_lm_is(n, "", "Relu");
+    if ((!gelu && !relu) || n->n_inputs != 1 || n->n_outputs != 1) return NULL;
+    const char *pattern = relu ? "ReLU" : "GELU(none)";
+    const char *approx = "none";
+    const tx_rw_attr *a = gelu ? tx_rw_get_attr(g, i, "approximate") : NULL;
+    if (a) {
+        if (a->type != TX_IR_ATTR_STRING || (strcmp(a->s, "none") && strcmp(a->s, "tanh")))
+            return tx_lower_note_add(r, "GELU", n->name, false,
+                                     "approximate is neither \"none\" nor \"tanh\"");
+        approx = strcmp(a->s, "tanh") == 0 ? "tanh" : "none";
+        if (approx[0] == 't') pattern = "GELU(tanh)";
+    }
+    teexec_dtype dt;
+    tx_shape sh;
+    bool known = false;
+    TX_TRY(tx_lower_type_of(g, n->inputs[0], &dt, &sh, &known));
+    if (known && dt != TEEXEC_DTYPE_UNDEFINED && !tx_te_is_real_dtype(dt))
+        return tx_lower_note_add(r, pattern, n->name, false,
+                                 "the input is not a float tensor");
+    act_match m;
+    memset(&m, 0, sizeof m);
+    m.x = n->inputs[0];
+    m.y = n->outputs[0];
+    m.last = (int64_t)i;
+    tx_lm_set_add(&m.nodes, i);
+    return emit_act(g, relu ? "ReLU" : "GELU", gelu ? approx : NULL, pattern, n->name, &m, r,
+                    NULL);
+}
+
+/* ---- ConstantScale --------------------------------------------------------- */
+
+/* y = Mul(x, c) of the main output x of a te.ops node and a one-element
+ * float constant c (Gemma's embedding times sqrt(h)) -> ConstantScale(x,
+ * scale = c), so the chain goes on. Only when c is a float32 number
+ * exactly (the attribute is float32). Left alone (no note) otherwise. */
+static teexec_status *lower_scale(tx_rw_graph *g, size_t i, tx_lower_report *r)
+{
+    tx_rw_node *n = tx_lm_node(g, (int64_t)i);
+    if (!tx_lm_is(n, "", "Mul") || n->n_inputs != 2 || n->n_outputs != 1) return NULL;
+    double c;
+    int k = tx_lm_scalar_operand(g, n, &c);
+    if (k < 0 || !isfinite(c) || (double)(float)c != c) return NULL;
+    const char *x = n->inputs[1 - k];
+    size_t slot = 0;
+    tx_rw_node *p = tx_lm_node(g, tx_rw_producer(g, x, &slot));
+    if (!p || slot != 0 || !tx_lm_is(p, "te.ops", p->op_type) || tx_rw_is_initializer(g, x))
+        return NULL;
+    tx_tensor t;
+    if (!tx_rw_constant(g, n->inputs[k], &t)) return NULL;
+    bool f32 = t.dtype == TEEXEC_DTYPE_FLOAT;
+    tx_tensor_release(&t);
+    if (!f32) return NULL;
+    act_match m;
+    memset(&m, 0, sizeof m);
+    m.x = x;
+    m.y = n->outputs[0];
+    m.last = (int64_t)i;
+    tx_lm_set_add(&m.nodes, i);
+    char *anchor = tx_lm_strdup(n->name);
+    if (!anchor) return tx_oom();
+    size_t made = 0;
+    teexec_status *st = emit_act(g, "ConstantScale", NULL, "ConstantScale", anchor, &m, r, &made);
+    if (!st) st = tx_rw_set_float(g, made, "scale", (float)c);
+    free(anchor);
     return st;
 }
 
@@ -612,7 +753,7 @@ teexec_status *tx_lower_activations(tx_rw_graph *g, tx_lower_report *r)
         const char *anchor = tx_lm_node(g, p)->name;
         const char *no = match_gelu_erf(g, i, p, x, is_div, c, &m, why);
         TX_TRY(no ? tx_lower_note_add(r, "GELU(none)", anchor, false, no)
-                  : emit_act(g, "GELU", "none", "GELU(none)", anchor, &m, r));
+                  : emit_act(g, "GELU", "none", "GELU(none)", anchor, &m, r, NULL));
     }
     for (size_t i = 0; i < tx_rw_node_count(g); i++) {
         int64_t p;
@@ -624,7 +765,15 @@ teexec_status *tx_lower_activations(tx_rw_graph *g, tx_lower_report *r)
         int64_t first = m.nodes.n ? (int64_t)tx_lm_set_first(&m.nodes) : p;
         const char *anchor = tx_lm_node(g, first)->name;
         TX_TRY(no ? tx_lower_note_add(r, "GELU(tanh)", anchor, false, no)
-                  : emit_act(g, "GELU", "tanh", "GELU(tanh)", anchor, &m, r));
+                  : emit_act(g, "GELU", "tanh", "GELU(tanh)", anchor, &m, r, NULL));
+    }
+    for (size_t i = 0; i < tx_rw_node_count(g); i++) {
+        bool anchored;
+        const char *no = match_qgelu(g, i, &m, &anchored, why);
+        if (!anchored) continue;
+        const char *anchor = tx_lm_node(g, (int64_t)i)->name;
+        TX_TRY(no ? tx_lower_note_add(r, "QGELU", anchor, false, no)
+                  : emit_act(g, "QGELU", NULL, "QGELU", anchor, &m, r, NULL));
     }
     for (size_t i = 0; i < tx_rw_node_count(g); i++) {
         bool anchored;
@@ -632,8 +781,10 @@ teexec_status *tx_lower_activations(tx_rw_graph *g, tx_lower_report *r)
         if (!anchored) continue;
         const char *anchor = tx_lm_node(g, (int64_t)i)->name;
         TX_TRY(no ? tx_lower_note_add(r, "SiLU", anchor, false, no)
-                  : emit_act(g, "SiLU", NULL, "SiLU", anchor, &m, r));
+                  : emit_act(g, "SiLU", NULL, "SiLU", anchor, &m, r, NULL));
     }
+    for (size_t i = 0; i < tx_rw_node_count(g); i++) TX_TRY(lower_op(g, i, r));
+    for (size_t i = 0; i < tx_rw_node_count(g); i++) TX_TRY(lower_scale(g, i, r));
     for (size_t i = 0; i < tx_rw_node_count(g); i++) {
         glu_plan plan;
         bool anchored;
@@ -641,14 +792,15 @@ teexec_status *tx_lower_activations(tx_rw_graph *g, tx_lower_report *r)
         if (!anchored) continue;
         int64_t first = no ? (int64_t)i : plan.gate.linear;
         char *anchor = tx_lm_strdup(tx_lm_node(g, first)->name);
+        const char *gop = gated_op(tx_lm_node(g, (int64_t)i));
         if (!anchor) return tx_oom();
         teexec_status *st = NULL;
         if (!no) {
             bool done;
             st = emit_swiglu(g, &plan, anchor, &done, &no);
-            if (!st && done) st = tx_lower_note_add(r, "SwiGLU", anchor, true, NULL);
+            if (!st && done) st = tx_lower_note_add(r, gop, anchor, true, NULL);
         }
-        if (!st && no) st = tx_lower_note_add(r, "SwiGLU", anchor, false, no);
+        if (!st && no) st = tx_lower_note_add(r, gop, anchor, false, no);
         free(anchor);
         TX_TRY(st);
     }

@@ -1,22 +1,37 @@
 /*
  * lower_attention.c - tx_lower_attention (import/lower.h): scaled
- * dot-product attention as PyTorch 1.13 exports it -> one te.ops
- * DotProductAttention (bshd).
+ * dot-product attention as PyTorch's exporters write it, and the ONNX
+ * Attention op (opset 23) -> one te.ops DotProductAttention (bshd).
  *
- * The match is anchored on a Softmax whose probabilities feed the left
- * operand of a MatMul (P·V). From there:
+ * The decomposed form is anchored on a Softmax whose probabilities feed the
+ * left operand of a MatMul (P·V), directly or through the dynamo exporter's
+ * guard Where(IsNaN(P), 0, P) (it zeroes fully masked rows, as
+ * DotProductAttention does). From there:
  *   scores chain (walked back from the Softmax to the Q·Kᵀ MatMul): Mul/Div
- *     by scalar constants (the scale, folded or not), at most one mask:
+ *     by scalar constants (the scale, folded or not; constant expressions
+ *     such as the TorchScript exporter's Sqrt/Div/Cast of a constant are
+ *     folded), at most one mask:
  *     Where(cond, -inf|<= -1e4, S) / Where(cond, S, fill) or Add(S, m);
- *   q operand: Mul/Div by scalars, Transpose(0,2,1,3) of the bshd tensor;
+ *   q operand: Mul/Div by scalars, Transpose(0,2,1,3) of the bshd tensor,
+ *     and a scalar Mul before that tensor's head Reshape (OPT);
  *   k operand: Transpose(0,2,3,1) of the bshd tensor, or
  *     Transpose(0,1,3,2) of [Mul/Div by scalars, a GQA repeat,
- *     Transpose(0,2,1,3) of the bshd tensor];
+ *     Transpose(0,2,1,3) of the bshd tensor], or the dynamo exporter's
+ *     Reshape(Transpose(0,2,1)(Reshape(K, [b*h, s, d])), [b, h, d, s]) of
+ *     the same (K possibly the 5-D repeat itself);
  *   v operand: [GQA repeat], Transpose(0,2,1,3) of the bshd tensor;
- *   output: Transpose(0,2,1,3), Reshape to [b, s, h*d_v].
+ *   output: Transpose(0,2,1,3), Reshape to [b, s, h*d_v] (or to another
+ *     view of those elements, such as GPT-2's [b*s, h*d]: that Reshape
+ *     stays and reads the attention's output).
  * An operand that is [b,h,s,d] without the leading Transpose (e.g. after a
  * rotary embedding written in standard ops) gets a new Transpose(0,2,1,3)
  * so the DotProductAttention still reads bshd.
+ *
+ * The Attention op: Q, K, V [b, h, s, d] walked like the operands above
+ * (their Transposes and GQA repeats absorbed), its mask planned the same
+ * way (bool: true = attend), is_causal -> causal (s_q = s_kv: the op aligns
+ * top-left), scale (default 1/sqrt(d)) -> scale; past key/value inputs,
+ * used present/qk outputs, softcap and 3-D operands are declined.
  *
  * GQA repeats whose head order is "kv head j serves query heads
  * j*n .. j*n+n-1" (DotProductAttention's mapping) are recognized:
@@ -27,28 +42,37 @@
  *               (torch.repeat_interleave's export).
  * The k and v repeats must agree and h = hk * n.
  *
- * Masks are verified by value: the mask operand is folded to a constant
- * (import/const_eval.h: Trilu of ones, Equal, Cast, sliced buffers, ...).
- * Causal means "masked exactly where key j > query i" on an [s, s] matrix
- * with s_q = s_kv (top-left = bottom-right aligned then); an Add mask must be
- * 0 on and below the diagonal and -inf or <= -1e4 above it. A mask that is
- * all zero (Add) or masks nothing (Where) is no mask. A constant mask that is
- * not causal becomes the DotProductAttention's mask input (a new [1, 1,
- * s_q, s_kv] initializer; float for Add, bool for Where) when no row is
- * fully masked. A graph input used as the mask is passed through when it
- * already has rank 4 (a Where with the scores in its "true" slot gets a Not
- * in front, since TE's bool mask is "true = masked out"). Anything else is
- * noted, not lowered.
+ * Masks. A constant mask (import/const_eval.h folds Trilu of ones, Equal,
+ * Cast, sliced buffers, ...) is verified by value, as [b|1, h|1, s_q, s_kv]
+ * (the dynamo exporter bakes a causal mask as [b, 1, s, s] equal copies,
+ * which collapse to one). Causal means "masked exactly where key j > query
+ * i" with s_q = s_kv; an Add mask must be 0 on and below the diagonal and
+ * -inf or <= -1e4 above it. A mask that is all zero (Add) or masks nothing
+ * (Where) is no mask. A constant mask that is not causal becomes the
+ * DotProductAttention's mask input (a new initializer; float for Add, bool
+ * for Where) when no row is fully masked. A mask that is not constant is
+ * passed as it is when it is a graph input, or when it is computed by
+ * standard ops (no products) from integer/bool graph inputs (BERT's
+ * attention_mask) and constants whose float tensors are single fill values
+ * (a trained bias would lose its gradient: the mask input has none); a
+ * Where with the scores in its "true" slot gets a Not in front (TE's bool
+ * mask is "true = masked out"), a mask narrower than [b|1, h|1, s_q, s_kv]
+ * an Expand. Anything else is noted, not lowered.
  *
  * Nodes of the match are removed when every value they define is read only
- * inside the match (else: a note naming the value, nothing changed); the
- * constant subgraphs that fed them (mask, shape arithmetic) are removed too
- * once nothing reads them. The DotProductAttention's output keeps the name
- * of the final Reshape's output.
+ * inside the match (or by a Shape node, whose value is then folded to a
+ * constant: the TorchScript exporter reads q's shape for its scale and
+ * mask); else a note names the value and nothing changes. The constant
+ * subgraphs that fed them (mask, shape arithmetic) are removed too once
+ * nothing reads them. The DotProductAttention's output keeps the name of
+ * the final Reshape's output.
  */
 #include "import/lower.h"
 
 #include "import/const_eval.h"
+#include "import/lower_match.h"
+#include "import/lower_shape.h"
+#include "format/te_schema.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -128,9 +152,24 @@ static const char *label(const tx_rw_node *n)
 }
 
 /* Single-element constant of a node's input. */
+/* Single-element constant of a node's input: an initializer, a Constant,
+ * or a constant expression (the TorchScript exporter's 1/sqrt(d) as
+ * Sqrt / Div / Cast / Pow of constants, folded by const_eval.h). */
 static bool scalar_in(tx_rw_graph *g, const tx_rw_node *n, size_t slot, double *v)
 {
-    return slot < n->n_inputs && n->inputs[slot][0] && tx_rw_scalar(g, n->inputs[slot], v);
+    if (slot >= n->n_inputs || !n->inputs[slot][0]) return false;
+    if (tx_rw_scalar(g, n->inputs[slot], v)) return true;
+    tx_ce_value cv;
+    bool is_c = false;
+    teexec_status *st = tx_ce_eval(g, n->inputs[slot], &cv, &is_c);
+    if (st) { /* out of memory: not a scalar, the pattern is declined */
+        teexec_status_destroy(st);
+        return false;
+    }
+    bool one = is_c && cv.n == 1;
+    if (one) *v = cv.v[0];
+    tx_ce_release(&cv);
+    return one;
 }
 
 /* ---- the match ------------------------------------------------------------ */
@@ -159,6 +198,7 @@ typedef struct match {
     tx_rw_node *softmax;
     const char *anchor;
     idx_set core;
+    idx_set shape_readers; /* Shape nodes of intermediates, folded (contained()) */
     double scale;
     bool scale_after_mask; /* a scale op applied after the mask (walk order) */
     side q, k, v;
@@ -169,6 +209,18 @@ typedef struct match {
     double where_fill;
     bool where_masked_is_true; /* cond true = masked out */
     const char *out_value;
+    bool out_keep_reshape; /* the final Reshape stays, reading the attention output */
+    size_t out_reshape;    /* that Reshape's node */
+    bool kt3d;            /* Kᵀ in the 3-D form (match_kt3d) */
+    bool op_causal;       /* the Attention op's is_causal */
+    bool op_gqa;          /* the Attention op: fewer kv heads need no repeat (it
+                             maps query head i to kv head i / (h / h_kv), as
+                             DotProductAttention does) */
+    /* a scale before q's head Reshape: that Mul goes, the Reshape reads
+     * its other input (-1: none) */
+    int64_t q_prescale, q_prescale_reshape;
+    const char *q_prescale_in;
+    int64_t kt_spec3[3], kt_spec4[4];
     char reason[320];
 } match;
 
@@ -242,168 +294,25 @@ static void resolve_reshape(const int64_t *in, size_t in_rank, const int64_t *sp
                                  ? in_total / known : -1;
 }
 
-/* The static shape of a value, derived backwards through the ops that sit
- * between a projection and the attention in PyTorch exports (Reshape with a
- * constant target, Transpose, elementwise ops with broadcasting, Concat,
- * Slice with constant arguments: a rotary embedding written as torch code)
- * from declared types and constants. False when any dim is not a number
- * (or *budget visits run out). */
-static bool shape_of(tx_rw_graph *g, const char *value, int *budget, int32_t *rank,
-                     int64_t *dims)
-{
-    /* a visit budget, not just a depth: shared operands could make the walk
-     * exponential on a crafted graph */
-    if (!value || !value[0] || *budget <= 0) return false;
-    (*budget)--;
-    tx_rw_value_type vt;
-    if (tx_rw_value_type_of(g, value, &vt) && vt.rank >= 0 && vt.rank <= 8) {
-        bool all = true;
-        for (int32_t i = 0; i < vt.rank; i++) all = all && vt.dims[i] >= 0;
-        if (all) {
-            *rank = vt.rank;
-            memcpy(dims, vt.dims, (size_t)vt.rank * sizeof *dims);
-            return true;
-        }
-    }
-    tx_tensor t;
-    if (tx_rw_constant(g, value, &t)) {
-        bool fits = t.rank <= 8;
-        if (fits) {
-            *rank = t.rank;
-            memcpy(dims, t.dims, (size_t)t.rank * sizeof *dims);
-        }
-        tx_tensor_release(&t);
-        return fits;
-    }
-    size_t slot = 0;
-    tx_rw_node *p = producer(g, value, NULL, &slot);
-    if (!p || p->domain[0] || slot != 0) return false;
-    const char *op = p->op_type;
-    int32_t r0;
-    int64_t d0[8];
-    if (!strcmp(op, "Reshape") && p->n_inputs == 2) {
-        int64_t spec[8], in[8];
-        size_t ns = 0;
-        int32_t ri = 0;
-        if (!tx_ce_ints(g, p->inputs[1], spec, 8, &ns)) return false;
-        if (!shape_of(g, p->inputs[0], budget, &ri, in)) {
-            ri = 0;
-            for (size_t i = 0; i < ns; i++)
-                if (spec[i] <= 0) return false;
-        }
-        resolve_reshape(in, (size_t)ri, spec, ns, dims);
-        for (size_t i = 0; i < ns; i++)
-            if (dims[i] < 0) return false;
-        *rank = (int32_t)ns;
-        return true;
-    }
-    if (!strcmp(op, "Transpose") && p->n_inputs == 1) {
-        const tx_rw_attr *pa = find_attr(p, "perm");
-        if (!shape_of(g, p->inputs[0], budget, &r0, d0)) return false;
-        for (int32_t i = 0; i < r0; i++) {
-            int64_t src = pa && pa->type == TX_IR_ATTR_INTS && (size_t)r0 == pa->n_ints
-                              ? pa->ints[i] : r0 - 1 - i;
-            if (src < 0 || src >= r0) return false;
-            dims[i] = d0[src];
-        }
-        *rank = r0;
-        return true;
-    }
-    static const char *const unary[] = {"Neg", "Cast", "Identity", "Relu", "Sqrt", "Abs",
-                                        "Softmax", "Sin", "Cos", "Exp", "Tanh", "Sigmoid"};
-    for (size_t i = 0; i < sizeof unary / sizeof *unary; i++)
-        if (!strcmp(op, unary[i]) && p->n_inputs >= 1)
-            return shape_of(g, p->inputs[0], budget, rank, dims);
-    if ((!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") ||
-         !strcmp(op, "Div")) && p->n_inputs == 2) {
-        int32_t r1;
-        int64_t d1[8];
-        if (!shape_of(g, p->inputs[0], budget, &r0, d0) ||
-            !shape_of(g, p->inputs[1], budget, &r1, d1))
-            return false;
-        int32_t r = r0 > r1 ? r0 : r1;
-        for (int32_t i = 0; i < r; i++) {
-            int64_t a = i - (r - r0) >= 0 ? d0[i - (r - r0)] : 1;
-            int64_t b = i - (r - r1) >= 0 ? d1[i - (r - r1)] : 1;
-            if (a != b && a != 1 && b != 1) return false;
-            dims[i] = a == 1 ? b : a;
-        }
-        *rank = r;
-        return true;
-    }
-    if (!strcmp(op, "Concat") && p->n_inputs >= 1) {
-        const tx_rw_attr *aa = find_attr(p, "axis");
-        if (!aa || aa->type != TX_IR_ATTR_INT) return false;
-        int64_t sum = 0;
-        int32_t axis = -1;
-        for (size_t k = 0; k < p->n_inputs; k++) {
-            int32_t rk;
-            int64_t dk[8];
-            if (!shape_of(g, p->inputs[k], budget, &rk, dk)) return false;
-            if (k == 0) {
-                int64_t ax = aa->i < 0 ? aa->i + rk : aa->i;
-                if (ax < 0 || ax >= rk) return false;
-                axis = (int32_t)ax;
-                r0 = rk;
-                memcpy(d0, dk, (size_t)rk * sizeof *dk);
-            } else if (rk != r0) {
-                return false;
-            }
-            for (int32_t i = 0; i < rk; i++)
-                if (i != axis && dk[i] != d0[i]) return false;
-            sum += dk[axis];
-        }
-        d0[axis] = sum;
-        *rank = r0;
-        memcpy(dims, d0, (size_t)r0 * sizeof *d0);
-        return true;
-    }
-    if (!strcmp(op, "Slice") && p->n_inputs >= 3) {
-        int64_t st[8], en[8], ax[8], sp[8];
-        size_t ns = 0, ne = 0, na = 0, nsp = 0;
-        if (!shape_of(g, p->inputs[0], budget, &r0, d0) ||
-            !tx_ce_ints(g, p->inputs[1], st, 8, &ns) || !tx_ce_ints(g, p->inputs[2], en, 8, &ne) ||
-            ns != ne)
-            return false;
-        bool has_ax = p->n_inputs > 3 && p->inputs[3][0];
-        bool has_sp = p->n_inputs > 4 && p->inputs[4][0];
-        if ((has_ax && (!tx_ce_ints(g, p->inputs[3], ax, 8, &na) || na != ns)) ||
-            (has_sp && (!tx_ce_ints(g, p->inputs[4], sp, 8, &nsp) || nsp != ns)))
-            return false;
-        for (size_t i = 0; i < ns; i++) {
-            int64_t a = has_ax ? ax[i] : (int64_t)i, k = has_sp ? sp[i] : 1;
-            if (a < 0) a += r0;
-            if (a < 0 || a >= r0 || k != 1) return false;
-            int64_t dim = d0[a], b0 = st[i], e0 = en[i];
-            if (b0 < 0) b0 += dim;
-            if (e0 < 0) e0 += dim;
-            b0 = b0 < 0 ? 0 : (b0 > dim ? dim : b0);
-            e0 = e0 < 0 ? 0 : (e0 > dim ? dim : e0);
-            d0[a] = e0 > b0 ? e0 - b0 : 0;
-        }
-        *rank = r0;
-        memcpy(dims, d0, (size_t)r0 * sizeof *d0);
-        return true;
-    }
-    return false;
-}
-
-/* bshd dims of a q/k/v operand (given bhsd when `bhsd`), -1 when unknown. */
-static void dims_of(tx_rw_graph *g, const char *value, bool bhsd, int64_t *dims)
+/* bshd dims of a q/k/v operand (given bhsd when `bhsd`), -1 when unknown
+ * (lower_shape.h derives them through the projections, reshapes and a
+ * rotary embedding written in standard ops). */
+static teexec_status *dims_of(tx_rw_graph *g, const char *value, bool bhsd, int64_t *dims)
 {
     for (int i = 0; i < 4; i++) dims[i] = -1;
-    int32_t r = 0;
-    int64_t d4[8];
-    int budget = 512;
-    if (!shape_of(g, value, &budget, &r, d4) || r != 4) return;
+    tx_shape sh;
+    bool known = false;
+    TX_TRY(tx_lower_shape_of(g, value, &sh, &known));
+    if (!known || sh.rank != 4) return NULL;
     if (bhsd) {
-        dims[0] = d4[0];
-        dims[1] = d4[2];
-        dims[2] = d4[1];
-        dims[3] = d4[3];
+        dims[0] = sh.dims[0];
+        dims[1] = sh.dims[2];
+        dims[2] = sh.dims[1];
+        dims[3] = sh.dims[3];
     } else {
-        memcpy(dims, d4, 4 * sizeof *d4);
+        memcpy(dims, sh.dims, 4 * sizeof *dims);
     }
+    return NULL;
 }
 
 /* Unsqueeze(x, axes=[2]) (input or attribute form). */
@@ -424,27 +333,37 @@ static bool unsqueeze_axis2(tx_rw_graph *g, const tx_rw_node *n)
 }
 
 /* Reshape(Expand|Tile(Unsqueeze(x, 2), t)): on success *inner is x, the
- * nodes are added to the core, r gets the constants. */
+ * nodes are added to the core, r gets the constants. With `bare`, the
+ * Expand|Tile itself (no Reshape after it: the dynamo exporter's key path
+ * reshapes the 5-D repeat straight to [b*h, s, d], see match_kt3d) is
+ * accepted too; r->n_reshape is then 0 and the caller supplies the target. */
 static teexec_status *match_expand(tx_rw_graph *g, match *m, const char *value, repeat *r,
-                                   const char **inner, bool *ok)
+                                   const char **inner, bool *ok, bool bare)
 {
     *ok = false;
-    int64_t ri, ei, ui;
+    int64_t ri = -1, ei, ui;
     tx_rw_node *rs = producer(g, value, &ri, NULL);
-    if (!is_op(rs, "Reshape") || rs->n_inputs != 2) return NULL;
-    tx_rw_node *ex = producer(g, rs->inputs[0], &ei, NULL);
+    const char *ex_out = value;
+    if (is_op(rs, "Reshape") && rs->n_inputs == 2) {
+        ex_out = rs->inputs[0];
+    } else if (bare) {
+        rs = NULL;
+        ri = -1;
+    } else {
+        return NULL;
+    }
+    tx_rw_node *ex = producer(g, ex_out, &ei, NULL);
     bool tile = is_op(ex, "Tile");
     if ((!is_op(ex, "Expand") && !tile) || ex->n_inputs != 2) return NULL;
     tx_rw_node *un = producer(g, ex->inputs[0], &ui, NULL);
     if (!unsqueeze_axis2(g, un)) return NULL;
     size_t ne = 0, nr = 0;
-    if (!tx_ce_ints(g, ex->inputs[1], r->expand, 5, &ne) || ne != 5 ||
-        !tx_ce_ints(g, rs->inputs[1], r->reshape, 4, &nr) || nr != 4)
-        return NULL;
+    if (!tx_ce_ints(g, ex->inputs[1], r->expand, 5, &ne) || ne != 5) return NULL;
+    if (rs && (!tx_ce_ints(g, rs->inputs[1], r->reshape, 4, &nr) || nr != 4)) return NULL;
     r->tile = tile;
     r->n_reshape = nr;
     r->n = r->expand[2];
-    CORE(m, ri);
+    if (ri >= 0) CORE(m, ri);
     CORE(m, ei);
     CORE(m, ui);
     *inner = un->inputs[0];
@@ -453,13 +372,14 @@ static teexec_status *match_expand(tx_rw_graph *g, match *m, const char *value, 
 }
 
 /* A GQA repeat ending at *cur (bhsd): *cur becomes the un-repeated value. */
-static teexec_status *match_repeat(tx_rw_graph *g, match *m, const char **cur, repeat *r)
+static teexec_status *match_repeat(tx_rw_graph *g, match *m, const char **cur, repeat *r,
+                                   bool bare)
 {
     memset(r, 0, sizeof *r);
     r->n = 1;
     bool ok;
     const char *inner;
-    TX_TRY(match_expand(g, m, *cur, r, &inner, &ok));
+    TX_TRY(match_expand(g, m, *cur, r, &inner, &ok, bare));
     if (ok) {
         r->form = 1;
         *cur = inner;
@@ -479,7 +399,7 @@ static teexec_status *match_repeat(tx_rw_graph *g, match *m, const char **cur, r
     for (size_t j = 0; j < cat->n_inputs; j++) {
         repeat pr;
         memset(&pr, 0, sizeof pr);
-        TX_TRY(match_expand(g, m, cat->inputs[j], &pr, &inner, &ok));
+        TX_TRY(match_expand(g, m, cat->inputs[j], &pr, &inner, &ok, false));
         int64_t si;
         size_t slot;
         tx_rw_node *sp = ok ? producer(g, inner, &si, &slot) : NULL;
@@ -543,6 +463,7 @@ static bool check_repeat(match *m, const repeat *r, const int64_t *kd, const cha
             return fail(m, "the %s repeat broadcasts dim %d (%lld -> %lld): not a per-head "
                            "repeat", what, i, (long long)u[i], (long long)r->expand[i]);
     }
+    if (r->n_reshape == 0) return true; /* a bare 5-D repeat: check_kt3d checks its target */
     int64_t in5[5] = {b, part_h, r->n, s, d}, got[4];
     resolve_reshape(in5, 5, r->reshape, 4, got);
     if (got[0] != b || got[1] != part_h * r->n || got[2] != s || got[3] != d)
@@ -568,13 +489,86 @@ static teexec_status *walk_q(tx_rw_graph *g, match *m, const char *a)
         cur = t->inputs[0];
         TX_TRY(strip_scales(g, m, &cur));
         m->q.value = cur;
-        dims_of(g, cur, false, m->q.dims);
+        TX_TRY(dims_of(g, cur, false, m->q.dims));
+        /* OPT scales the projection before splitting the heads:
+         * Reshape(Mul(x, c), [b, s, h, d]); the Reshape stays (reading x) */
+        int64_t ri, mi;
+        tx_rw_node *rs = producer(g, cur, &ri, NULL);
+        tx_rw_node *mu = is_op(rs, "Reshape") && rs->n_inputs == 2
+                             ? producer(g, rs->inputs[0], &mi, NULL) : NULL;
+        double c = 0;
+        int k = -1; /* the scalar's slot */
+        if (mu && (is_op(mu, "Mul") || is_op(mu, "Div")) && mu->n_inputs == 2) {
+            if (scalar_in(g, mu, 1, &c)) k = 1;
+            else if (is_op(mu, "Mul") && scalar_in(g, mu, 0, &c)) k = 0;
+        }
+        if (k >= 0 && c != 0 && isfinite(c) && tx_lm_sole_reader(g, rs->inputs[0]) == ri) {
+            m->scale *= is_op(mu, "Div") ? 1.0 / c : c;
+            m->q_prescale = mi;
+            m->q_prescale_reshape = ri;
+            m->q_prescale_in = mu->inputs[1 - k];
+        }
     } else {
         m->q.value = cur;
         m->q.needs_transpose = true;
-        dims_of(g, cur, true, m->q.dims);
+        TX_TRY(dims_of(g, cur, true, m->q.dims));
     }
     return NULL;
+}
+
+/* Kᵀ as the dynamo exporter writes k.transpose(-2, -1) of a [b, h, s, d]
+ * key: Reshape(Transpose(Reshape(X, [b*h, s, d]), perm (0, 2, 1)),
+ * [b, h, d, s]), where X is the key or its 5-D GQA repeat [b, h_kv, n, s,
+ * d]. *inner gets X; the two targets are checked against the key's shape
+ * once it is known (check_kt3d). */
+static teexec_status *match_kt3d(tx_rw_graph *g, match *m, const char *value,
+                                 const char **inner, bool *ok)
+{
+    *ok = false;
+    int64_t r4i, ti, r3i;
+    tx_rw_node *r4 = producer(g, value, &r4i, NULL);
+    if (!is_op(r4, "Reshape") || r4->n_inputs != 2) return NULL;
+    tx_rw_node *t = producer(g, r4->inputs[0], &ti, NULL);
+    const tx_rw_attr *pa = is_op(t, "Transpose") ? find_attr(t, "perm") : NULL;
+    if (!pa || pa->type != TX_IR_ATTR_INTS || pa->n_ints != 3 || pa->ints[0] != 0 ||
+        pa->ints[1] != 2 || pa->ints[2] != 1)
+        return NULL;
+    tx_rw_node *r3 = producer(g, t->inputs[0], &r3i, NULL);
+    if (!is_op(r3, "Reshape") || r3->n_inputs != 2) return NULL;
+    size_t n3 = 0, n4 = 0;
+    if (!tx_ce_ints(g, r3->inputs[1], m->kt_spec3, 3, &n3) || n3 != 3 ||
+        !tx_ce_ints(g, r4->inputs[1], m->kt_spec4, 4, &n4) || n4 != 4)
+        return NULL;
+    /* a 0 would copy a dim of a tensor of another rank: never exported */
+    for (int i = 0; i < 4; i++)
+        if ((i < 3 && m->kt_spec3[i] == 0) || m->kt_spec4[i] == 0) return NULL;
+    CORE(m, r4i);
+    CORE(m, ti);
+    CORE(m, r3i);
+    m->kt3d = true;
+    *inner = r3->inputs[0];
+    *ok = true;
+    return NULL;
+}
+
+/* The targets of match_kt3d against the key [b, s_kv, h_kv, d] (bshd)
+ * repeated n times: [b*h, s_kv, d] then [b, h, d, s_kv], h = h_kv*n. */
+static bool check_kt3d(match *m, const int64_t *k, int64_t n)
+{
+    if (!m->kt3d) return true;
+    int64_t b = k[0], s = k[1], h = k[2] * n, d = k[3];
+    int64_t in4[4] = {b, h, s, d}, got3[3], in3[3] = {b * h, d, s}, got4[4];
+    resolve_reshape(in4, 4, m->kt_spec3, 3, got3);
+    resolve_reshape(in3, 3, m->kt_spec4, 4, got4);
+    if (got3[0] != b * h || got3[1] != s || got3[2] != d || got4[0] != b || got4[1] != h ||
+        got4[2] != d || got4[3] != s)
+        return fail(m, "the transposed key is reshaped to [%lld, %lld, %lld] and [%lld, %lld, "
+                       "%lld, %lld], not [b*h, s, d] and [b, h, d, s] for b %lld, h %lld, s "
+                       "%lld, d %lld", (long long)got3[0], (long long)got3[1],
+                    (long long)got3[2], (long long)got4[0], (long long)got4[1],
+                    (long long)got4[2], (long long)got4[3], (long long)b, (long long)h,
+                    (long long)s, (long long)d);
+    return true;
 }
 
 /* k operand of Q·Kᵀ (Kᵀ, [b, h, d, s]). *ok false: not a transposed key. */
@@ -590,15 +584,22 @@ static teexec_status *walk_k(tx_rw_graph *g, match *m, const char *bv, bool *ok)
         cur = t->inputs[0];
         TX_TRY(strip_scales(g, m, &cur));
         m->k.value = cur;
-        dims_of(g, cur, false, m->k.dims);
+        TX_TRY(dims_of(g, cur, false, m->k.dims));
         *ok = true;
         return NULL;
     }
-    if (!perm_is(t, 0, 1, 3, 2)) return NULL;
-    CORE(m, ti);
-    cur = t->inputs[0];
+    bool kt3d = false;
+    if (perm_is(t, 0, 1, 3, 2)) {
+        CORE(m, ti);
+        cur = t->inputs[0];
+    } else {
+        const char *inner;
+        TX_TRY(match_kt3d(g, m, cur, &inner, &kt3d));
+        if (!kt3d) return NULL;
+        cur = inner;
+    }
     TX_TRY(strip_scales(g, m, &cur));
-    TX_TRY(match_repeat(g, m, &cur, &m->rk));
+    TX_TRY(match_repeat(g, m, &cur, &m->rk, kt3d));
     TX_TRY(strip_scales(g, m, &cur));
     t = producer(g, cur, &ti, NULL);
     if (perm_is(t, 0, 2, 1, 3)) {
@@ -606,32 +607,118 @@ static teexec_status *walk_k(tx_rw_graph *g, match *m, const char *bv, bool *ok)
         cur = t->inputs[0];
         TX_TRY(strip_scales(g, m, &cur));
         m->k.value = cur;
-        dims_of(g, cur, false, m->k.dims);
+        TX_TRY(dims_of(g, cur, false, m->k.dims));
     } else {
         m->k.value = cur;
         m->k.needs_transpose = true;
-        dims_of(g, cur, true, m->k.dims);
+        TX_TRY(dims_of(g, cur, true, m->k.dims));
     }
     *ok = true;
     return NULL;
 }
 
-static teexec_status *walk_v(tx_rw_graph *g, match *m, const char *vv)
+/* v operand of P·V (or k, v of the Attention op): [b, h, s, d], maybe a
+ * GQA repeat of [b, h_kv, s, d]. */
+static teexec_status *walk_kv(tx_rw_graph *g, match *m, const char *vv, side *sd, repeat *rp)
 {
     const char *cur = vv;
-    TX_TRY(match_repeat(g, m, &cur, &m->rv));
+    TX_TRY(match_repeat(g, m, &cur, rp, false));
     int64_t ti;
     tx_rw_node *t = producer(g, cur, &ti, NULL);
     if (perm_is(t, 0, 2, 1, 3)) {
         CORE(m, ti);
-        m->v.value = t->inputs[0];
-        dims_of(g, m->v.value, false, m->v.dims);
+        sd->value = t->inputs[0];
+        TX_TRY(dims_of(g, sd->value, false, sd->dims));
     } else {
-        m->v.value = cur;
-        m->v.needs_transpose = true;
-        dims_of(g, cur, true, m->v.dims);
+        sd->value = cur;
+        sd->needs_transpose = true;
+        TX_TRY(dims_of(g, cur, true, sd->dims));
     }
     return NULL;
+}
+
+static teexec_status *walk_v(tx_rw_graph *g, match *m, const char *vv)
+{
+    return walk_kv(g, m, vv, &m->v, &m->rv);
+}
+
+/* Whether `value` may be passed to DotProductAttention as its mask, which
+ * gets no gradient: a graph input, or a value computed by standard ops
+ * (no products: a learned mask is not a mask) from integer/bool graph
+ * inputs (attention_mask, input_ids) and constants, where every float
+ * constant is a single fill value (a larger float tensor could be a
+ * trained bias, such as T5's relative positions, whose gradient would be
+ * lost). *why (may be "") names what breaks it. */
+static teexec_status *mask_cone(tx_rw_graph *g, const char *value, bool *ok, char *why,
+                                size_t whysz)
+{
+    *ok = false;
+    if (tx_rw_is_graph_input(g, value)) {
+        *ok = true;
+        return NULL;
+    }
+    const char *stack[256];
+    size_t ns = 0;
+    idx_set seen = {0};
+    teexec_status *st = NULL;
+    stack[ns++] = value;
+    bool good = true;
+    while (ns && good && !st) {
+        const char *v = stack[--ns];
+        if (!v[0]) continue;
+        tx_rw_value_type vt;
+        bool typed = tx_rw_value_type_of(g, v, &vt);
+        if (tx_rw_is_graph_input(g, v)) {
+            if (!typed || tx_te_is_real_dtype(vt.dtype)) {
+                snprintf(why, whysz, "it depends on the float (or untyped) graph input '%s'", v);
+                good = false;
+            }
+            continue;
+        }
+        if (tx_rw_is_initializer(g, v)) {
+            uint64_t numel = 1;
+            for (int32_t i = 0; typed && i < vt.rank; i++) numel *= (uint64_t)vt.dims[i];
+            if (!typed || (tx_te_is_real_dtype(vt.dtype) && numel > 1)) {
+                snprintf(why, whysz, "it reads the float tensor '%s'", v);
+                good = false;
+            }
+            continue;
+        }
+        int64_t pi;
+        tx_rw_node *p = producer(g, v, &pi, NULL);
+        if (!p) {
+            snprintf(why, whysz, "'%s' has no producer", v);
+            good = false;
+            continue;
+        }
+        if (set_has(&seen, (size_t)pi)) continue;
+        if ((st = set_add(&seen, (size_t)pi))) break;
+        if (is_op(p, "Constant")) {
+            tx_tensor t;
+            if (tx_rw_constant(g, v, &t)) {
+                if (tx_te_is_real_dtype(t.dtype) && t.numel > 1) {
+                    snprintf(why, whysz, "it reads the float tensor '%s'", v);
+                    good = false;
+                }
+                tx_tensor_release(&t);
+            }
+            continue;
+        }
+        static const char *const products[] = {"MatMul", "Gemm", "Conv", "Attention", "Einsum",
+                                               "Softmax"};
+        bool product = p->domain[0] != '\0';
+        for (size_t k = 0; k < sizeof products / sizeof *products; k++)
+            product = product || is_op(p, products[k]);
+        if (product || seen.n > 128 || ns + p->n_inputs > sizeof stack / sizeof *stack) {
+            snprintf(why, whysz, "it is computed by %s (%s)", label(p), p->op_type);
+            good = false;
+            continue;
+        }
+        for (size_t k = 0; k < p->n_inputs; k++) stack[ns++] = p->inputs[k];
+    }
+    free(seen.v);
+    *ok = good && !st;
+    return st;
 }
 
 /* Scores chain from the Softmax input back to the Q·Kᵀ MatMul. *qk gets
@@ -681,18 +768,22 @@ static teexec_status *walk_scores(tx_rw_graph *g, match *m, int64_t *qk)
                 fail(m, "the scores get more than one mask (%s)", label(p));
                 return NULL;
             }
-            /* the mask operand is the one that is constant or a graph input */
+            /* the mask operand is the one that is constant, a graph input,
+             * or computed from integer/bool inputs and constants only */
             int mi = -1;
+            char why[256] = "";
             for (int s = 0; s < 2 && mi < 0; s++) {
                 tx_ce_value cv;
-                bool is_c = false;
+                bool is_c = false, cone = false;
                 TX_TRY(tx_ce_eval(g, p->inputs[s], &cv, &is_c));
                 tx_ce_release(&cv);
-                if (is_c || tx_rw_is_graph_input(g, p->inputs[s])) mi = s;
+                if (!is_c) TX_TRY(mask_cone(g, p->inputs[s], &cone, why, sizeof why));
+                if (is_c || cone) mi = s;
             }
             if (mi < 0) {
-                fail(m, "the scores get an Add (%s) of a tensor computed in the graph (a bias or "
-                        "a mask that is neither constant nor a graph input)", label(p));
+                fail(m, "the scores get an Add (%s) of a tensor computed in the graph, which is "
+                        "not a graph input (a bias, or a mask that is not made from integer/bool "
+                        "inputs and constants only)", label(p));
                 return NULL;
             }
             m->mask_kind = 1;
@@ -744,42 +835,74 @@ static teexec_status *walk_scores(tx_rw_graph *g, match *m, int64_t *qk)
 
 typedef enum mask_class { MASK_NONE, MASK_CAUSAL, MASK_OTHER, MASK_ROW_EMPTY } mask_class;
 
-/* Classifies a folded mask as an [sq, skv] matrix (leading dims 1). For
- * Add: masked = value <= MASK_NEG, kept = exactly 0 (anything else is
- * MASK_OTHER with *mixed set). For Where: masked = (v != 0) == masked_true. */
-static bool classify(const tx_ce_value *cv, int kind, bool masked_true, int64_t sq, int64_t skv,
-                     mask_class *out, bool *soft)
+/* A folded mask seen as [mb, mh, rows, cols] (right-aligned, mb in {1, b},
+ * mh in {1, h}, rows in {1, s_q}, cols in {1, s_kv}); slices over batch and
+ * heads that are all equal collapse to mb = mh = 1 (the dynamo exporter
+ * bakes a causal mask as [b, 1, s, s] with b equal copies). */
+typedef struct mask_view {
+    const double *v;
+    int64_t mb, mh, rows, cols;
+    mask_class cls;
+    bool soft; /* an Add mask with values other than 0 and "masked" */
+} mask_view;
+
+static double mask_at(const mask_view *mv, int64_t bi, int64_t hi, int64_t i, int64_t j)
 {
-    *soft = false;
+    int64_t o = (((mv->mb == 1 ? 0 : bi) * mv->mh + (mv->mh == 1 ? 0 : hi)) * mv->rows +
+                 (mv->rows == 1 ? 0 : i)) * mv->cols + (mv->cols == 1 ? 0 : j);
+    return mv->v[o];
+}
+
+/* Classifies the mask. For Add: masked = value <= MASK_NEG, kept = exactly
+ * 0 (anything else is MASK_OTHER with soft set). For Where: masked =
+ * (v != 0) == masked_true. False when the shape does not broadcast to
+ * [b, h, s_q, s_kv]. */
+static bool classify(const tx_ce_value *cv, int kind, bool masked_true, int64_t b, int64_t h,
+                     int64_t sq, int64_t skv, mask_view *mv)
+{
+    memset(mv, 0, sizeof *mv);
     if (cv->rank > 4) return false;
-    int64_t rows = cv->rank >= 2 ? cv->dims[cv->rank - 2] : 1;
-    int64_t cols = cv->rank >= 1 ? cv->dims[cv->rank - 1] : 1;
-    for (int32_t i = 0; i + 2 < cv->rank; i++)
-        if (cv->dims[i] != 1) return false;
-    if ((rows != 1 && rows != sq) || (cols != 1 && cols != skv)) return false;
+    int64_t d[4] = {1, 1, 1, 1};
+    for (int32_t i = 0; i < cv->rank; i++) d[4 - cv->rank + i] = cv->dims[i];
+    if ((d[0] != 1 && d[0] != b) || (d[1] != 1 && d[1] != h) || (d[2] != 1 && d[2] != sq) ||
+        (d[3] != 1 && d[3] != skv))
+        return false;
+    mv->v = cv->v;
+    mv->mb = d[0];
+    mv->mh = d[1];
+    mv->rows = d[2];
+    mv->cols = d[3];
+    /* equal slices collapse */
+    bool same = true;
+    int64_t slice = d[2] * d[3];
+    for (int64_t k = 1; same && k < d[0] * d[1]; k++)
+        same = memcmp(cv->v, cv->v + k * slice, (size_t)slice * sizeof *cv->v) == 0;
+    if (same) mv->mb = mv->mh = 1;
     bool any = false, causal = sq == skv, row_empty = false;
-    for (int64_t i = 0; i < sq; i++) {
-        bool row_all = true;
-        for (int64_t j = 0; j < skv; j++) {
-            double v = cv->v[(rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j)];
-            bool masked;
-            if (kind == 1) {
-                masked = v <= MASK_NEG;
-                if (!masked && v != 0) *soft = true;
-            } else {
-                masked = (v != 0) == masked_true;
+    for (int64_t bi = 0; bi < mv->mb; bi++)
+        for (int64_t hi = 0; hi < mv->mh; hi++)
+            for (int64_t i = 0; i < sq; i++) {
+                bool row_all = true;
+                for (int64_t j = 0; j < skv; j++) {
+                    double v = mask_at(mv, bi, hi, i, j);
+                    bool masked;
+                    if (kind == 1) {
+                        masked = v <= MASK_NEG;
+                        if (!masked && v != 0) mv->soft = true;
+                    } else {
+                        masked = (v != 0) == masked_true;
+                    }
+                    any = any || masked;
+                    row_all = row_all && masked;
+                    if (masked != (j > i)) causal = false;
+                }
+                if (row_all) row_empty = true;
             }
-            any = any || masked;
-            row_all = row_all && masked;
-            if (masked != (j > i)) causal = false;
-        }
-        if (row_all) row_empty = true;
-    }
-    *out = !any && !*soft ? MASK_NONE
-           : *soft        ? MASK_OTHER
-           : causal       ? MASK_CAUSAL
-           : row_empty    ? MASK_ROW_EMPTY
-                          : MASK_OTHER;
+    mv->cls = !any && !mv->soft ? MASK_NONE
+              : mv->soft        ? MASK_OTHER
+              : causal          ? MASK_CAUSAL
+              : row_empty       ? MASK_ROW_EMPTY
+                                : MASK_OTHER;
     return true;
 }
 
@@ -789,6 +912,8 @@ typedef struct plan {
     int causal;
     const char *mask_in;     /* existing value to pass as mask, or NULL */
     bool mask_needs_not;
+    bool mask_expand;        /* mask_in broadcast to mask_dims by a new Expand */
+    int64_t mask_dims[4];
     tx_tensor mask_const;    /* a new initializer, data NULL when none */
 } plan;
 
@@ -821,32 +946,56 @@ static teexec_status *plan_mask(tx_rw_graph *g, match *m, plan *pl, bool *ok)
                 break;
             m->mask_value = c->inputs[0];
         }
-        tx_rw_value_type vt;
-        bool typed = tx_rw_value_type_of(g, m->mask_value, &vt);
-        if (!tx_rw_is_graph_input(g, m->mask_value)) {
-            fail(m, "the mask '%s' is computed from non-constant values and is not a graph "
-                    "input", m->mask_value);
+        bool input = tx_rw_is_graph_input(g, m->mask_value), cone = input;
+        char why[256] = "";
+        if (!input) TX_TRY(mask_cone(g, m->mask_value, &cone, why, sizeof why));
+        if (!cone) {
+            fail(m, "the mask '%s' is not a graph input, and not made from integer/bool graph "
+                    "inputs and constants only: %s", m->mask_value, why);
             return NULL;
         }
-        if (!typed || vt.rank != 4) {
-            fail(m, "the mask input '%s' must have rank 4 ([b|1, h|1, s_q, s_kv]) to be "
-                    "passed to DotProductAttention", m->mask_value);
+        teexec_dtype dt;
+        tx_shape ms;
+        bool known = false;
+        TX_TRY(tx_lower_type_of(g, m->mask_value, &dt, &ms, &known));
+        int64_t want[4] = {m->q.dims[0], m->q.dims[2], sq, skv};
+        bool fits = known && ms.rank <= 4 && ms.rank >= 1;
+        int64_t md[4] = {1, 1, 1, 1};
+        for (int32_t i = 0; fits && i < ms.rank; i++) {
+            int64_t d = ms.dims[i], w = want[4 - ms.rank + i];
+            md[4 - ms.rank + i] = d;
+            fits = d == 1 || (w >= 0 && d == w);
+        }
+        if (!fits) {
+            fail(m, "the mask '%s' does not broadcast to [b, h, s_q, s_kv] = [%lld, %lld, %lld, "
+                    "%lld] (or its shape cannot be derived)", m->mask_value,
+                 (long long)want[0], (long long)want[1], (long long)sq, (long long)skv);
             return NULL;
         }
         if (m->mask_kind == 1 && m->scale_after_mask && m->scale != 1.0) {
-            fail(m, "the scale is applied after the additive mask input '%s'", m->mask_value);
+            fail(m, "the scale is applied after the additive mask '%s'", m->mask_value);
             return NULL;
         }
         if (m->mask_kind == 2 && !isinf(m->where_fill)) {
-            fail(m, "the mask input '%s' fills with %g, which differs from "
-                    "DotProductAttention's -inf on fully masked rows", m->mask_value,
-                 m->where_fill);
+            fail(m, "the mask '%s' fills with %g, which differs from DotProductAttention's -inf "
+                    "on fully masked rows", m->mask_value, m->where_fill);
             return NULL;
         }
-        if (m->mask_kind == 2 && vt.dtype != TEEXEC_DTYPE_BOOL) {
+        if (m->mask_kind == 2 && dt != TEEXEC_DTYPE_BOOL) {
             fail(m, "the Where condition '%s' is not bool", m->mask_value);
             return NULL;
         }
+        if (m->mask_kind == 1 && dt != TEEXEC_DTYPE_UNDEFINED && !tx_te_is_real_dtype(dt)) {
+            fail(m, "the additive mask '%s' is not a float tensor", m->mask_value);
+            return NULL;
+        }
+        /* [b|1, h|1, s_q, s_kv] as DotProductAttention takes it, else an
+         * Expand to that ([b, 1, 1, s_kv] padding masks) */
+        pl->mask_expand = ms.rank != 4 || md[2] != sq || md[3] != skv;
+        pl->mask_dims[0] = md[0];
+        pl->mask_dims[1] = md[1];
+        pl->mask_dims[2] = sq;
+        pl->mask_dims[3] = skv;
         pl->mask_in = m->mask_value;
         pl->mask_needs_not = m->mask_kind == 2 && !m->where_masked_is_true;
         *ok = true;
@@ -857,17 +1006,18 @@ static teexec_status *plan_mask(tx_rw_graph *g, match *m, plan *pl, bool *ok)
         fail(m, "the mask is constant but the sequence lengths are not known to check it");
         return NULL;
     }
-    mask_class mc;
-    bool soft;
-    bool fits = classify(&cv, m->mask_kind, m->where_masked_is_true, sq, skv, &mc, &soft);
+    mask_view mv;
+    bool fits = classify(&cv, m->mask_kind, m->where_masked_is_true, m->q.dims[0],
+                         m->q.dims[2], sq, skv, &mv);
     if (!fits) {
         tx_ce_release(&cv);
-        fail(m, "the constant mask does not have the shape [s_q, s_kv] = [%lld, %lld] (leading "
-                "dims 1)", (long long)sq, (long long)skv);
+        fail(m, "the constant mask does not broadcast to [b, h, s_q, s_kv] = [%lld, %lld, "
+                "%lld, %lld] (its dims must be 1 or those)", (long long)m->q.dims[0],
+             (long long)m->q.dims[2], (long long)sq, (long long)skv);
         return NULL;
     }
     teexec_status *st = NULL;
-    switch (mc) {
+    switch (mv.cls) {
     case MASK_NONE: *ok = true; break;
     case MASK_CAUSAL: pl->causal = 1; *ok = true; break;
     case MASK_ROW_EMPTY:
@@ -880,25 +1030,25 @@ static teexec_status *plan_mask(tx_rw_graph *g, match *m, plan *pl, bool *ok)
             break;
         }
         {
-            int64_t dims[4] = {1, 1, sq, skv};
-            bool is_bool = m->mask_kind == 2 || !soft;
+            int64_t dims[4] = {mv.mb, mv.mh, sq, skv};
+            bool is_bool = m->mask_kind == 2 || !mv.soft;
             st = tx_tensor_alloc(&pl->mask_const, is_bool ? TEEXEC_DTYPE_BOOL : TEEXEC_DTYPE_FLOAT,
                                  4, dims);
             if (st) break;
-            int64_t rows = cv.rank >= 2 ? cv.dims[cv.rank - 2] : 1;
-            int64_t cols = cv.rank >= 1 ? cv.dims[cv.rank - 1] : 1;
-            for (int64_t i = 0; i < sq; i++)
-                for (int64_t j = 0; j < skv; j++) {
-                    double v = cv.v[(rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j)];
-                    size_t o = (size_t)(i * skv + j);
-                    if (!is_bool)
-                        ((float *)pl->mask_const.data)[o] = (float)v;
-                    else if (m->mask_kind == 1)
-                        ((uint8_t *)pl->mask_const.data)[o] = v <= MASK_NEG;
-                    else
-                        ((uint8_t *)pl->mask_const.data)[o] =
-                            (uint8_t)((v != 0) == m->where_masked_is_true);
-                }
+            size_t o = 0;
+            for (int64_t bi = 0; bi < mv.mb; bi++)
+                for (int64_t hi = 0; hi < mv.mh; hi++)
+                    for (int64_t i = 0; i < sq; i++)
+                        for (int64_t j = 0; j < skv; j++, o++) {
+                            double v = mask_at(&mv, bi, hi, i, j);
+                            if (!is_bool)
+                                ((float *)pl->mask_const.data)[o] = (float)v;
+                            else if (m->mask_kind == 1)
+                                ((uint8_t *)pl->mask_const.data)[o] = v <= MASK_NEG;
+                            else
+                                ((uint8_t *)pl->mask_const.data)[o] =
+                                    (uint8_t)((v != 0) == m->where_masked_is_true);
+                        }
             *ok = true;
         }
         break;
@@ -909,28 +1059,75 @@ static teexec_status *plan_mask(tx_rw_graph *g, match *m, plan *pl, bool *ok)
 
 /* Every value a core node defines is read only by core nodes (the final
  * Reshape's output excepted: it becomes the DotProductAttention's). */
-static bool contained(tx_rw_graph *g, match *m, size_t out_reshape)
+static teexec_status *contained(tx_rw_graph *g, match *m, size_t out_reshape, bool *ok)
 {
+    *ok = false;
     for (size_t k = 0; k < m->core.n; k++) {
         if (m->core.v[k] == out_reshape) continue;
         const tx_rw_node *n = tx_rw_node_at(g, m->core.v[k]);
         for (size_t o = 0; o < n->n_outputs; o++) {
             const char *val = n->outputs[o];
             if (!val[0]) continue;
-            if (tx_rw_is_graph_output(g, val))
-                return fail(m, "'%s' (output of %s) is a graph output, so the attention "
-                               "intermediates must stay", val, label(n));
+            if (tx_rw_is_graph_output(g, val)) {
+                fail(m, "'%s' (output of %s) is a graph output, so the attention "
+                        "intermediates must stay", val, label(n));
+                return NULL;
+            }
             size_t nc = 0;
             const tx_ir_use *u = tx_rw_consumers(g, val, &nc);
-            for (size_t c = 0; c < nc; c++)
-                if (!set_has(&m->core, (size_t)u[c].node)) {
-                    const tx_rw_node *r = tx_rw_node_at(g, (size_t)u[c].node);
-                    return fail(m, "'%s' (output of %s) is also read by %s (%s) outside the "
-                                   "attention pattern", val, label(n), label(r), r->op_type);
+            for (size_t c = 0; c < nc; c++) {
+                if (set_has(&m->core, (size_t)u[c].node)) continue;
+                const tx_rw_node *r = tx_rw_node_at(g, (size_t)u[c].node);
+                /* a Shape of a static intermediate (the TorchScript
+                 * exporter's scale and mask read q's shape) becomes its
+                 * constant in rewrite() */
+                if (is_op(r, "Shape") && r->n_outputs == 1) {
+                    tx_ce_value cv;
+                    bool is_c = false;
+                    TX_TRY(tx_ce_eval(g, r->outputs[0], &cv, &is_c));
+                    tx_ce_release(&cv);
+                    if (is_c) {
+                        TX_TRY(set_add(&m->shape_readers, (size_t)u[c].node));
+                        continue;
+                    }
                 }
+                fail(m, "'%s' (output of %s) is also read by %s (%s) outside the attention "
+                        "pattern", val, label(n), label(r), r->op_type);
+                return NULL;
+            }
         }
     }
-    return true;
+    *ok = true;
+    return NULL;
+}
+
+/* The Shape nodes contained() let read the match's intermediates, each
+ * replaced by an int64 initializer of its value under its output's name. */
+static teexec_status *fold_shape_readers(tx_rw_graph *g, const match *m)
+{
+    for (size_t k = 0; k < m->shape_readers.n; k++) {
+        tx_rw_node *r = tx_rw_node_at(g, m->shape_readers.v[k]);
+        if (!r || r->dead) continue;
+        tx_ce_value cv;
+        bool is_c = false;
+        TX_TRY(tx_ce_eval(g, r->outputs[0], &cv, &is_c));
+        if (!is_c) continue; /* checked by contained(): cannot happen */
+        tx_tensor t;
+        int64_t n = (int64_t)cv.n;
+        teexec_status *st = tx_tensor_alloc(&t, TEEXEC_DTYPE_INT64, 1, &n);
+        for (uint64_t i = 0; !st && i < cv.n; i++) ((int64_t *)t.data)[i] = (int64_t)cv.v[i];
+        tx_ce_release(&cv);
+        char *name = st ? NULL : strdup(r->outputs[0]);
+        if (!st && !name) st = tx_oom();
+        if (!st) {
+            tx_rw_remove_node(g, m->shape_readers.v[k]);
+            st = tx_rw_set_initializer(g, name, &t);
+        }
+        free(name);
+        tx_tensor_release(&t);
+        TX_TRY(st);
+    }
+    return NULL;
 }
 
 /* Removes the producers of `names` that nothing reads any more, and theirs. */
@@ -990,13 +1187,57 @@ static teexec_status *add_transpose(tx_rw_graph *g, char **value, const char *hi
     return NULL;
 }
 
+/* A new Expand of *mask to dims (a padding mask [b, 1, 1, s_kv] becomes
+ * [b, 1, s_q, s_kv], the shapes DotProductAttention takes); *mask,
+ * malloc'd, is replaced by the (malloc'd) name of its output. */
+static teexec_status *expand_mask(tx_rw_graph *g, char **mask, const int64_t dims[4],
+                                  const char *hint)
+{
+    char nm[256];
+    tx_tensor shape;
+    int64_t four = 4;
+    TX_TRY(tx_tensor_alloc(&shape, TEEXEC_DTYPE_INT64, 1, &four));
+    memcpy(shape.data, dims, 4 * sizeof *dims);
+    snprintf(nm, sizeof nm, "%s/mask_shape", hint);
+    const char *sn = tx_rw_fresh_name(g, nm);
+    char *shape_name = sn ? strdup(sn) : NULL;
+    teexec_status *st = shape_name ? tx_rw_set_initializer(g, shape_name, &shape) : tx_oom();
+    tx_tensor_release(&shape);
+    snprintf(nm, sizeof nm, "%s/mask_expanded", hint);
+    const char *on = st ? NULL : tx_rw_fresh_name(g, nm);
+    char *out = on ? strdup(on) : NULL;
+    if (!st && !out) st = tx_oom();
+    snprintf(nm, sizeof nm, "%s/Expand_mask", hint);
+    const char *nn = st ? NULL : tx_rw_fresh_name(g, nm);
+    if (!st && !nn) st = tx_oom();
+    const char *ins[2] = {*mask, shape_name}, *outs[1] = {out};
+    if (!st) st = tx_rw_add_node(g, "Expand", "", nn, ins, 2, outs, 1, NULL);
+    free(shape_name);
+    if (st) {
+        free(out);
+        return st;
+    }
+    free(*mask);
+    *mask = out;
+    return NULL;
+}
+
 /* Rewrites one match. Strings from the graph are copied first: edits
  * invalidate them. */
 static teexec_status *rewrite(tx_rw_graph *g, match *m, plan *pl)
 {
     teexec_status *st = NULL;
     char *qv = strdup(m->q.value), *kv = strdup(m->k.value), *vv = strdup(m->v.value);
-    char *outv = strdup(m->out_value), *anchor = strdup(m->anchor);
+    char *anchor = strdup(m->anchor);
+    char *outv = NULL;
+    if (m->out_keep_reshape && anchor) {
+        char nm[256];
+        snprintf(nm, sizeof nm, "%s/attention_out", anchor);
+        const char *fresh = tx_rw_fresh_name(g, nm);
+        outv = fresh ? strdup(fresh) : NULL;
+    } else if (m->out_value) {
+        outv = strdup(m->out_value);
+    }
     char *maskv = pl->mask_in ? strdup(pl->mask_in) : NULL;
     char **feeders = NULL;
     size_t nf = 0, capf = 0;
@@ -1028,7 +1269,31 @@ static teexec_status *rewrite(tx_rw_graph *g, match *m, plan *pl)
         }
     }
     if (st) goto done;
-    for (size_t k = 0; k < m->core.n; k++) tx_rw_remove_node(g, m->core.v[k]);
+    if ((st = fold_shape_readers(g, m))) goto done;
+    if (m->q_prescale >= 0) {
+        tx_rw_node *rs = tx_rw_node_at(g, (size_t)m->q_prescale_reshape);
+        char *in = strdup(m->q_prescale_in);
+        if (!in) {
+            st = tx_oom();
+            goto done;
+        }
+        free(rs->inputs[0]);
+        rs->inputs[0] = in;
+        tx_rw_remove_node(g, (size_t)m->q_prescale);
+    }
+    for (size_t k = 0; k < m->core.n; k++)
+        if (!m->out_keep_reshape || m->core.v[k] != m->out_reshape)
+            tx_rw_remove_node(g, m->core.v[k]);
+    if (m->out_keep_reshape) {
+        tx_rw_node *rs = tx_rw_node_at(g, m->out_reshape);
+        char *in = strdup(outv);
+        if (!in) {
+            st = tx_oom();
+            goto done;
+        }
+        free(rs->inputs[0]);
+        rs->inputs[0] = in;
+    }
 
     if (m->q.needs_transpose && (st = add_transpose(g, &qv, anchor))) goto done;
     if (m->k.needs_transpose && (st = add_transpose(g, &kv, anchor))) goto done;
@@ -1056,6 +1321,7 @@ static teexec_status *rewrite(tx_rw_graph *g, match *m, plan *pl)
         mc = strdup(maskv);
         if (!mc) st = tx_oom();
     }
+    if (!st && pl->mask_expand) st = expand_mask(g, &mc, pl->mask_dims, anchor);
     if (!st) {
         char nm[256];
         snprintf(nm, sizeof nm, "%s/DotProductAttention", anchor);
@@ -1087,6 +1353,147 @@ done:
     return st;
 }
 
+/* The rest of a match once q, k and v are walked: the output `o` of the
+ * attention (P·V or the Attention op's Y, [b, h, s, d_v]) must be
+ * transposed back and reshaped; the shapes must fit one attention; then
+ * the mask is planned, the match checked to be self-contained and
+ * rewritten. Declines are noted at `label`. */
+static teexec_status *finish(tx_rw_graph *g, match *m, const char *o, const char *qk_label,
+                             tx_lower_report *r)
+{
+    teexec_status *st = NULL;
+    /* output: Transpose(0,2,1,3) -> Reshape [b, s, h*dv] */
+    size_t n1 = 0;
+    const tx_ir_use *u1 = tx_rw_consumers(g, o, &n1);
+    int64_t t_idx = n1 == 1 ? u1[0].node : -1;
+    tx_rw_node *t = t_idx >= 0 ? tx_rw_node_at(g, (size_t)t_idx) : NULL;
+    size_t n2 = 0;
+    const tx_ir_use *u2 = perm_is(t, 0, 2, 1, 3) && !tx_rw_is_graph_output(g, o)
+                              ? tx_rw_consumers(g, t->outputs[0], &n2) : NULL;
+    tx_rw_node *rs = u2 && n2 == 1 ? tx_rw_node_at(g, (size_t)u2[0].node) : NULL;
+    if (!is_op(rs, "Reshape") || rs->n_inputs != 2 || u2[0].slot != 0 ||
+        tx_rw_is_graph_output(g, t->outputs[0]))
+        return note(r, qk_label, false,
+                    "the attention output is not transposed back (0,2,1,3) and reshaped to "
+                    "[b, s, h*d] with nothing else reading the intermediates");
+    int64_t out_idx = u2[0].node;
+    if ((st = set_add(&m->core, (size_t)t_idx)) ||
+        (st = set_add(&m->core, (size_t)out_idx)))
+        return st;
+    int64_t spec[8], got[8];
+    size_t ns = 0;
+    int64_t b = m->q.dims[0], s = m->q.dims[1], h = m->q.dims[2], dv = m->v.dims[3];
+    if (!tx_ce_ints(g, rs->inputs[1], spec, 8, &ns) || ns < 1)
+        return note(r, qk_label, false, "the attention output's Reshape target is not a constant");
+    int64_t in4[4] = {b, s, h, dv};
+    resolve_reshape(in4, 4, spec, ns, got);
+    bool known = b >= 0 && s >= 0 && h >= 0 && dv >= 0;
+    if (known && ns == 3 && got[0] == b && got[1] == s && got[2] == h * dv) {
+        m->out_value = rs->outputs[0];
+    } else {
+        /* Another view of the same elements (GPT-2's [b*s, h*d] before a
+         * Gemm): the Reshape stays, reading the attention's [b, s, h*d].
+         * A 0 in the target would copy a dim of the rank-4 input, which
+         * differs from the rank-3 one it would then read. */
+        int64_t total = 1, want = known ? b * s * h * dv : -1;
+        bool zero = false;
+        for (size_t i = 0; i < ns; i++) {
+            zero = zero || spec[i] == 0;
+            total = got[i] >= 0 && total >= 0 ? total * got[i] : -1;
+        }
+        if (!known || zero || total != want)
+            return note(r, qk_label, false,
+                        "the attention output is reshaped to a target that is not a view of "
+                        "[b, s, h*d_v] (or the shapes are unknown)");
+        m->out_keep_reshape = true;
+        m->out_value = NULL; /* a fresh name, made by rewrite() */
+    }
+    m->out_reshape = (size_t)out_idx;
+
+    /* shapes: q [b,s,h,d], k [b,skv,hk,d], v [b,skv,hk,dv] */
+    const int64_t *q = m->q.dims, *k = m->k.dims, *v = m->v.dims;
+    bool ok = true;
+    if (k[0] < 0 || k[2] < 0 || k[3] < 0 || v[0] < 0 || v[1] < 0 || v[2] < 0 || k[1] < 0)
+        ok = fail(m, "the key/value shapes are not known");
+    else if (k[0] != b || v[0] != b || k[1] != v[1] || k[2] != v[2] || k[3] != q[3])
+        ok = fail(m, "q [%lld,%lld,%lld,%lld], k [%lld,%lld,%lld,%lld] and v "
+                      "[%lld,%lld,%lld,%lld] do not fit one attention",
+                  (long long)q[0], (long long)q[1], (long long)q[2], (long long)q[3],
+                  (long long)k[0], (long long)k[1], (long long)k[2], (long long)k[3],
+                  (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
+    else if (m->rk.n != m->rv.n)
+        ok = fail(m, "keys are repeated %lld times but values %lld times",
+                  (long long)m->rk.n, (long long)m->rv.n);
+    else if (!check_repeat(m, &m->rk, k, "key") || !check_repeat(m, &m->rv, v, "value") ||
+             !check_kt3d(m, k, m->rk.n))
+        ok = false;
+    else if (h != k[2] * m->rk.n &&
+             !(m->op_gqa && m->rk.n == 1 && k[2] > 0 && h % k[2] == 0))
+        ok = fail(m, "%lld query heads do not match %lld kv heads x %lld repeats",
+                  (long long)h, (long long)k[2], (long long)m->rk.n);
+    else if (m->scale == 0 || !isfinite(m->scale))
+        ok = fail(m, "the softmax scale folds to %g", m->scale);
+    if (!ok) {
+        return note(r, qk_label, false, m->reason);
+    }
+    plan pl;
+    bool mok = false;
+    if ((st = plan_mask(g, m, &pl, &mok))) return st;
+    if (mok && m->op_causal) {
+        /* the Attention op's is_causal aligns the triangle top-left,
+         * DotProductAttention's bottom-right: the same when s_q = s_kv */
+        if (m->q.dims[1] != m->k.dims[1])
+            mok = fail(m, "is_causal with s_q %lld != s_kv %lld (the Attention op aligns the "
+                          "causal mask top-left, DotProductAttention bottom-right)",
+                       (long long)m->q.dims[1], (long long)m->k.dims[1]);
+        else
+            pl.causal = 1;
+    }
+    if (!mok) {
+        tx_tensor_release(&pl.mask_const);
+        return note(r, qk_label, false, m->reason);
+    }
+    bool cok = false;
+    st = contained(g, m, (size_t)out_idx, &cok);
+    if (st || !cok) {
+        tx_tensor_release(&pl.mask_const);
+        return st ? st : note(r, qk_label, false, m->reason);
+    }
+    st = rewrite(g, m, &pl);
+    tx_tensor_release(&pl.mask_const);
+    if (!st) st = note(r, qk_label, true, NULL);
+    return st;
+}
+
+/* The dynamo exporter's guard after the Softmax, Where(IsNaN(P), 0, P):
+ * it zeroes the rows a mask hid completely (softmax of all -inf is NaN),
+ * which is what DotProductAttention gives for such rows, so it belongs to
+ * the pattern. True when P is read by exactly that IsNaN and Where, the
+ * IsNaN only by the Where. */
+static bool nan_guard(tx_rw_graph *g, const char *p, int64_t *isnan, int64_t *where)
+{
+    if (tx_rw_is_graph_output(g, p)) return false;
+    size_t nc = 0;
+    const tx_ir_use *u = tx_rw_consumers(g, p, &nc);
+    int64_t in = -1, wh = -1;
+    for (size_t c = 0; c < nc; c++) {
+        tx_rw_node *n = tx_rw_node_at(g, (size_t)u[c].node);
+        if (is_op(n, "IsNaN") && u[c].slot == 0 && in < 0) in = u[c].node;
+        else if (is_op(n, "Where") && u[c].slot == 2 && wh < 0) wh = u[c].node;
+        else return false;
+    }
+    if (in < 0 || wh < 0) return false;
+    tx_rw_node *isn = tx_rw_node_at(g, (size_t)in), *whn = tx_rw_node_at(g, (size_t)wh);
+    double zero;
+    if (whn->n_inputs != 3 || isn->n_outputs < 1 || strcmp(whn->inputs[0], isn->outputs[0]) ||
+        !scalar_in(g, whn, 1, &zero) || zero != 0.0 ||
+        tx_lm_sole_reader(g, isn->outputs[0]) != wh)
+        return false;
+    *isnan = in;
+    *where = wh;
+    return true;
+}
+
 /* Tries the attention anchored on Softmax node `si`: lowers it, or adds a
  * note saying why not once it looks like attention (a Softmax whose output
  * is the left operand of a MatMul, or goes through Dropout); any other
@@ -1097,6 +1504,7 @@ static teexec_status *try_one(tx_rw_graph *g, size_t si, tx_lower_report *r)
     memset(&m, 0, sizeof m);
     m.scale = 1.0;
     m.rk.n = m.rv.n = 1;
+    m.q_prescale = m.q_prescale_reshape = -1;
     m.softmax = tx_rw_node_at(g, si);
     teexec_status *st = NULL;
     if (!is_op(m.softmax, "Softmax") || m.softmax->n_inputs < 1 || m.softmax->n_outputs < 1)
@@ -1105,8 +1513,11 @@ static teexec_status *try_one(tx_rw_graph *g, size_t si, tx_lower_report *r)
     snprintf(softmax_label, sizeof softmax_label, "%s", label(m.softmax));
     m.anchor = softmax_label;
 
-    /* forward: probabilities -> [Dropout] -> MatMul(P, V) */
+    /* forward: probabilities -> [NaN guard] -> [Dropout] -> MatMul(P, V) */
     const char *probs = m.softmax->outputs[0];
+    int64_t guard_isnan = -1, guard_where = -1;
+    if (nan_guard(g, probs, &guard_isnan, &guard_where))
+        probs = tx_rw_node_at(g, (size_t)guard_where)->outputs[0];
     size_t nc = 0;
     const tx_ir_use *u = tx_rw_consumers(g, probs, &nc);
     int64_t pv = -1;
@@ -1133,6 +1544,9 @@ static teexec_status *try_one(tx_rw_graph *g, size_t si, tx_lower_report *r)
 
     int64_t qk = -1;
     if ((st = set_add(&m.core, si)) || (st = set_add(&m.core, (size_t)pv))) goto done;
+    if (guard_where >= 0 && ((st = set_add(&m.core, (size_t)guard_isnan)) ||
+                             (st = set_add(&m.core, (size_t)guard_where))))
+        goto done;
     if (!ax || ax->type != TX_IR_ATTR_INT || (ax->i != -1 && ax->i != 3)) {
         st = note(r, softmax_label, false, "the Softmax is not over the last axis (axis -1)");
         goto done;
@@ -1158,95 +1572,98 @@ static teexec_status *try_one(tx_rw_graph *g, size_t si, tx_lower_report *r)
     }
     if ((st = walk_v(g, &m, pvn->inputs[1]))) goto done;
 
-    /* output: Transpose(0,2,1,3) -> Reshape [b, s, h*dv] */
-    {
-        const char *o = pvn->outputs[0];
-        size_t n1 = 0;
-        const tx_ir_use *u1 = tx_rw_consumers(g, o, &n1);
-        int64_t t_idx = n1 == 1 ? u1[0].node : -1;
-        tx_rw_node *t = t_idx >= 0 ? tx_rw_node_at(g, (size_t)t_idx) : NULL;
-        size_t n2 = 0;
-        const tx_ir_use *u2 = perm_is(t, 0, 2, 1, 3) && !tx_rw_is_graph_output(g, o)
-                                  ? tx_rw_consumers(g, t->outputs[0], &n2) : NULL;
-        tx_rw_node *rs = u2 && n2 == 1 ? tx_rw_node_at(g, (size_t)u2[0].node) : NULL;
-        if (!is_op(rs, "Reshape") || rs->n_inputs != 2 || u2[0].slot != 0 ||
-            tx_rw_is_graph_output(g, t->outputs[0])) {
-            st = note(r, qk_label, false,
-                      "the attention output is not transposed back (0,2,1,3) and reshaped to "
-                      "[b, s, h*d] with nothing else reading the intermediates");
-            goto done;
-        }
-        int64_t out_idx = u2[0].node;
-        if ((st = set_add(&m.core, (size_t)t_idx)) ||
-            (st = set_add(&m.core, (size_t)out_idx)))
-            goto done;
-        int64_t spec[4], got[4];
-        size_t ns = 0;
-        int64_t b = m.q.dims[0], s = m.q.dims[1], h = m.q.dims[2], dv = m.v.dims[3];
-        if (!tx_ce_ints(g, rs->inputs[1], spec, 4, &ns) || ns != 3) {
-            st = note(r, qk_label, false,
-                      "the attention output's Reshape target is not a constant [b, s, h*d]");
-            goto done;
-        }
-        int64_t in4[4] = {b, s, h, dv};
-        resolve_reshape(in4, 4, spec, 3, got);
-        if (b < 0 || s < 0 || h < 0 || dv < 0 || got[0] != b || got[1] != s ||
-            got[2] != h * dv) {
-            char why[256];
-            snprintf(why, sizeof why,
-                     "the attention output is reshaped to [%lld, %lld, %lld], not [b, s, h*d_v] "
-                     "= [%lld, %lld, %lld] (or the shapes are unknown)", (long long)got[0],
-                     (long long)got[1], (long long)got[2], (long long)b, (long long)s,
-                     (long long)(h * dv));
-            st = note(r, qk_label, false, why);
-            goto done;
-        }
-        m.out_value = rs->outputs[0];
-
-        /* shapes: q [b,s,h,d], k [b,skv,hk,d], v [b,skv,hk,dv] */
-        const int64_t *q = m.q.dims, *k = m.k.dims, *v = m.v.dims;
-        bool ok = true;
-        if (k[0] < 0 || k[2] < 0 || k[3] < 0 || v[0] < 0 || v[1] < 0 || v[2] < 0 || k[1] < 0)
-            ok = fail(&m, "the key/value shapes are not known");
-        else if (k[0] != b || v[0] != b || k[1] != v[1] || k[2] != v[2] || k[3] != q[3])
-            ok = fail(&m, "q [%lld,%lld,%lld,%lld], k [%lld,%lld,%lld,%lld] and v "
-                          "[%lld,%lld,%lld,%lld] do not fit one attention",
-                      (long long)q[0], (long long)q[1], (long long)q[2], (long long)q[3],
-                      (long long)k[0], (long long)k[1], (long long)k[2], (long long)k[3],
-                      (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
-        else if (m.rk.n != m.rv.n)
-            ok = fail(&m, "keys are repeated %lld times but values %lld times",
-                      (long long)m.rk.n, (long long)m.rv.n);
-        else if (!check_repeat(&m, &m.rk, k, "key") || !check_repeat(&m, &m.rv, v, "value"))
-            ok = false;
-        else if (h != k[2] * m.rk.n)
-            ok = fail(&m, "%lld query heads do not match %lld kv heads x %lld repeats",
-                      (long long)h, (long long)k[2], (long long)m.rk.n);
-        else if (m.scale == 0 || !isfinite(m.scale))
-            ok = fail(&m, "the softmax scale folds to %g", m.scale);
-        if (!ok) {
-            st = note(r, qk_label, false, m.reason);
-            goto done;
-        }
-        plan pl;
-        bool mok = false;
-        if ((st = plan_mask(g, &m, &pl, &mok))) goto done;
-        if (!mok) {
-            tx_tensor_release(&pl.mask_const);
-            st = note(r, qk_label, false, m.reason);
-            goto done;
-        }
-        if (!contained(g, &m, (size_t)out_idx)) {
-            tx_tensor_release(&pl.mask_const);
-            st = note(r, qk_label, false, m.reason);
-            goto done;
-        }
-        st = rewrite(g, &m, &pl);
-        tx_tensor_release(&pl.mask_const);
-        if (!st) st = note(r, qk_label, true, NULL);
-    }
+    st = finish(g, &m, pvn->outputs[0], qk_label, r);
 done:
     free(m.core.v);
+    free(m.shape_readers.v);
+    return st;
+}
+
+/* ---- the ONNX Attention op (opset 23) ------------------------------------- */
+
+/* An output of the Attention op nothing reads (present_key / present_value /
+ * qk_matmul_output must be unused: DotProductAttention has no such outputs). */
+static bool output_unused(tx_rw_graph *g, const tx_rw_node *n, size_t k)
+{
+    if (k >= n->n_outputs || !n->outputs[k][0]) return true;
+    return tx_lm_reader_count(g, n->outputs[k]) == 0 && !tx_rw_is_graph_output(g, n->outputs[k]);
+}
+
+/* Attention(Q, K, V[, attn_mask]) with 4-D [b, h, s, d] operands (the
+ * dynamo exporter's SDPA at opset 23): q, k and v are walked as for the
+ * decomposed form (their Transpose from bshd and a GQA repeat of k and v
+ * are absorbed), the bool mask (true = attend) or float mask is planned
+ * the same way, is_causal becomes causal, scale (default 1/sqrt(d))
+ * becomes scale. Declined with a note: past key/value inputs, used
+ * present/qk outputs, softcap, 3-D operands. */
+static teexec_status *try_attention_op(tx_rw_graph *g, size_t ai, tx_lower_report *r)
+{
+    tx_rw_node *a = tx_rw_node_at(g, ai);
+    char lbl[256];
+    snprintf(lbl, sizeof lbl, "%s", label(a));
+    if (a->n_inputs < 3 || a->n_outputs < 1 || !a->outputs[0][0])
+        return note(r, lbl, false, "an Attention node without q, k, v or output");
+    for (size_t k = 4; k < a->n_inputs; k++)
+        if (a->inputs[k][0])
+            return note(r, lbl, false, "past key/value (or sequence length) inputs: a KV "
+                                       "cache, which DotProductAttention does not keep");
+    for (size_t k = 1; k < a->n_outputs; k++)
+        if (!output_unused(g, a, k))
+            return note(r, lbl, false, "its present key/value or qk_matmul_output output is "
+                                       "used");
+    const tx_rw_attr *sc = find_attr(a, "softcap");
+    if (sc && (sc->type != TX_IR_ATTR_FLOAT || sc->f != 0.0f))
+        return note(r, lbl, false, "softcap is set (DotProductAttention has no score softcap)");
+    tx_shape qs;
+    bool known = false;
+    TX_TRY(tx_lower_shape_of(g, a->inputs[0], &qs, &known));
+    if (!known || qs.rank != 4)
+        return note(r, lbl, false, "q is not a 4-D [b, h, s, d] tensor of known shape (3-D "
+                                   "operands are not lowered)");
+    match m;
+    memset(&m, 0, sizeof m);
+    m.scale = 1.0;
+    m.rk.n = m.rv.n = 1;
+    m.q_prescale = m.q_prescale_reshape = -1;
+    m.anchor = lbl;
+    teexec_status *st = set_add(&m.core, ai);
+    if (!st) st = walk_q(g, &m, a->inputs[0]);
+    if (!st) st = walk_kv(g, &m, a->inputs[1], &m.k, &m.rk);
+    if (!st) st = walk_kv(g, &m, a->inputs[2], &m.v, &m.rv);
+    if (st) goto done;
+    const tx_rw_attr *sa = find_attr(a, "scale");
+    if (sa && sa->type == TX_IR_ATTR_FLOAT) {
+        m.scale *= sa->f;
+    } else if (m.q.dims[3] > 0) {
+        m.scale *= 1.0 / sqrt((double)m.q.dims[3]);
+    } else {
+        st = note(r, lbl, false, "no scale and the head size is not known");
+        goto done;
+    }
+    const tx_rw_attr *ca = find_attr(a, "is_causal");
+    m.op_causal = ca && ca->type == TX_IR_ATTR_INT && ca->i != 0;
+    m.op_gqa = true;
+    if (a->n_inputs > 3 && a->inputs[3][0]) {
+        teexec_dtype dt;
+        tx_shape ms;
+        bool mk = false;
+        if ((st = tx_lower_type_of(g, a->inputs[3], &dt, &ms, &mk))) goto done;
+        m.mask_value = a->inputs[3];
+        if (mk && dt == TEEXEC_DTYPE_BOOL) {
+            m.mask_kind = 2; /* Where(mask, S, -inf): true = attend */
+            m.where_masked_is_true = false;
+            m.where_fill = -INFINITY;
+        } else if (mk && tx_te_is_real_dtype(dt)) {
+            m.mask_kind = 1;
+        } else {
+            st = note(r, lbl, false, "the mask's type cannot be derived");
+            goto done;
+        }
+    }
+    st = finish(g, &m, a->outputs[0], lbl, r);
+done:
+    free(m.core.v);
+    free(m.shape_readers.v);
     return st;
 }
 
@@ -1258,8 +1675,8 @@ teexec_status *tx_lower_attention(tx_rw_graph *g, tx_lower_report *r)
     size_t n = tx_rw_node_count(g);
     for (size_t i = 0; i < n; i++) {
         tx_rw_node *s = tx_rw_node_at(g, i);
-        if (!is_op(s, "Softmax")) continue;
-        TX_TRY(try_one(g, i, r));
+        if (is_op(s, "Softmax")) TX_TRY(try_one(g, i, r));
+        else if (is_op(s, "Attention")) TX_TRY(try_attention_op(g, i, r));
     }
     return NULL;
 }

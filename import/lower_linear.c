@@ -10,6 +10,19 @@
  * and declines (with a note) when one of them would be left reading the
  * transposed bytes.
  *
+ * A weight written as Transpose(W) of an initializer W (read by this node
+ * only) is W in the other layout: the Linear reads W (the Transpose goes).
+ *
+ * Tied LM heads: when the weight holds the bits of an embedding table T
+ * (the table of a Gather on axis 0 or a te.ops Embedding; for MatMul's
+ * [K, N] weight, T's transpose), the Linear reads T itself, so one
+ * initializer serves both uses as in the user's model. The head's own copy
+ * is dropped (nothing reads it); weight_source names it and weight_layout
+ * says how it related to T ("KN": it was T's transpose), so
+ * tx_param_sources maps its gradient to T's (transposed back), which is
+ * the tied parameter's whole gradient, as PyTorch reports it under each
+ * name.
+ *
  * Not a Linear (left alone, no note): MatMul between two activations
  * (attention scores, batched matmuls), MatMul of two constants. Declined
  * with a note: Gemm with transA=1, alpha != 1, beta != 1, a C that is not a
@@ -18,6 +31,8 @@
 #include "import/lower.h"
 
 #include "format/te_schema.h"
+#include "import/lower_match.h"
+#include "import/lower_shape.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +44,8 @@ typedef struct lin_plan {
     int64_t add_node;        /* the Add folded into the Bias, or -1 */
     bool kn;                 /* weight stored [K, N]: transpose */
     int64_t n;               /* output features */
+    const char *tied_source; /* a tied head: the user's weight, w is the table */
+    bool tied_kn;            /* ... which was the table's transpose */
 } lin_plan;
 
 static char *dupstr(const char *s)
@@ -105,6 +122,62 @@ static void find_add_bias(tx_rw_graph *g, lin_plan *p, teexec_dtype dt)
     p->out = add->outputs[0];
 }
 
+/* True when float tensors a and b hold the same bits, b read as the
+ * transpose of a when `transposed` (a [R, C], b [C, R]). */
+static bool same_bits(const tx_tensor *a, const tx_tensor *b, bool transposed)
+{
+    if (a->dtype != b->dtype || a->rank != 2 || b->rank != 2) return false;
+    size_t es = tx_dtype_elem_size(a->dtype);
+    int64_t R = a->dims[0], C = a->dims[1];
+    if (transposed ? (b->dims[0] != C || b->dims[1] != R) : (b->dims[0] != R || b->dims[1] != C))
+        return false;
+    if (!transposed) return memcmp(a->data, b->data, a->nbytes) == 0;
+    const uint8_t *pa = a->data, *pb = b->data;
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t c = 0; c < C; c++)
+            if (memcmp(pa + ((size_t)r * (size_t)C + (size_t)c) * es,
+                       pb + ((size_t)c * (size_t)R + (size_t)r) * es, es))
+                return false;
+    return true;
+}
+
+/* A tied LM head: the weight w ([K, N] when kn, else [N, K]) holds the
+ * bits of an embedding table T [N, K] (read as the table of a Gather on
+ * axis 0 or a te.ops Embedding), which both exporters write as a separate
+ * initializer (T's transpose, for MatMul). Returns T's name or NULL. */
+static const char *tied_table(tx_rw_graph *g, const char *w, bool kn)
+{
+    tx_rw_value_type wt;
+    if (!tx_rw_value_type_of(g, w, &wt) || wt.rank != 2) return NULL;
+    int64_t n = kn ? wt.dims[1] : wt.dims[0], k = kn ? wt.dims[0] : wt.dims[1];
+    tx_tensor wv = {0};
+    bool have_w = false;
+    const char *found = NULL;
+    for (size_t i = 0; i < tx_rw_node_count(g) && !found; i++) {
+        tx_rw_node *nd = tx_rw_node_at(g, i);
+        if (nd->dead || nd->n_inputs < 2) continue;
+        const char *t = NULL;
+        if (!nd->domain[0] && strcmp(nd->op_type, "Gather") == 0) {
+            const tx_rw_attr *ax = tx_rw_get_attr(g, i, "axis");
+            if (!ax || (ax->type == TX_IR_ATTR_INT && ax->i == 0)) t = nd->inputs[0];
+        } else if (strcmp(nd->domain, TX_TE_DOMAIN) == 0 && strcmp(nd->op_type, "Embedding") == 0) {
+            t = nd->inputs[1];
+        }
+        tx_rw_value_type tt;
+        if (!t || strcmp(t, w) == 0 || tx_rw_is_graph_input(g, t) || !tx_rw_is_initializer(g, t) ||
+            !tx_rw_value_type_of(g, t, &tt) || tt.rank != 2 || tt.dims[0] != n ||
+            tt.dims[1] != k || tt.dtype != wt.dtype)
+            continue;
+        if (!have_w && !(have_w = tx_rw_constant(g, w, &wv))) return NULL;
+        tx_tensor tv;
+        if (!tx_rw_constant(g, t, &tv)) continue;
+        if (same_bits(&tv, &wv, kn)) found = t;
+        tx_tensor_release(&tv);
+    }
+    if (have_w) tx_tensor_release(&wv);
+    return found;
+}
+
 /* Checks node i. Returns NULL when it lowers (plan filled), "" when it is
  * simply not a Linear, else the reason it is declined. */
 static const char *analyze(tx_rw_graph *g, size_t i, lin_plan *p, char *buf, size_t bufsz,
@@ -124,6 +197,22 @@ static const char *analyze(tx_rw_graph *g, size_t i, lin_plan *p, char *buf, siz
         tx_tensor_release(&probe);
         return "";
     }
+    /* W.T of an initializer W [N, K] (a Transpose only this node reads):
+     * that is W in Linear's own layout */
+    bool flip = false;
+    int64_t ti = tx_rw_producer(g, p->w, NULL);
+    tx_rw_node *tn = ti >= 0 ? tx_rw_node_at(g, (size_t)ti) : NULL;
+    if (tn && !tn->dead && is_op(tn, "Transpose") && tn->n_inputs == 1 &&
+        tx_lm_sole_reader(g, p->w) == (int64_t)i && !param_problem(g, tn->inputs[0], "weight")) {
+        const tx_rw_attr *perm = tx_rw_get_attr(g, (size_t)ti, "perm");
+        tx_rw_value_type tt;
+        if ((!perm || (perm->type == TX_IR_ATTR_INTS && perm->n_ints == 2 && perm->ints[0] == 1 &&
+                       perm->ints[1] == 0)) &&
+            tx_rw_value_type_of(g, tn->inputs[0], &tt) && tt.rank == 2) {
+            p->w = tn->inputs[0];
+            flip = true;
+        }
+    }
     const char *why = param_problem(g, p->w, "weight");
     if (why) {
         if (!*why) return ""; /* activation x activation: batched matmul */
@@ -136,7 +225,8 @@ static const char *analyze(tx_rw_graph *g, size_t i, lin_plan *p, char *buf, siz
                  p->w);
         return buf;
     }
-    if (in_names(done, n_done, p->w)) { /* transposed already: see it as the reader does */
+    /* seen as the reader does: transposed already, or through the Transpose */
+    if (in_names(done, n_done, p->w) != flip) {
         int64_t d0 = wt.dims[0];
         wt.dims[0] = wt.dims[1];
         wt.dims[1] = d0;
@@ -156,6 +246,7 @@ static const char *analyze(tx_rw_graph *g, size_t i, lin_plan *p, char *buf, siz
         p->kn = int_attr(g, i, "transB", 0) == 0;
     }
     p->n = p->kn ? wt.dims[1] : wt.dims[0];
+    if (flip) p->kn = !p->kn; /* the layout of W itself */
     if (gemm && n->n_inputs >= 3 && n->inputs[2][0]) {
         float beta = float_attr(g, i, "beta", 1.0f);
         if (beta != 1.0f && beta != 0.0f) return "beta is neither 1 nor 0";
@@ -169,6 +260,15 @@ static const char *analyze(tx_rw_graph *g, size_t i, lin_plan *p, char *buf, siz
         }
     }
     if (!p->bias) find_add_bias(g, p, wt.dtype);
+    /* a tied head reads the table itself (NK), whatever layout its own
+     * copy had; the copy is dropped once nothing reads it */
+    const char *t = in_names(done, n_done, p->w) ? NULL : tied_table(g, p->w, p->kn);
+    if (t) {
+        p->tied_source = p->w;
+        p->tied_kn = p->kn;
+        p->w = t;
+        p->kn = false;
+    }
     return NULL;
 }
 
@@ -232,12 +332,13 @@ static teexec_status *rewrite(tx_rw_graph *g, size_t i, const lin_plan *p, tx_lo
 {
     teexec_status *st = NULL;
     char *x = dupstr(p->x), *w = dupstr(p->w);
+    char *src = dupstr(p->tied_source ? p->tied_source : p->w);
     char *out = dupstr(p->out), *bias = p->bias ? dupstr(p->bias) : NULL;
     char *mm_name = dupstr(tx_rw_node_at(g, i)->name);
     char *mm_out = dupstr(tx_rw_node_at(g, i)->outputs[0]);
     char *add_name = p->add_node >= 0 ? dupstr(tx_rw_node_at(g, (size_t)p->add_node)->name)
                                       : NULL;
-    if (!x || !w || !out || !mm_name || !mm_out || (p->bias && !bias) ||
+    if (!x || !w || !src || !out || !mm_name || !mm_out || (p->bias && !bias) ||
         (p->add_node >= 0 && !add_name)) {
         st = tx_oom();
         goto done_;
@@ -271,8 +372,10 @@ static teexec_status *rewrite(tx_rw_graph *g, size_t i, const lin_plan *p, tx_lo
     size_t li = 0;
     if ((st = tx_rw_add_node(g, "Linear", TX_TE_DOMAIN, mm_name, lin_in, 2, &lin_out, 1, &li)))
         goto done_;
-    if ((st = tx_rw_set_string(g, li, "weight_source", w))) goto done_;
-    if ((st = tx_rw_set_string(g, li, "weight_layout", p->kn ? "KN" : "NK"))) goto done_;
+    if ((st = tx_rw_set_string(g, li, "weight_source", src))) goto done_;
+    if ((st = tx_rw_set_string(g, li, "weight_layout",
+                               (p->tied_source ? p->tied_kn : p->kn) ? "KN" : "NK")))
+        goto done_;
     if ((st = tx_lower_note_add(r, "Linear", mm_name, true, NULL))) goto done_;
     if (bias) {
         const char *b_in[2] = {lin_out, bias};
@@ -295,6 +398,7 @@ static teexec_status *rewrite(tx_rw_graph *g, size_t i, const lin_plan *p, tx_lo
 done_:
     free(x);
     free(w);
+    free(src);
     free(out);
     free(bias);
     free(mm_name);
@@ -303,11 +407,72 @@ done_:
     return st;
 }
 
+/* GPT-2's Conv1D (both exporters) flattens x to [M, K] before its Gemm and
+ * reshapes the result back: Reshape(Linear[+Bias](Reshape(x, [M, K])),
+ * [..., N]) where x is [..., K] and the result [..., N] has x's leading
+ * dims. te.ops Linear takes [..., K] itself, so both Reshapes go and the
+ * chain reads x and writes the second Reshape's output (the views break
+ * fuser chains and residual joins otherwise). */
+static teexec_status *drop_flat_views(tx_rw_graph *g)
+{
+    for (size_t i = 0; i < tx_rw_node_count(g); i++) {
+        tx_rw_node *lin = tx_rw_node_at(g, i);
+        if (lin->dead || strcmp(lin->domain, TX_TE_DOMAIN) || strcmp(lin->op_type, "Linear") ||
+            lin->n_inputs < 1 || lin->n_outputs != 1)
+            continue;
+        int64_t ri = tx_rw_producer(g, lin->inputs[0], NULL);
+        tx_rw_node *r1 = ri >= 0 ? tx_rw_node_at(g, (size_t)ri) : NULL;
+        if (!r1 || r1->dead || !is_op(r1, "Reshape") || r1->n_inputs != 2 ||
+            tx_lm_sole_reader(g, lin->inputs[0]) != (int64_t)i)
+            continue;
+        /* the chain's end: the Linear, or its Bias */
+        size_t last = i;
+        int64_t b = tx_lm_sole_reader(g, lin->outputs[0]);
+        tx_rw_node *bn = b >= 0 ? tx_rw_node_at(g, (size_t)b) : NULL;
+        if (bn && !strcmp(bn->domain, TX_TE_DOMAIN) && !strcmp(bn->op_type, "Bias") &&
+            bn->n_outputs == 1)
+            last = (size_t)b;
+        const char *end = tx_rw_node_at(g, last)->outputs[0];
+        int64_t r2i = tx_lm_sole_reader(g, end);
+        tx_rw_node *r2 = r2i >= 0 ? tx_rw_node_at(g, (size_t)r2i) : NULL;
+        if (!r2 || !is_op(r2, "Reshape") || r2->n_inputs != 2 || strcmp(r2->inputs[0], end))
+            continue;
+        tx_shape xs, flat, ys;
+        bool k1 = false, k2 = false, k3 = false;
+        TX_TRY(tx_lower_shape_of(g, r1->inputs[0], &xs, &k1));
+        TX_TRY(tx_lower_shape_of(g, lin->inputs[0], &flat, &k2));
+        TX_TRY(tx_lower_shape_of(g, r2->outputs[0], &ys, &k3));
+        if (!k1 || !k2 || !k3 || xs.rank < 2 || flat.rank != 2 || ys.rank != xs.rank ||
+            flat.dims[1] != xs.dims[xs.rank - 1])
+            continue;
+        bool same_lead = true;
+        for (int32_t d = 0; d + 1 < xs.rank; d++) same_lead = same_lead && xs.dims[d] == ys.dims[d];
+        if (!same_lead) continue;
+        char *x = tx_lm_strdup(r1->inputs[0]), *y = tx_lm_strdup(r2->outputs[0]);
+        if (!x || !y) {
+            free(x);
+            free(y);
+            return tx_oom();
+        }
+        tx_rw_remove_node(g, (size_t)ri);
+        tx_rw_remove_node(g, (size_t)r2i);
+        lin = tx_rw_node_at(g, i);
+        free(lin->inputs[0]);
+        lin->inputs[0] = x;
+        tx_rw_node *ln = tx_rw_node_at(g, last);
+        free(ln->outputs[0]);
+        ln->outputs[0] = y;
+    }
+    return NULL;
+}
+
 teexec_status *tx_lower_linear(tx_rw_graph *g, tx_lower_report *r)
 {
     char **done = NULL; /* weights transposed so far */
     size_t n_done = 0;
-    teexec_status *st = NULL;
+    /* patch-embedding Convs are Linears too (lower_patch.c) */
+    teexec_status *st = tx_lower_patch_conv(g, r);
+    if (st) return st;
     size_t count = tx_rw_node_count(g); /* nodes added here are te.ops: not revisited */
     for (size_t i = 0; i < count && !st; i++) {
         tx_rw_node *n = tx_rw_node_at(g, i);
@@ -325,5 +490,6 @@ teexec_status *tx_lower_linear(tx_rw_graph *g, tx_lower_report *r)
     }
     for (size_t k = 0; k < n_done; k++) free(done[k]);
     free(done);
+    if (!st) st = drop_flat_views(g);
     return st;
 }

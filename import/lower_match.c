@@ -5,6 +5,7 @@
 #include "import/lower_match.h"
 
 #include <float.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,4 +168,56 @@ char *tx_lm_strdup(const char *s)
     char *d = malloc(n);
     if (d) memcpy(d, s, n);
     return d;
+}
+
+/* The output name of a new node: `out`, or a fresh one from hint + suffix. */
+static char *out_name(tx_rw_graph *g, const char *hint, const char *suffix, const char *out)
+{
+    if (out) return tx_lm_strdup(out);
+    char nm[512];
+    snprintf(nm, sizeof nm, "%s%s", hint, suffix);
+    return tx_lm_strdup(tx_rw_fresh_name(g, nm));
+}
+
+teexec_status *tx_lm_add_transpose(tx_rw_graph *g, const char *in, const int64_t *perm,
+                                   size_t n, const char *hint, const char *out, char **made)
+{
+    if (made) *made = NULL;
+    char *o = out_name(g, hint, "_transposed", out);
+    char nm[512];
+    snprintf(nm, sizeof nm, "%s/Transpose", hint);
+    const char *node = o ? tx_rw_fresh_name(g, nm) : NULL;
+    size_t idx = 0;
+    const char *ins[1] = {in}, *outs[1] = {o};
+    teexec_status *st = node ? tx_rw_add_node(g, "Transpose", "", node, ins, 1, outs, 1, &idx)
+                             : tx_oom();
+    if (!st) st = tx_rw_set_ints(g, idx, "perm", perm, n);
+    if (st || !made) free(o);
+    else *made = o;
+    return st;
+}
+
+teexec_status *tx_lm_add_reshape(tx_rw_graph *g, const char *in, const int64_t *dims, size_t n,
+                                 const char *hint, const char *out, char **made)
+{
+    if (made) *made = NULL;
+    tx_tensor shape;
+    int64_t len = (int64_t)n;
+    TX_TRY(tx_tensor_alloc(&shape, TEEXEC_DTYPE_INT64, 1, &len));
+    memcpy(shape.data, dims, n * sizeof *dims);
+    char *sname = out_name(g, hint, "_shape", NULL);
+    teexec_status *st = sname ? tx_rw_set_initializer(g, sname, &shape) : tx_oom();
+    tx_tensor_release(&shape);
+    char *o = st ? NULL : out_name(g, hint, "_reshaped", out);
+    if (!st && !o) st = tx_oom();
+    char nm[512];
+    snprintf(nm, sizeof nm, "%s/Reshape", hint);
+    const char *node = st ? NULL : tx_rw_fresh_name(g, nm);
+    if (!st && !node) st = tx_oom();
+    const char *ins[2] = {in, sname}, *outs[1] = {o};
+    if (!st) st = tx_rw_add_node(g, "Reshape", "", node, ins, 2, outs, 1, NULL);
+    free(sname);
+    if (st || !made) free(o);
+    else *made = o;
+    return st;
 }

@@ -91,4 +91,16 @@ void tx_lm_remove_all(tx_rw_graph *g, const tx_lm_set *s);
 /* malloc'd copy of s (NULL on failure or NULL s). */
 char *tx_lm_strdup(const char *s);
 
+/* ---- small builders ------------------------------------------------------ */
+
+/* A new Transpose(in, perm) (or, for tx_lm_add_reshape, a Reshape of `in`
+ * to the constant `dims`, in a new int64 initializer) whose output gets a
+ * fresh name built from `hint`, or the name `out` when it is not NULL.
+ * *made (may be NULL) gets the output's name, malloc'd. */
+teexec_status *tx_lm_add_transpose(tx_rw_graph *g, const char *in, const int64_t *perm,
+                                   size_t n, const char *hint, const char *out,
+                                   char **made) TX_NODISCARD;
+teexec_status *tx_lm_add_reshape(tx_rw_graph *g, const char *in, const int64_t *dims, size_t n,
+                                 const char *hint, const char *out, char **made) TX_NODISCARD;
+
 #endif

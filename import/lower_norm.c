@@ -5,6 +5,8 @@
  * Forms recognized (x the normalized activation, w/b 1-D initializers):
  *   LayerNormalization(x, w, b), axis -1 (or rank-1), Mean/InvStdDev
  *     outputs unused                                   -> LayerNorm(eps)
+ *   RMSNormalization(x, w) (opset 23), axis -1, stash_type float
+ *                                                      -> RMSNorm(eps)
  *   opset < 17 decomposition, anchored at the first ReduceMean:
  *     m = ReduceMean(x); d = Sub(x, m); v = ReduceMean(Pow(d, 2) | Mul(d, d));
  *     s = Sqrt(Add(v, eps)); y = Add(Mul(Div(d, s), w), b)
@@ -27,6 +29,7 @@
  */
 #include "import/lower.h"
 #include "import/lower_match.h"
+#include "import/lower_shape.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +42,7 @@ typedef struct norm_match {
     const char *x, *w, *b, *y; /* b NULL for RMSNorm */
     double eps;
     tx_lm_set nodes;
+    int64_t identity_cast; /* a Cast of x to its own type, removed (-1: none) */
 } norm_match;
 
 static bool param_1d(tx_rw_graph *g, const char *v)
@@ -61,6 +65,24 @@ static teexec_status *emit_norm(tx_rw_graph *g, const char *op, const char *anch
         goto done;
     }
     tx_lm_remove_all(g, &m->nodes);
+    if (m->identity_cast >= 0) {
+        /* every reader of the Cast reads its source instead */
+        tx_rw_node *c = tx_lm_node(g, m->identity_cast);
+        char *src = c ? tx_lm_strdup(c->inputs[0]) : NULL;
+        if (!src) {
+            st = tx_oom();
+            goto done;
+        }
+        st = tx_rw_replace_uses(g, x, src);
+        if (!st) {
+            tx_rw_remove_node(g, (size_t)m->identity_cast);
+            free(x);
+            x = src;
+        } else {
+            free(src);
+            goto done;
+        }
+    }
     const char *ins[3] = {x, w, b};
     const char *outs[1] = {y};
     size_t idx;
@@ -81,12 +103,54 @@ done:
     return st;
 }
 
+/* ---- RMSNormalization (opset 23) ------------------------------------------ */
+
+/* RMSNormalization(x, scale) over the last axis with a 1-D scale, float
+ * statistics (stash_type 1, as te.ops computes). */
+static const char *match_rms_node(tx_rw_graph *g, size_t i, norm_match *m, char *why)
+{
+    tx_rw_node *n = tx_lm_node(g, (int64_t)i);
+    memset(m, 0, sizeof(*m));
+    m->identity_cast = -1;
+    if (n->n_inputs < 2 || !*n->inputs[1] || n->n_outputs < 1) return "no scale input";
+    const tx_rw_attr *ax = tx_rw_get_attr(g, i, "axis");
+    if (ax) {
+        tx_shape xs;
+        bool known = false;
+        teexec_status *st = tx_lower_shape_of(g, n->inputs[0], &xs, &known);
+        if (st) {
+            teexec_status_destroy(st);
+            known = false;
+        }
+        int32_t rank = known ? xs.rank : -1;
+        if (ax->type != TX_IR_ATTR_INT || !(ax->i == -1 || (rank > 0 && ax->i == rank - 1))) {
+            snprintf(why, REASON_MAX, "normalizes from axis %lld, not over the last axis only",
+                     (long long)ax->i);
+            return why;
+        }
+    }
+    const tx_rw_attr *stash = tx_rw_get_attr(g, i, "stash_type");
+    if (stash && (stash->type != TX_IR_ATTR_INT || stash->i != TEEXEC_DTYPE_FLOAT))
+        return "stash_type is not float32 (te.ops RMSNorm keeps its statistics in float32)";
+    if (!param_1d(g, n->inputs[1]))
+        return "the scale is not a 1-D initializer (te.ops RMSNorm's weight is)";
+    const tx_rw_attr *e = tx_rw_get_attr(g, i, "epsilon");
+    m->eps = e && e->type == TX_IR_ATTR_FLOAT ? e->f : 1e-5;
+    m->x = n->inputs[0];
+    m->w = n->inputs[1];
+    m->b = NULL;
+    m->y = n->outputs[0];
+    tx_lm_set_add(&m->nodes, i);
+    return NULL;
+}
+
 /* ---- LayerNormalization (opset 17) ---------------------------------------- */
 
 static const char *match_ln_node(tx_rw_graph *g, size_t i, norm_match *m, char *why)
 {
     tx_rw_node *n = tx_lm_node(g, (int64_t)i);
     memset(m, 0, sizeof(*m));
+    m->identity_cast = -1;
     if (n->n_inputs < 3 || !*n->inputs[1] || !*n->inputs[2])
         return "no bias input (te.ops LayerNorm takes both a scale and a bias)";
     const tx_rw_attr *ax = tx_rw_get_attr(g, i, "axis");
@@ -153,6 +217,7 @@ static const char *match_ln_decomposed(tx_rw_graph *g, size_t i, int64_t sub, no
                                        char *why)
 {
     memset(m, 0, sizeof(*m));
+    m->identity_cast = -1;
     tx_rw_node *rm1 = tx_lm_node(g, (int64_t)i);
     const char *x = rm1->inputs[0];
     if (!tx_lm_reduces_last_axis_keepdims(g, i, x))
@@ -274,6 +339,7 @@ static const char *match_rms(tx_rw_graph *g, size_t i, int64_t sq, const char *x
                              norm_match *m, char *why)
 {
     memset(m, 0, sizeof(*m));
+    m->identity_cast = -1;
     tx_rw_node *sqn = tx_lm_node(g, sq);
     if (tx_lm_is(sqn, "", "Pow")) {
         double e;
@@ -362,8 +428,28 @@ static const char *match_rms(tx_rw_graph *g, size_t i, int64_t sq, const char *x
             xin = src;
         }
     }
-    if (back_to >= 0 && xin == x)
-        return "the result is cast to another type without a matching Cast to float32 of x";
+    if (back_to >= 0 && xin == x) {
+        /* The TorchScript exporter's hidden.to(float32) ... .to(float32) of a
+         * float32 x, whose front Cast the residual Add reads too: both
+         * Casts are identities (x is what the front Cast made). */
+        bool identity = is_cast_to(g, front, back_to);
+        if (identity) {
+            const char *src = tx_lm_node(g, front)->inputs[0];
+            teexec_dtype sd;
+            tx_shape ss;
+            bool known = false;
+            teexec_status *st = tx_lower_type_of(g, src, &sd, &ss, &known);
+            if (st) {
+                teexec_status_destroy(st);
+                known = false;
+            }
+            identity = known && (int64_t)sd == back_to;
+            /* the Cast goes unless its value is a graph output */
+            if (identity && !tx_rw_is_graph_output(g, x)) m->identity_cast = front;
+        }
+        if (!identity)
+            return "the result is cast to another type without a matching Cast to float32 of x";
+    }
 
     for (size_t j = 0; j < m->nodes.n; j++) {
         tx_rw_node *c = tx_lm_node(g, (int64_t)m->nodes.idx[j]);
@@ -403,6 +489,13 @@ teexec_status *tx_lower_norms(tx_rw_graph *g, tx_lower_report *r)
         const char *anchor = n->name;
         const char *no = match_ln_node(g, i, &m, why);
         TX_TRY(no ? declined(r, "LayerNorm", anchor, no) : emit_norm(g, "LayerNorm", anchor, &m, r));
+    }
+    for (size_t i = 0; i < tx_rw_node_count(g); i++) {
+        tx_rw_node *n = tx_lm_node(g, (int64_t)i);
+        if (!tx_lm_is(n, "", "RMSNormalization")) continue;
+        const char *anchor = n->name;
+        const char *no = match_rms_node(g, i, &m, why);
+        TX_TRY(no ? declined(r, "RMSNorm", anchor, no) : emit_norm(g, "RMSNorm", anchor, &m, r));
     }
     for (size_t i = 0; i < tx_rw_node_count(g); i++) {
         int64_t sub;

@@ -22,6 +22,11 @@
  * table's own precision. The q and k tables, equal in value, share one
  * freqs initializer.
  *
+ * Partial rotation (GPT-NeoX, Phi): when x is X[..., :r] and the result
+ * only meets X[..., r:] in a Concat on the last axis, the op reads X and
+ * its [s, r] angles rotate the first r channels, passing the rest through:
+ * the slices and the Concat go.
+ *
  * Layout: the tables broadcast against x [.., .., .., d]; the one axis on
  * which they vary (besides the last) is the position axis: 1 -> bshd, 0 ->
  * sbhd, 2 -> x is [b, h, s, d] (the usual q.transpose(1, 2) before the
@@ -55,6 +60,8 @@
 
 typedef struct rope_match {
     int64_t concat, neg, slice_hi, slice_lo, mul_rot, mul_x, add;
+    /* partial rotation: x = X[..., :r], out = Concat(rope(x), X[..., r:]) */
+    int64_t part_lo, part_hi, part_cat; /* -1 when the whole head rotates */
     const char *x, *cos_v, *sin_v, *out;
     tx_shape xs;
     int seq_axis; /* of x: 0 sbhd, 1 bshd, 2 bhsd */
@@ -272,6 +279,8 @@ done:
 /* Structure from the Concat at ci. Returns false without a reason when the
  * Concat is not a rotate_half at all, with m->reason when it is one but
  * the rest does not fit. Status only for allocation failures. */
+static teexec_status *match_partial(tx_rw_graph *g, rope_match *m);
+
 static teexec_status *match_at(tx_rw_graph *g, size_t ci, rope_match *m, bool *ok)
 {
     *ok = false;
@@ -345,7 +354,53 @@ static teexec_status *match_at(tx_rw_graph *g, size_t ci, rope_match *m, bool *o
     }
     m->out = ad->outputs[0];
     st = angles(g, m, ok);
+    if (!st && *ok) st = match_partial(g, m);
     return st;
+}
+
+/* Partial rotation (GPT-NeoX, Phi: the first r channels of each head
+ * rotate, the rest pass through): x = Slice(X, [0, r)) on the last axis,
+ * the result only read by Concat(result, Slice(X, [r, D))). RotaryEmbedding
+ * with [s, r] angles passes channels >= r through itself, so it takes X and
+ * writes the Concat's output. Sets m->x, m->xs, m->out and the part_*
+ * nodes; leaves m unchanged when this is not the form. */
+static teexec_status *match_partial(tx_rw_graph *g, rope_match *m)
+{
+    int64_t lo = tx_lm_producer_op(g, m->x, "", "Slice");
+    tx_rw_node *ln = tx_lm_node(g, lo);
+    if (!ln || ln->n_inputs < 1) return NULL;
+    const char *big = ln->inputs[0];
+    tx_shape bs;
+    bool known = false;
+    TX_TRY(tx_lower_shape_of(g, big, &bs, &known));
+    int64_t D = known && bs.rank == 4 ? bs.dims[3] : -1, a0, a1, b0, b1;
+    if (D <= m->d || !last_axis_slice(g, ln, 4, D, &a0, &a1) || a0 != 0 || a1 != m->d) return NULL;
+    int64_t cat = tx_lm_sole_reader(g, m->out);
+    tx_rw_node *cn = tx_lm_node(g, cat);
+    const tx_rw_attr *axis = cn ? find_attr(cn, "axis") : NULL;
+    if (!tx_lm_is(cn, "", "Concat") || cn->n_inputs != 2 || cn->n_outputs != 1 ||
+        strcmp(cn->inputs[0], m->out) != 0 || !axis || axis->type != TX_IR_ATTR_INT ||
+        (axis->i != -1 && axis->i != 3))
+        return NULL;
+    int64_t hi = tx_lm_producer_op(g, cn->inputs[1], "", "Slice");
+    tx_rw_node *hn = tx_lm_node(g, hi);
+    if (!hn || hn->n_inputs < 1 || strcmp(hn->inputs[0], big) != 0 ||
+        !last_axis_slice(g, hn, 4, D, &b0, &b1) || b0 != m->d || b1 != D ||
+        tx_lm_sole_reader(g, cn->inputs[1]) != cat)
+        return NULL;
+    /* x[..., :r] is read by the rotation's own nodes only */
+    tx_lm_set own = {0};
+    tx_lm_set_add(&own, (size_t)m->slice_hi);
+    tx_lm_set_add(&own, (size_t)m->slice_lo);
+    tx_lm_set_add(&own, (size_t)m->mul_x);
+    if (!tx_lm_reads_only_within(g, m->x, &own)) return NULL;
+    m->part_lo = lo;
+    m->part_hi = hi;
+    m->part_cat = cat;
+    m->x = big;
+    m->xs = bs;
+    m->out = cn->outputs[0];
+    return NULL;
 }
 
 /* Producer of `value` when it is a Transpose(0,2,1,3), else NULL. */
@@ -460,7 +515,8 @@ static teexec_status *add_transpose(tx_rw_graph *g, const char *in, const char *
 static teexec_status *rewrite(tx_rw_graph *g, rope_pass *ps, rope_match *m, const char *anchor)
 {
     teexec_status *st = NULL;
-    int64_t nodes[7] = {m->concat, m->neg, m->slice_hi, m->slice_lo, m->mul_rot, m->mul_x, m->add};
+    int64_t nodes[10] = {m->concat, m->neg,  m->slice_hi, m->slice_lo, m->mul_rot,
+                         m->mul_x,  m->add,  m->part_lo,  m->part_hi,  m->part_cat};
     /* copies: node arrays move when nodes are added */
     const char *src = m->seq_axis == 2 ? untransposed(g, m->x) : NULL;
     /* a reader that transposes the bhsd result back to bshd cancels the
@@ -473,16 +529,17 @@ static teexec_status *rewrite(tx_rw_graph *g, rope_pass *ps, rope_match *m, cons
     char *feeders[32] = {0};
     size_t nf = 0;
     if (!xin || !xv || !out) st = tx_oom();
-    for (size_t k = 0; k < 7 && !st; k++) {
+    for (size_t k = 0; k < 10 && !st; k++) {
         const tx_rw_node *n = tx_lm_node(g, nodes[k]);
-        for (size_t i = 0; i < n->n_inputs && nf < 32 && !st; i++) {
+        for (size_t i = 0; n && i < n->n_inputs && nf < 32 && !st; i++) {
             if (!n->inputs[i][0]) continue;
             feeders[nf] = tx_lm_strdup(n->inputs[i]);
             if (!feeders[nf++]) st = tx_oom();
         }
     }
     if (st) goto done;
-    for (size_t k = 0; k < 7; k++) tx_rw_remove_node(g, (size_t)nodes[k]);
+    for (size_t k = 0; k < 10; k++)
+        if (nodes[k] >= 0) tx_rw_remove_node(g, (size_t)nodes[k]);
     if (back >= 0) tx_rw_remove_node(g, (size_t)back);
 
     const char *freqs = NULL;
@@ -547,6 +604,7 @@ teexec_status *tx_lower_rope(tx_rw_graph *g, tx_lower_report *r)
     for (size_t i = 0; i < count && !st; i++) {
         rope_match m;
         memset(&m, 0, sizeof m);
+        m.part_lo = m.part_hi = m.part_cat = -1;
         bool ok = false;
         st = match_at(g, i, &m, &ok);
         if (!st && (ok || m.reason[0])) {

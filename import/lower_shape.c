@@ -45,9 +45,9 @@ static bool in_list(const char *op, const char *const *list)
 /* Ops whose output 0 has input 0's shape and type. */
 static const char *const STD_SAME[] = {
     "Relu", "Tanh", "Erf", "Sigmoid", "Neg", "Sqrt", "Exp", "Log", "Abs", "Reciprocal",
-    "Identity", "Dropout", "Softmax", "LogSoftmax", "LayerNormalization", "Gelu", "Elu",
-    "LeakyRelu", "HardSigmoid", "Softplus", "Sin", "Cos", "Floor", "Ceil", "Round", "Clip",
-    "Trilu", "CumSum", NULL};
+    "Identity", "Dropout", "Softmax", "LogSoftmax", "LayerNormalization", "RMSNormalization",
+    "Gelu", "Elu", "LeakyRelu", "HardSigmoid", "Softplus", "Sin", "Cos", "Floor", "Ceil",
+    "Round", "Clip", "Trilu", "CumSum", NULL};
 static const char *const STD_BROADCAST[] = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min",
                                             "Where", "Sum", "Mod", NULL};
 static const char *const STD_COMPARE[] = {"Equal", "Less", "Greater", "LessOrEqual",
@@ -361,6 +361,131 @@ static bool infer_std(ctx *c, size_t node, const tx_rw_node *n, size_t slot, sin
         out->shape.dims[axis] = sizes[slot];
         return true;
     }
+    if (strcmp(op, "Gather") == 0 && n->n_inputs == 2 && slot == 0) {
+        sinfo idx;
+        if (!shape_of(c, n->inputs[0], &x) || !shape_of(c, n->inputs[1], &idx)) return false;
+        if (!ok(tx_shape_gather(&x.shape, &idx.shape, int_attr(g, node, "axis", 0),
+                                &out->shape)))
+            return false;
+        out->dtype = x.dtype;
+        return true;
+    }
+    if (strcmp(op, "GatherND") == 0 && n->n_inputs == 2 && slot == 0) {
+        /* out = indices.shape[:-1] + data.shape[batch_dims + k:], k = the
+         * indices' last dim (batch dims 0: the dynamo exporter's mask
+         * broadcast of attention_mask) */
+        sinfo idx;
+        if (int_attr(g, node, "batch_dims", 0) != 0 || !shape_of(c, n->inputs[0], &x) ||
+            !shape_of(c, n->inputs[1], &idx) || idx.shape.rank < 1)
+            return false;
+        int64_t k = idx.shape.dims[idx.shape.rank - 1];
+        if (k < 1 || k > x.shape.rank) return false;
+        int64_t d[TX_MAX_RANK];
+        int32_t r = 0;
+        for (int32_t i = 0; i + 1 < idx.shape.rank; i++) d[r++] = idx.shape.dims[i];
+        for (int32_t i = (int32_t)k; i < x.shape.rank; i++) {
+            if (r == TX_MAX_RANK) return false;
+            d[r++] = x.shape.dims[i];
+        }
+        if (!ok(tx_shape_make(r, d, &out->shape))) return false;
+        out->dtype = x.dtype;
+        return true;
+    }
+    if (strcmp(op, "Shape") == 0 && n->n_inputs == 1 && slot == 0) {
+        /* [rank] or the [start, end) part: only the input's rank matters */
+        if (!shape_of(c, n->inputs[0], &x)) return false;
+        int64_t r = x.shape.rank, st = int_attr(g, node, "start", 0),
+                en = int_attr(g, node, "end", r);
+        if (st < 0) st += r;
+        if (en < 0) en += r;
+        st = st < 0 ? 0 : (st > r ? r : st);
+        en = en < 0 ? 0 : (en > r ? r : en);
+        int64_t len = en > st ? en - st : 0;
+        if (!ok(tx_shape_make(1, &len, &out->shape))) return false;
+        out->dtype = TEEXEC_DTYPE_INT64;
+        return true;
+    }
+    if (strcmp(op, "ConstantOfShape") == 0 && n->n_inputs == 1 && slot == 0) {
+        int64_t d[TX_MAX_RANK];
+        size_t nd = 0;
+        if (!const_ints(g, n->inputs[0], d, TX_MAX_RANK, &nd) ||
+            !ok(tx_shape_make((int32_t)nd, d, &out->shape)))
+            return false;
+        const tx_rw_attr *v = tx_rw_get_attr(g, node, "value");
+        tx_tensor t;
+        out->dtype = TEEXEC_DTYPE_FLOAT;
+        if (v && tx_rw_constant(g, n->outputs[0], &t)) {
+            out->dtype = t.dtype;
+            tx_tensor_release(&t);
+        }
+        return true;
+    }
+    if (strcmp(op, "GatherElements") == 0 && n->n_inputs == 2 && slot == 0) {
+        sinfo idx;
+        if (!shape_of(c, n->inputs[0], &x) || !shape_of(c, n->inputs[1], &idx) ||
+            idx.shape.rank != x.shape.rank)
+            return false;
+        out->shape = idx.shape;
+        out->dtype = x.dtype;
+        return true;
+    }
+    if ((strcmp(op, "ReduceMean") == 0 || strcmp(op, "ReduceSum") == 0 ||
+         strcmp(op, "ReduceMax") == 0) && n->n_inputs >= 1 && slot == 0) {
+        int64_t axes[TX_MAX_RANK];
+        size_t na = 0;
+        const int64_t *av = NULL;
+        if (!shape_of(c, n->inputs[0], &x)) return false;
+        if (n->n_inputs >= 2 && *n->inputs[1]) {
+            if (!const_ints(g, n->inputs[1], axes, TX_MAX_RANK, &na)) return false;
+            av = axes;
+        } else if (!ints_attr(g, node, "axes", &av, &na)) {
+            av = NULL; /* every axis */
+            na = 0;
+        }
+        bool reduced[TX_MAX_RANK];
+        if (!ok(tx_shape_reduce(&x.shape, av, na, int_attr(g, node, "keepdims", 1) != 0,
+                                int_attr(g, node, "noop_with_empty_axes", 0) != 0, &out->shape,
+                                reduced)))
+            return false;
+        out->dtype = x.dtype;
+        return true;
+    }
+    if (strcmp(op, "Conv") == 0 && n->n_inputs >= 2 && slot == 0) {
+        /* NC[spatial] with explicit pads (auto_pad NOTSET), the patch
+         * embedding of a ViT */
+        sinfo w;
+        const int64_t *st = NULL, *pads = NULL, *dil = NULL;
+        size_t nst = 0, np = 0, nd = 0;
+        const tx_rw_attr *ap = tx_rw_get_attr(g, node, "auto_pad");
+        if (ap && (ap->type != TX_IR_ATTR_STRING || strcmp(ap->s, "NOTSET") != 0)) return false;
+        if (!shape_of(c, n->inputs[0], &x) || !shape_of(c, n->inputs[1], &w) ||
+            x.shape.rank < 3 || w.shape.rank != x.shape.rank)
+            return false;
+        int32_t sp = x.shape.rank - 2;
+        ints_attr(g, node, "strides", &st, &nst);
+        ints_attr(g, node, "pads", &pads, &np);
+        ints_attr(g, node, "dilations", &dil, &nd);
+        if ((st && nst != (size_t)sp) || (pads && np != 2 * (size_t)sp) ||
+            (dil && nd != (size_t)sp))
+            return false;
+        *out = x;
+        out->shape.dims[1] = w.shape.dims[0];
+        for (int32_t i = 0; i < sp; i++) {
+            int64_t k = w.shape.dims[2 + i], s1 = st ? st[i] : 1, d1 = dil ? dil[i] : 1;
+            int64_t in = x.shape.dims[2 + i] + (pads ? pads[i] + pads[sp + i] : 0);
+            int64_t span = d1 * (k - 1) + 1;
+            if (s1 < 1 || d1 < 1 || k < 1 || in < span) return false;
+            out->shape.dims[2 + i] = (in - span) / s1 + 1;
+        }
+        return true;
+    }
+    if (strcmp(op, "Flatten") == 0 && n->n_inputs == 1) {
+        if (!shape_of(c, n->inputs[0], &x) ||
+            !ok(tx_shape_flatten(&x.shape, int_attr(g, node, "axis", 1), &out->shape)))
+            return false;
+        out->dtype = x.dtype;
+        return true;
+    }
     /* Concat, and Slice with constant arguments: a rotary embedding written
      * as torch code (rotate_half) feeding a lowered attention. */
     if (strcmp(op, "Concat") == 0 && n->n_inputs >= 1 && slot == 0) {
@@ -449,9 +574,17 @@ static bool shape_of(ctx *c, const char *v, sinfo *out)
 
 teexec_status *tx_lower_shape_of(tx_rw_graph *g, const char *value, tx_shape *out, bool *known)
 {
+    teexec_dtype dt;
+    return tx_lower_type_of(g, value, &dt, out, known);
+}
+
+teexec_status *tx_lower_type_of(tx_rw_graph *g, const char *value, teexec_dtype *dtype,
+                                tx_shape *out, bool *known)
+{
     ctx c = {.g = g};
     sinfo s;
     *known = shape_of(&c, value, &s);
+    *dtype = *known ? s.dtype : TEEXEC_DTYPE_UNDEFINED;
     if (*known) *out = s.shape;
     for (size_t i = 0; i < c.n; i++) free(c.e[i].name);
     free(c.e);

@@ -9,9 +9,10 @@
  * ops (their schema's shape rule), elementwise and broadcasting standard
  * ops, MatMul, Transpose, Reshape / Split / Slice / Expand / (Un)squeeze with
  * constant arguments (initializers, Constant nodes, or folded shape
- * arithmetic via const_eval.h), Concat, Softmax, Cast, ... A value is "known" only when every dim
- * is a fixed number; anything else answers false, so a caller that needs
- * equality declines rather than guesses.
+ * arithmetic via const_eval.h), Concat, Softmax, Cast, Gather, GatherND,
+ * Flatten, ... A value is "known" only when every dim is a fixed number;
+ * anything else answers false, so a caller that needs equality declines
+ * rather than guesses.
  *
  * Ownership: results are written into caller storage. Thread-safety: reads
  * the graph only (one thread per graph, as rewrite.h says).
@@ -28,5 +29,10 @@
  * returned only for an allocation failure. */
 teexec_status *tx_lower_shape_of(tx_rw_graph *g, const char *value, tx_shape *out,
                                  bool *known) TX_NODISCARD;
+
+/* The same, with the element type when it can be followed (UNDEFINED when
+ * not: a Reshape of a value whose type is unknown, ...). */
+teexec_status *tx_lower_type_of(tx_rw_graph *g, const char *value, teexec_dtype *dtype,
+                                tx_shape *out, bool *known) TX_NODISCARD;
 
 #endif

@@ -35,7 +35,8 @@ static char *dupn(const char *s, size_t n)
 }
 
 static teexec_status *push(src_list *l, const char *orig, size_t orig_len, const char *lowered,
-                           bool transposed, int64_t row_offset, int64_t rows)
+                           bool transposed, int64_t row_offset, int64_t rows,
+                           const tx_ir_attr *shape)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 16;
@@ -45,7 +46,11 @@ static teexec_status *push(src_list *l, const char *orig, size_t orig_len, const
         l->cap = cap;
     }
     tx_param_source s = {dupn(orig, orig_len), dupn(lowered, strlen(lowered)), transposed,
-                         row_offset, rows};
+                         row_offset, rows, 0, {0}, 1};
+    if (shape) {
+        s.orig_rank = (int32_t)shape->n_ints;
+        memcpy(s.orig_dims, shape->ints, shape->n_ints * sizeof *shape->ints);
+    }
     if (!s.original || !s.lowered) {
         free(s.original);
         free(s.lowered);
@@ -55,10 +60,16 @@ static teexec_status *push(src_list *l, const char *orig, size_t orig_len, const
     return NULL;
 }
 
+/* True when `name` needs no entry of its own: it is the original of an
+ * entry (a weight transposed in place keeps its name), or rows of it
+ * belong to merged sources (a fresh gate|up weight). A tied table that a
+ * head's weight maps to is neither: it maps to itself too. */
 static bool listed_lowered(const src_list *l, const char *name)
 {
     for (size_t i = 0; i < l->n; i++)
-        if (strcmp(l->v[i].lowered, name) == 0) return true;
+        if (strcmp(l->v[i].original, name) == 0 ||
+            (strcmp(l->v[i].lowered, name) == 0 && l->v[i].rows >= 0))
+            return true;
     return false;
 }
 
@@ -97,6 +108,16 @@ static teexec_status *annotate(const tx_ir_graph *g, const tx_ir_node *n, const 
     const tx_ir_attr *lay = layout_attr ? tx_ir_attr_find(n, layout_attr) : NULL;
     if (lay && lay->type == TX_IR_ATTR_STRING) transposed = strcmp(lay->s, "KN") == 0;
     const tx_ir_attr *split = tx_ir_attr_find(n, split_attr);
+    const tx_ir_attr *shape = layout_attr ? tx_ir_attr_find(n, "weight_shape") : NULL;
+    if (shape && (shape->type != TX_IR_ATTR_INTS || shape->n_ints < 1 ||
+                  shape->n_ints > TX_PARAM_MAX_RANK))
+        return tx_status_new(TEEXEC_ERR_BAD_MODEL, NULL, n->label,
+                             "node \"%s\" (%s): weight_shape must be 1 to %d ints", n->label,
+                             n->op_type, TX_PARAM_MAX_RANK);
+    for (size_t k = 0; shape && k < shape->n_ints; k++)
+        if (shape->ints[k] < 0)
+            return tx_status_new(TEEXEC_ERR_BAD_MODEL, NULL, n->label,
+                                 "node \"%s\": negative weight_shape entry", n->label);
 
     size_t count = 1;
     for (const char *p = a->s; *p; p++) count += *p == ',';
@@ -119,7 +140,9 @@ static teexec_status *annotate(const tx_ir_graph *g, const tx_ir_node *n, const 
         for (size_t i = 0; i < l->n && !dup; i++)
             dup = strlen(l->v[i].original) == len && strncmp(l->v[i].original, p, len) == 0 &&
                   strcmp(l->v[i].lowered, lowered) == 0;
-        if (!dup) TX_TRY(push(l, p, len, lowered, transposed, count > 1 ? offset : 0, rows));
+        if (!dup)
+            TX_TRY(push(l, p, len, lowered, transposed, count > 1 ? offset : 0, rows,
+                        count == 1 ? shape : NULL));
         if (count > 1 && __builtin_add_overflow(offset, rows, &offset))
             return tx_status_new(TEEXEC_ERR_BAD_MODEL, NULL, n->label,
                                  "node \"%s\": %s overflows", n->label, split_attr);
@@ -141,7 +164,8 @@ teexec_status *tx_param_sources(const tx_ir_graph *lowered, tx_param_source **ou
     }
     for (size_t i = 0; i < lowered->n_initializers && !st; i++) {
         const char *name = lowered->values[lowered->initializers[i]].name;
-        if (!listed_lowered(&l, name)) st = push(&l, name, strlen(name), name, false, 0, -1);
+        if (!listed_lowered(&l, name))
+            st = push(&l, name, strlen(name), name, false, 0, -1, NULL);
     }
     if (st) {
         for (size_t i = 0; i < l.n; i++) {
@@ -190,16 +214,38 @@ teexec_status *tx_param_to_original(const tx_param_source *src, const tx_tensor 
         dims[0] = t->dims[1];
         dims[1] = rows;
     }
+    int64_t repeat = src->repeat > 1 ? src->repeat : 1;
+    if (repeat > 1 && dims[0] != 1)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "parameter %s: only a tensor of one row can be repeated (%lld rows)",
+                        src->original, (long long)dims[0]);
+    dims[0] *= repeat;
     TX_TRY(tx_tensor_alloc(out, t->dtype, t->rank, dims));
     const uint8_t *in = (const uint8_t *)t->data + (size_t)first * (size_t)row_elems * es;
     uint8_t *o = out->data;
+    size_t one = (size_t)rows * (size_t)row_elems * es; /* bytes of one copy */
     if (!src->transposed) {
-        memcpy(o, in, (size_t)rows * (size_t)row_elems * es);
+        memcpy(o, in, one);
     } else {
         size_t cols = (size_t)t->dims[1];
         for (size_t r = 0; r < (size_t)rows; r++)
             for (size_t c = 0; c < cols; c++)
                 memcpy(o + (c * (size_t)rows + r) * es, in + (r * cols + c) * es, es);
+    }
+    for (int64_t k = 1; k < repeat; k++) memcpy(o + (size_t)k * one, o, one);
+    if (src->orig_rank > 0) {
+        /* the same elements in the original's shape (a patch Conv's weight) */
+        uint64_t want = 1, have = out->numel;
+        if (src->orig_rank > TX_PARAM_MAX_RANK ||
+            !tx_dims_product(src->orig_dims, (size_t)src->orig_rank, &want) || want != have) {
+            tx_tensor_release(out);
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                            "parameter %s: its original shape (weight_shape) does not hold the "
+                            "%llu elements of %s", src->original, (unsigned long long)have,
+                            src->lowered);
+        }
+        out->rank = src->orig_rank;
+        memcpy(out->dims, src->orig_dims, (size_t)src->orig_rank * sizeof *src->orig_dims);
     }
     return NULL;
 }

@@ -985,6 +985,213 @@ static teexec_status *inf_einsum(const tx_ir_node *n, ins_t in, tx_infer_value *
     return NULL;
 }
 
+/* ---- Conv, GatherND, RMSNormalization, Attention ------------------------ */
+
+static teexec_status *unsupported_at(const tx_ir_node *n, const char *why)
+{
+    return tx_status_with_node(tx_error(TEEXEC_ERR_UNSUPPORTED, "node \"%s\" (%s): %s", n->label,
+                                        n->op_type, why),
+                               n->label);
+}
+
+/* An ints attribute of exactly `want` entries, or `def` for each when absent. */
+static teexec_status *ints_or(const tx_ir_node *n, const char *name, size_t want, int64_t def,
+                              int64_t *out)
+{
+    const int64_t *v;
+    size_t cnt;
+    TX_TRY(tx_ir_attr_ints(n, name, &v, &cnt));
+    if (!tx_ir_attr_find(n, name)) {
+        for (size_t i = 0; i < want; i++) out[i] = def;
+        return NULL;
+    }
+    if (cnt != want)
+        return tx_ir_node_error(n, "has %zu '%s' values, expected %zu", cnt, name, want);
+    memcpy(out, v, want * sizeof(int64_t));
+    return NULL;
+}
+
+teexec_status *tx_conv_geometry(const tx_ir_node *n, const tx_shape *x, const tx_shape *w,
+                                tx_conv_geom *g)
+{
+    memset(g, 0, sizeof(*g));
+    if (x->rank < 3) return tx_ir_node_error(n, "needs X of rank >= 3, got rank %d", (int)x->rank);
+    if (w->rank != x->rank)
+        return tx_ir_node_error(n, "has W of rank %d for X of rank %d", (int)w->rank, (int)x->rank);
+    int32_t k = x->rank - 2;
+    g->nsp = k;
+    TX_TRY(tx_ir_attr_int(n, "group", 1, &g->group));
+    if (g->group < 1 || x->dims[1] != w->dims[1] * g->group || w->dims[0] % g->group != 0)
+        return tx_ir_node_error(n,
+                                "has %lld input channels, W [%lld, %lld, ...] and group %lld: "
+                                "they do not fit",
+                                (long long)x->dims[1], (long long)w->dims[0],
+                                (long long)w->dims[1], (long long)g->group);
+    int64_t ks[TX_MAX_RANK];
+    TX_TRY(ints_or(n, "kernel_shape", (size_t)k, 0, ks));
+    for (int32_t i = 0; i < k; i++)
+        if (tx_ir_attr_find(n, "kernel_shape") && ks[i] != w->dims[2 + i])
+            return tx_ir_node_error(n, "has kernel_shape %lld on dim %d but W has %lld",
+                                    (long long)ks[i], (int)i, (long long)w->dims[2 + i]);
+    TX_TRY(ints_or(n, "strides", (size_t)k, 1, g->strides));
+    TX_TRY(ints_or(n, "dilations", (size_t)k, 1, g->dilations));
+    const char *ap;
+    TX_TRY(tx_ir_attr_string(n, "auto_pad", "NOTSET", &ap, NULL));
+    bool upper = strcmp(ap, "SAME_UPPER") == 0, lower = strcmp(ap, "SAME_LOWER") == 0;
+    bool valid = strcmp(ap, "VALID") == 0;
+    if (!upper && !lower && !valid && strcmp(ap, "NOTSET") != 0)
+        return tx_ir_node_error(n, "has unknown auto_pad \"%s\"", ap);
+    if (!upper && !lower && !valid) TX_TRY(ints_or(n, "pads", (size_t)(2 * k), 0, g->pads));
+    g->out.rank = x->rank;
+    g->out.dims[0] = x->dims[0];
+    g->out.dims[1] = w->dims[0];
+    for (int32_t i = 0; i < k; i++) {
+        int64_t in = x->dims[2 + i], s = g->strides[i], d = g->dilations[i];
+        if (s < 1 || d < 1) return tx_ir_node_error(n, "needs strides and dilations >= 1");
+        int64_t span = (w->dims[2 + i] - 1) * d + 1;
+        if (upper || lower) {
+            int64_t out = (in + s - 1) / s;
+            int64_t total = (out - 1) * s + span - in;
+            if (total < 0) total = 0;
+            g->pads[i] = upper ? total / 2 : total - total / 2;
+            g->pads[k + i] = total - g->pads[i];
+        } else if (valid) {
+            g->pads[i] = g->pads[k + i] = 0;
+        }
+        if (g->pads[i] < 0 || g->pads[k + i] < 0) return tx_ir_node_error(n, "has negative pads");
+        int64_t room = in + g->pads[i] + g->pads[k + i] - span;
+        if (room < 0)
+            return tx_ir_node_error(n, "has a kernel extent %lld larger than the padded input %lld",
+                                    (long long)span, (long long)(in + g->pads[i] + g->pads[k + i]));
+        g->out.dims[2 + i] = room / s + 1;
+    }
+    return NULL;
+}
+
+static teexec_status *inf_conv(const tx_ir_node *n, ins_t in, tx_infer_value *out)
+{
+    TX_TRY(need_inputs(n, in, 2));
+    if (!all_known(n, in, 2)) {
+        set_out(&out[0], in[0]->dtype, NULL);
+        return NULL;
+    }
+    tx_conv_geom g;
+    TX_TRY(tx_conv_geometry(n, &in[0]->shape, &in[1]->shape, &g));
+    const tx_infer_value *b = in_at(n, in, 2);
+    if (b && b->shape_known && (b->shape.rank != 1 || b->shape.dims[0] != g.out.dims[1]))
+        return tx_ir_node_error(n, "needs B of shape [%lld]", (long long)g.out.dims[1]);
+    set_out(&out[0], in[0]->dtype, &g.out);
+    return NULL;
+}
+
+static teexec_status *inf_gather_nd(const tx_ir_node *n, ins_t in, tx_infer_value *out)
+{
+    TX_TRY(need_inputs(n, in, 2));
+    int64_t bd = 0;
+    if (n->opset >= 12) TX_TRY(tx_ir_attr_int(n, "batch_dims", 0, &bd));
+    if (in[1]->dtype != TEEXEC_DTYPE_INT64 && in[1]->dtype != TEEXEC_DTYPE_UNDEFINED)
+        return tx_ir_node_error(n, "needs int64 indices, got %s", teexec_dtype_name(in[1]->dtype));
+    if (!all_known(n, in, 2)) {
+        set_out(&out[0], in[0]->dtype, NULL);
+        return NULL;
+    }
+    const tx_shape *d = &in[0]->shape, *ix = &in[1]->shape;
+    if (d->rank < 1 || ix->rank < 1 || bd < 0 || bd >= d->rank || bd >= ix->rank)
+        return tx_ir_node_error(n, "needs data and indices of rank > batch_dims = %lld",
+                                (long long)bd);
+    int64_t k = ix->dims[ix->rank - 1];
+    if (k < 1 || k > d->rank - bd)
+        return tx_ir_node_error(n, "has an indices last dim of %lld, outside [1, %lld]",
+                                (long long)k, (long long)(d->rank - bd));
+    for (int64_t i = 0; i < bd; i++)
+        if (d->dims[i] != ix->dims[i])
+            return tx_ir_node_error(n, "has batch dim %lld of %lld in data but %lld in indices",
+                                    (long long)i, (long long)d->dims[i], (long long)ix->dims[i]);
+    tx_shape s = {.rank = ix->rank - 1 + d->rank - (int32_t)bd - (int32_t)k};
+    int32_t o = 0;
+    for (int32_t i = 0; i < ix->rank - 1; i++) s.dims[o++] = ix->dims[i];
+    for (int32_t i = (int32_t)(bd + k); i < d->rank; i++) s.dims[o++] = d->dims[i];
+    set_out(&out[0], in[0]->dtype, &s);
+    return NULL;
+}
+
+/* RMSNormalization: Y has X's shape and scale's dtype. */
+static teexec_status *inf_rms_norm(const tx_ir_node *n, ins_t in, tx_infer_value *out)
+{
+    TX_TRY(need_inputs(n, in, 2));
+    int64_t axis;
+    TX_TRY(tx_ir_attr_int(n, "axis", -1, &axis));
+    if (in[0]->shape_known) {
+        int32_t ax;
+        TX_TRY(at_node(n, tx_shape_normalize_axis(axis, in[0]->shape.rank, &ax)));
+    }
+    set_out(&out[0], in[1]->dtype, in[0]->shape_known ? &in[0]->shape : NULL);
+    return NULL;
+}
+
+/* Attention (opset 23): Y, present_key, present_value, qk_matmul_output. */
+static teexec_status *inf_attention(const tx_ir_node *n, ins_t in, tx_infer_value *out)
+{
+    TX_TRY(need_inputs(n, in, 3));
+    int64_t mode, hq = 0, hkv = 0;
+    TX_TRY(tx_ir_attr_int(n, "qk_matmul_output_mode", 0, &mode));
+    TX_TRY(tx_ir_attr_int(n, "q_num_heads", 0, &hq));
+    TX_TRY(tx_ir_attr_int(n, "kv_num_heads", 0, &hkv));
+    if (mode != 0 && n->n_outputs > 3 && n->outputs[3] >= 0)
+        return unsupported_at(n, "qk_matmul_output_mode other than 0 is not supported");
+    if (n->n_inputs > 6 && n->inputs[6] >= 0)
+        return unsupported_at(n, "the nonpad_kv_seqlen input (opset 24) is not supported");
+    const tx_infer_value *pk = in_at(n, in, 4), *pv = in_at(n, in, 5);
+    if ((pk == NULL) != (pv == NULL))
+        return tx_ir_node_error(n, "needs past_key and past_value together");
+    teexec_dtype dq = in[0]->dtype, dv = in[2]->dtype;
+    bool known = all_known(n, in, 3) && (!pk || (pk->shape_known && pv->shape_known));
+    if (!known) {
+        for (size_t j = 0; j < n->n_outputs; j++) set_out(&out[j], j == 2 ? dv : dq, NULL);
+        return NULL;
+    }
+    const tx_shape *q = &in[0]->shape, *k = &in[1]->shape, *v = &in[2]->shape;
+    if (q->rank != k->rank || q->rank != v->rank || (q->rank != 3 && q->rank != 4))
+        return tx_ir_node_error(n, "needs Q, K, V all of rank 3 or all of rank 4");
+    int64_t B = q->dims[0], Lq, Lk, D, Dv;
+    if (q->rank == 3) {
+        if (hq < 1 || hkv < 1)
+            return tx_ir_node_error(n, "needs q_num_heads and kv_num_heads for rank-3 inputs");
+        if (q->dims[2] % hq || k->dims[2] % hkv || v->dims[2] % hkv)
+            return tx_ir_node_error(n, "has hidden sizes that do not divide by the head counts");
+        Lq = q->dims[1];
+        Lk = k->dims[1];
+        D = q->dims[2] / hq;
+        Dv = v->dims[2] / hkv;
+    } else {
+        hq = q->dims[1];
+        hkv = k->dims[1];
+        Lq = q->dims[2];
+        Lk = k->dims[2];
+        D = q->dims[3];
+        Dv = v->dims[3];
+    }
+    int64_t past = pk ? (pk->shape.rank == 4 ? pk->shape.dims[2] : -1) : 0;
+    if (past < 0) return tx_ir_node_error(n, "needs a rank-4 past_key");
+    int64_t T = past + Lk;
+    tx_shape ys = {.rank = q->rank}, pks = {.rank = 4, .dims = {B, hkv, T, D}};
+    tx_shape pvs = {.rank = 4, .dims = {B, hkv, T, Dv}}, qks = {.rank = 4, .dims = {B, hq, Lq, T}};
+    if (q->rank == 3) {
+        ys.dims[0] = B;
+        ys.dims[1] = Lq;
+        ys.dims[2] = hq * Dv;
+    } else {
+        ys.dims[0] = B;
+        ys.dims[1] = hq;
+        ys.dims[2] = Lq;
+        ys.dims[3] = Dv;
+    }
+    const tx_shape *shapes[4] = {&ys, &pks, &pvs, &qks};
+    for (size_t j = 0; j < n->n_outputs && j < 4; j++)
+        set_out(&out[j], j == 2 ? dv : dq, shapes[j]);
+    return NULL;
+}
+
 /* ---- the table --------------------------------------------------------- */
 
 typedef teexec_status *(*infer_fn)(const tx_ir_node *, ins_t, tx_infer_value *);
@@ -1037,6 +1244,10 @@ static const op_rule rules[] = {
     {"ConstantOfShape", 9, NULL, inf_constant_of_shape},
     {"Constant", 1, NULL, inf_constant},
     {"Einsum", 12, inf_einsum, NULL}, {"TopK", 1, inf_topk, NULL},
+    /* the ops real exports need beyond the transformer-block set */
+    {"Sin", 7, inf_same, NULL}, {"Cos", 7, inf_same, NULL},
+    {"Conv", 1, inf_conv, NULL}, {"GatherND", 11, inf_gather_nd, NULL},
+    {"RMSNormalization", 23, inf_rms_norm, NULL}, {"Attention", 23, inf_attention, NULL},
 };
 
 static const op_rule *find_rule(const char *domain, const char *op_type, int64_t opset)

@@ -80,6 +80,20 @@ teexec_status *tx_slice_params(const tx_ir_node *n, const tx_tensor *const *vals
                                const tx_shape *in, int64_t *eff_start, int64_t *eff_step,
                                tx_shape *out) TX_NODISCARD;
 
+/* Conv: the geometry a node gives inputs X [N, C, D...] and W [M, C/group,
+ * K...]: auto_pad (NOTSET, SAME_UPPER, SAME_LOWER, VALID) resolved into
+ * explicit pads (nsp begins, then nsp ends), strides and dilations
+ * defaulted, kernel_shape checked against W, and the output shape. */
+typedef struct tx_conv_geom {
+    int32_t nsp; /* spatial dims */
+    int64_t group;
+    int64_t strides[TX_MAX_RANK], dilations[TX_MAX_RANK], pads[2 * TX_MAX_RANK];
+    tx_shape out;
+} tx_conv_geom;
+
+teexec_status *tx_conv_geometry(const tx_ir_node *n, const tx_shape *x, const tx_shape *w,
+                                tx_conv_geom *g) TX_NODISCARD;
+
 /* Einsum equations: every label (letters, and one label per ellipsis dim)
  * is numbered; each input dim and output dim names its label. */
 #define TX_EINSUM_MAX_INPUTS 8

@@ -38,11 +38,14 @@ teexec_install_packages() {
 }
 
 # teexec_setup BUILD_DIR [meson args]: configure once, then (re)build.
+# TEEXEC_TARGETS (space-separated ninja targets) builds only those; unset,
+# everything (the tests and the GPU test programs too).
 teexec_setup() {
     dir=$1; shift
     teexec_install_packages
     if [ ! -f "$dir/build.ninja" ]; then
         meson setup "$dir" "$@" >&2 || { echo "teexec: meson setup failed" >&2; exit 2; }
     fi
-    ninja -C "$dir" >&2 || { echo "teexec: build failed" >&2; exit 2; }
+    # shellcheck disable=SC2086
+    ninja -C "$dir" ${TEEXEC_TARGETS:-} >&2 || { echo "teexec: build failed" >&2; exit 2; }
 }

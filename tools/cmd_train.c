@@ -6,6 +6,13 @@
  * The .npz holds one array per model input plus `target` (MSE) or `labels`
  * (cross-entropy). --batch B feeds rows [s*B, s*B+B) of every array (dim 0,
  * wrapping around) at step s; without it every step sees the whole arrays.
+ *
+ * A token stream (--data TOKENS.npy, a 1-D uint16/int32/int64 array, with
+ * --seq T --batch B) trains a language model without materializing its
+ * batches: row b of step s is window w = s*B + b, starting at
+ * start = (w*T) mod (N - T); the model's one input gets tokens
+ * [start, start+T) and `labels` gets [start+1, start+T+1) (cross-entropy
+ * is implied). Only the current batch is ever copied.
  */
 #include "cli_common.h"
 #include "commands.h"
@@ -35,7 +42,11 @@ static void train_usage(FILE *f)
             "or int64 'labels' (cross-entropy).\n"
             "\n"
             "options:\n"
-            "  --data FILE.npz          training data (required)\n"
+            "  --data FILE.npz          training data (required), or\n"
+            "  --data TOKENS.npy        a 1-D token stream (uint16/int32/int64) for a language\n"
+            "                           model, with --seq T and --batch B: windows of T tokens\n"
+            "                           and the next-token labels, walked in order\n"
+            "  --seq T                  tokens per row with a token stream\n"
             "  --loss mse|cross-entropy loss over the model's first output (default mse)\n"
             "  --loss-output NAME       the output the loss reads (default: the first)\n"
             "  --optimizer adamw|sgd    (default adamw)\n"
@@ -45,6 +56,9 @@ static void train_usage(FILE *f)
             "  --steps N                optimizer steps (default 1)\n"
             "  --batch B                rows of dim 0 per step, cycling (default: all)\n"
             "  --seed N                 seed (default 0)\n"
+            "  --freeze LIST            initializers to keep fixed: names or shell patterns,\n"
+            "                           comma-separated (\"*.bias,wte\"); scalars and masks\n"
+            "                           are never trained\n"
             "  --save OUT.onnx          write the trained model (atomically)\n"
             "  --dump-grads DIR         after the first step write NAME.npy per trainable\n"
             "                           initializer and INPUT.grad.npy per float input\n"
@@ -58,7 +72,7 @@ typedef struct train_args {
     const char *model, *data, *save, *dump;
     teexec_train_options opt;
     exec_options ex;
-    long steps, batch;
+    long steps, batch, seq;
     bool json;
 } train_args;
 
@@ -114,6 +128,7 @@ static int parse_args(int argc, char **argv, train_args *a)
         else if (!strcmp(o, "--save")) a->save = v;
         else if (!strcmp(o, "--dump-grads")) a->dump = v;
         else if (!strcmp(o, "--loss-output")) a->opt.loss_output = v;
+        else if (!strcmp(o, "--freeze")) a->opt.freeze = v;
         else if (!strcmp(o, "--loss")) {
             if (!strcmp(v, "mse")) a->opt.loss = TEEXEC_LOSS_MSE;
             else if (!strcmp(v, "cross-entropy")) a->opt.loss = TEEXEC_LOSS_CROSS_ENTROPY;
@@ -127,11 +142,13 @@ static int parse_args(int argc, char **argv, train_args *a)
             if (!strcmp(o, "--lr")) a->opt.lr = d;
             else if (!strcmp(o, "--weight-decay")) a->opt.weight_decay = d;
             else a->opt.momentum = d;
-        } else if (!strcmp(o, "--steps") || !strcmp(o, "--batch") || !strcmp(o, "--seed")) {
+        } else if (!strcmp(o, "--steps") || !strcmp(o, "--batch") || !strcmp(o, "--seed") ||
+                   !strcmp(o, "--seq")) {
             if (!parse_long(v, &l))
                 return cli_usage_error(CMD, "%s needs a non-negative integer, not \"%s\"", o, v);
             if (!strcmp(o, "--steps")) a->steps = l;
             else if (!strcmp(o, "--batch")) a->batch = l;
+            else if (!strcmp(o, "--seq")) a->seq = l;
             else a->opt.seed = (uint64_t)l;
         } else {
             return cli_usage_error(CMD, "unknown option %s", o);
@@ -139,8 +156,87 @@ static int parse_args(int argc, char **argv, train_args *a)
     }
     if (!a->model) return cli_usage_error(CMD, "no model given");
     if (!a->data) return cli_usage_error(CMD, "--data FILE.npz is required");
+    size_t dl = strlen(a->data);
+    bool stream = dl > 4 && !strcmp(a->data + dl - 4, ".npy");
+    if (stream && (a->seq < 1 || a->batch < 1))
+        return cli_usage_error(CMD, "a token stream (--data %s) needs --seq T and --batch B",
+                               a->data);
+    if (!stream && a->seq)
+        return cli_usage_error(CMD, "--seq goes with a token stream (--data TOKENS.npy)");
+    if (stream) a->opt.loss = TEEXEC_LOSS_CROSS_ENTROPY;
     exec_options_apply_train(&a->ex, &a->opt);
     return 0;
+}
+
+/* ---- token streams -------------------------------------------------------- */
+
+typedef struct token_stream {
+    const teexec_tensor *tokens; /* 1-D */
+    int64_t n;
+    const char *input;           /* the model's input name */
+    teexec_dtype input_dtype;
+} token_stream;
+
+static int64_t token_at(const token_stream *ts, int64_t i)
+{
+    const void *d = teexec_tensor_data_const(ts->tokens);
+    switch (teexec_tensor_dtype(ts->tokens)) {
+    case TEEXEC_DTYPE_UINT16: return ((const uint16_t *)d)[i];
+    case TEEXEC_DTYPE_INT32: return ((const int32_t *)d)[i];
+    default: return ((const int64_t *)d)[i];
+    }
+}
+
+/* 0, or the exit status after printing why the stream cannot feed m. */
+static int stream_check(const teexec_model *m, const char *path, const teexec_tensor *tokens,
+                        long seq, token_stream *ts)
+{
+    memset(ts, 0, sizeof *ts);
+    teexec_dtype dt = teexec_tensor_dtype(tokens);
+    if (teexec_tensor_rank(tokens) != 1 ||
+        (dt != TEEXEC_DTYPE_UINT16 && dt != TEEXEC_DTYPE_INT32 && dt != TEEXEC_DTYPE_INT64))
+        return cli_fail(CLI_EXIT_BAD_INPUT, CMD,
+                        "%s: a token stream must be a 1-D uint16, int32 or int64 array", path);
+    ts->tokens = tokens;
+    ts->n = teexec_tensor_dims(tokens)[0];
+    if (ts->n < (int64_t)seq + 2)
+        return cli_fail(CLI_EXIT_BAD_INPUT, CMD,
+                        "%s holds %lld tokens, fewer than --seq %ld + 2", path,
+                        (long long)ts->n, seq);
+    if (teexec_model_input_count(m) != 1)
+        return cli_fail(CLI_EXIT_BAD_INPUT, CMD,
+                        "a token stream feeds a model with one input (token ids); this one has %zu",
+                        teexec_model_input_count(m));
+    const teexec_value_info *in = teexec_model_input(m, 0);
+    if (in->dtype != TEEXEC_DTYPE_INT64 && in->dtype != TEEXEC_DTYPE_INT32)
+        return cli_fail(CLI_EXIT_BAD_INPUT, CMD, "input \"%s\" is %s, not token ids (int64 or int32)",
+                        in->name, teexec_dtype_name(in->dtype));
+    ts->input = in->name;
+    ts->input_dtype = in->dtype;
+    return 0;
+}
+
+/* Step s of a token stream: [B, T] ids and labels, the next tokens. */
+static teexec_status *stream_batch(const token_stream *ts, long s, long b, long seq,
+                                   teexec_tensor **ids, teexec_tensor **labels)
+{
+    int64_t dims[2] = {b, seq};
+    teexec_status *st = teexec_tensor_create(ts->input_dtype, 2, dims, ids);
+    if (!st) st = teexec_tensor_create(TEEXEC_DTYPE_INT64, 2, dims, labels);
+    if (st) return st;
+    int64_t *lab = teexec_tensor_data(*labels);
+    void *x = teexec_tensor_data(*ids);
+    for (long r = 0; r < b; r++) {
+        int64_t w = (int64_t)s * b + r;
+        int64_t start = (int64_t)(((uint64_t)w * (uint64_t)seq) % (uint64_t)(ts->n - seq));
+        for (long t = 0; t < seq; t++) {
+            int64_t tok = token_at(ts, start + t);
+            if (ts->input_dtype == TEEXEC_DTYPE_INT32) ((int32_t *)x)[r * seq + t] = (int32_t)tok;
+            else ((int64_t *)x)[r * seq + t] = tok;
+            lab[r * seq + t] = token_at(ts, start + t + 1);
+        }
+    }
+    return NULL;
 }
 
 /* Rows [start, start+b) of dim 0 of `t` (wrapping), as a new tensor. */
@@ -215,33 +311,46 @@ int cmd_train(int argc, char **argv)
     double *losses = NULL;
     const char **names = NULL;
     teexec_tensor **batch = NULL;
+    teexec_tensor *tokens = NULL;
+    token_stream stream;
+    bool streaming = a.seq > 0;
+    double *step_s = NULL;
     teexec_status *st = teexec_model_load_file(a.model, NULL, &m);
     if (st) return cli_report(st, a.model);
-    st = teexec_dataset_load_npz(a.data, &ds);
+    st = streaming ? teexec_tensor_load_file(a.data, &tokens) : teexec_dataset_load_npz(a.data, &ds);
     if (st) {
         rc = cli_report(st, a.data);
         goto done;
     }
+    if (streaming && (rc = stream_check(m, a.data, tokens, a.seq, &stream)) != 0) goto done;
     st = teexec_trainer_create(m, &a.opt, &tr);
     if (st) {
         rc = cli_report(st, a.model);
         goto done;
     }
-    size_t n = teexec_dataset_count(ds);
+    size_t n = streaming ? 2 : teexec_dataset_count(ds);
     names = calloc(n ? n : 1, sizeof(*names));
     batch = calloc(n ? n : 1, sizeof(*batch));
     losses = calloc(a.steps ? (size_t)a.steps : 1, sizeof(*losses));
-    if (!names || !batch || !losses) {
+    step_s = calloc(a.steps ? (size_t)a.steps : 1, sizeof(*step_s));
+    if (!names || !batch || !losses || !step_s) {
         rc = cli_fail(CLI_EXIT_BAD_INPUT, CMD, "out of memory");
         goto done;
     }
     /* tokens per step: dim 0 (x dim 1 when rank >= 2) of the first input */
-    double tokens = 0;
+    double tokens_per_step = 0;
     bool tty = !a.json && isatty(fileno(stderr));
     double t0 = now_s();
     for (long s = 0; s < a.steps; s++) {
+        double ts0 = now_s();
         size_t k = 0;
-        for (size_t i = 0; i < n; i++) {
+        if (streaming) {
+            names[0] = stream.input;
+            names[1] = "labels";
+            st = stream_batch(&stream, s, a.batch, a.seq, &batch[0], &batch[1]);
+            if (!st) k = 2;
+        }
+        for (size_t i = 0; !streaming && i < n; i++) {
             const teexec_tensor *t = teexec_dataset_tensor(ds, i);
             names[k] = teexec_dataset_name(ds, i);
             if (a.batch > 0) {
@@ -257,11 +366,13 @@ int cmd_train(int argc, char **argv)
         }
         if (!st) {
             if (s == 0 && k > 0 && teexec_tensor_rank(batch[0]) > 0) {
-                tokens = (double)teexec_tensor_dims(batch[0])[0];
-                if (teexec_tensor_rank(batch[0]) > 2) tokens *= (double)teexec_tensor_dims(batch[0])[1];
+                tokens_per_step = (double)teexec_tensor_dims(batch[0])[0];
+                if (teexec_tensor_rank(batch[0]) >= 2)
+                    tokens_per_step *= (double)teexec_tensor_dims(batch[0])[1];
             }
             st = teexec_trainer_step(tr, k, names, (const teexec_tensor *const *)batch, &losses[s]);
         }
+        step_s[s] = now_s() - ts0;
         for (size_t i = 0; i < k; i++) {
             teexec_tensor_destroy(batch[i]);
             batch[i] = NULL;
@@ -274,7 +385,7 @@ int cmd_train(int argc, char **argv)
         double el = now_s() - t0, per = el / (double)(s + 1);
         if (!a.json) {
             fprintf(stderr, "%sstep %ld/%ld  loss %.6g  %.0f tokens/s  ETA %.1fs%s", tty ? "\r" : "",
-                    s + 1, a.steps, losses[s], per > 0 ? tokens / per : 0.0,
+                    s + 1, a.steps, losses[s], per > 0 ? tokens_per_step / per : 0.0,
                     per * (double)(a.steps - s - 1), tty ? "" : "\n");
             fflush(stderr);
         }
@@ -301,6 +412,18 @@ int cmd_train(int argc, char **argv)
         json_end_array(&j);
         json_key(&j, "device");
         json_string(&j, teexec_trainer_device_name(tr));
+        json_key(&j, "tokens_per_step");
+        json_double(&j, tokens_per_step);
+        json_key(&j, "step_seconds");
+        json_begin_array(&j);
+        for (long s = 0; s < a.steps; s++) json_double(&j, step_s[s]);
+        json_end_array(&j);
+        /* steady state: the first step (one-time setup, autotuning) left out */
+        double tail = 0;
+        for (long s = a.steps > 1 ? 1 : 0; s < a.steps; s++) tail += step_s[s];
+        long counted = a.steps > 1 ? a.steps - 1 : a.steps;
+        json_key(&j, "tokens_per_s");
+        json_double(&j, tail > 0 ? tokens_per_step * (double)counted / tail : 0.0);
         json_key(&j, "saved");
         json_string(&j, a.save);
         json_end_object(&j);
@@ -316,6 +439,8 @@ done:
     free(names);
     free(batch);
     free(losses);
+    free(step_s);
+    teexec_tensor_destroy(tokens);
     teexec_trainer_destroy(tr);
     teexec_dataset_destroy(ds);
     teexec_model_destroy(m);

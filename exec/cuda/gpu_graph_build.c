@@ -9,8 +9,9 @@
 #include "exec/cuda/gpu_handoff.h"
 #include "exec/cuda/te_cuda_basic.h"
 #include "exec/cuda/te_cuda_linear.h"
-#include "exec/model_lower.h"
+#include "exec/prepare.h"
 #include "exec/quant_operand.h"
+#include "exec/trainable.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gemm_lt.h"
 #include "kernels/cuda/gemm_select.h"
@@ -72,7 +73,8 @@ static teexec_status *analyse_grads(tx_gpu_graph *g)
         return tx_oom();
     }
     for (size_t v = 0; v < nv; v++)
-        if ((ir->values[v].flags & TX_IR_VALUE_INITIALIZER) && is_float(g->vals[v].model_dtype))
+        if ((ir->values[v].flags & TX_IR_VALUE_INITIALIZER) && is_float(g->vals[v].model_dtype) &&
+            tx_trainable_initializer(g->vals[v].host, ir->values[v].name, g->prep, g->topt.freeze))
             fwd[v] = true;
     for (size_t i = 0; i < g->n_nodes; i++) {
         gnode *n = &g->nodes[i];
@@ -1034,7 +1036,6 @@ void tx_gpu_graph_destroy(tx_gpu_graph *g)
     if (g->own_stream && g->stream) cudaStreamDestroy(g->stream);
     tx_fuser_plan_free(g->fplan);
     teexec_session_destroy(g->cpu);
-    teexec_model_destroy(g->lowered);
     free(g->recipe_name);
     free(g);
 }
@@ -1219,7 +1220,7 @@ teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph
     g->compute = cfg->dtype;
     tx_device_caps caps;
     teexec_status *st = device_setup(g, &caps);
-    if (!st) st = tx_model_lower(model, NULL, &g->lowered);
+    if (!st) st = tx_model_runnable(model, &g->lowered, &g->prep);
     if (!st) st = make_cpu_plan(g, cfg);
     if (!st) st = tx_param_sources(g->ir, &g->sources, &g->n_sources);
     if (!st) st = init_values(g);

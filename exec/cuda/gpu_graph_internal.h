@@ -119,7 +119,8 @@ struct tx_gpu_graph {
     tx_gpu_graph_config cfg;
     teexec_train_options topt;
     char *recipe_name;
-    teexec_model *lowered;
+    const teexec_model *lowered; /* the model's lowered copy (exec/prepare.h), borrowed */
+    const struct tx_prepared *prep; /* its preparation (user names), NULL for a lowered copy */
     teexec_session *cpu;       /* CPU session on the lowered model: types and folding */
     const tx_plan *plan;
     const tx_ir_graph *ir;

@@ -521,11 +521,13 @@ TEEXEC_API const char *teexec_te_ops_text(teexec_te_ops_format format);
 /* Training                                                            */
 /* ================================================================== */
 
-/* A trainer runs a model forward on the CPU keeping what backward needs,
- * applies a loss to one output, walks backward to every trainable
- * initializer (a float initializer whose value reaches the loss; integer
- * initializers and shape constants are not trainable) and steps an
- * optimizer. Parameters are kept by the trainer (FP32 master copies for
+/* A trainer runs a model (its lowered copy: the same graph a session runs)
+ * forward keeping what backward needs, applies a loss to one output, walks
+ * backward to every trainable initializer (a float initializer of more
+ * than one element whose value reaches the loss; integer initializers,
+ * shape constants, scalars and masks are not trainable; see `freeze`) and
+ * steps an optimizer. Parameters, gradients and saved models use the
+ * user's initializer names and layouts. Parameters are kept by the trainer (FP32 master copies for
  * bf16/fp16 weights); the model is only read and must outlive the trainer.
  * A trainer is used by one thread at a time. */
 typedef struct teexec_trainer teexec_trainer;
@@ -551,6 +553,11 @@ typedef struct teexec_train_options {
     double momentum;           /* SGD [0] */
     double beta1, beta2, eps;  /* AdamW [0.9, 0.999, 1e-8] */
     uint64_t seed;             /* for ops that draw random numbers [0] */
+    /* Initializers to keep fixed: a comma-separated list of names or shell
+     * patterns ("*.bias,wte"), matched against the user's initializer names
+     * [NULL = train every parameter]. Scalars and mask-like constants
+     * (non-finite or |x| >= 1e30) are never trained. */
+    const char *freeze;
     /* Where and how (the same meanings as the session options):
      * device [AUTO: the GPU when usable], recipe [NULL = "none"; a CUDA
      * trainer only], dtype [UNDEFINED = the model's], deterministic

@@ -34,6 +34,7 @@
 #ifndef TEEXEC_KERNELS_CPU_OPS_H
 #define TEEXEC_KERNELS_CPU_OPS_H
 
+#include "base/shape.h"
 #include "base/tensor.h"
 
 #include <stdbool.h>
@@ -318,5 +319,84 @@ teexec_status *tx_cpu_trilu(const tx_tensor *x, int64_t k, bool upper, tx_tensor
 teexec_status *tx_cpu_range_count(const tx_tensor *start, const tx_tensor *limit,
                                   const tx_tensor *delta, int64_t *count);
 teexec_status *tx_cpu_range(const tx_tensor *start, const tx_tensor *delta, tx_tensor *y);
+
+/* ------------------------------------------------------------------ */
+/* Convolution, GatherND, RMSNormalization, Attention (the ops real    */
+/* exports need beyond the transformer-block set)                      */
+/* ------------------------------------------------------------------ */
+
+/* Conv: X [N, C, D1..Dk], W [M, C/group, K1..Kk], B [M] or NULL, k >= 1
+ * spatial dims; strides/dilations have k entries, pads 2k (all begins,
+ * then all ends: the caller has resolved auto_pad). y is
+ * [N, M, floor((Di + pads - ((Ki - 1) dilation + 1)) / stride) + 1 ...].
+ * Float dtypes, X, W, B and y alike (kernels/cpu/conv.c). */
+teexec_status *tx_cpu_conv(const tx_tensor *x, const tx_tensor *w, const tx_tensor *b,
+                           int64_t group, const int64_t *strides, const int64_t *dilations,
+                           const int64_t *pads, tx_tensor *y);
+
+/* Conv backward in FP64: x, w and gy (dL/dy) are double; ADDS dL/dx,
+ * dL/dw and dL/db into gx, gw, gb (double, shaped like x, w and [M]; any
+ * may be NULL). */
+teexec_status *tx_cpu_conv_backward(const tx_tensor *x, const tx_tensor *w, const tx_tensor *gy,
+                                    int64_t group, const int64_t *strides,
+                                    const int64_t *dilations, const int64_t *pads,
+                                    tx_tensor *gx, tx_tensor *gw, tx_tensor *gb);
+
+/* GatherND (batch_dims >= 0): int64 indices whose last dim k indexes
+ * data's dims [batch_dims, batch_dims + k); negative entries count from the
+ * end, out-of-range ones are TEEXEC_ERR_INVALID_ARGUMENT. y is
+ * indices.shape[:-1] + data.shape[batch_dims + k:]; any movable dtype. */
+teexec_status *tx_cpu_gather_nd(const tx_tensor *data, const tx_tensor *indices,
+                                int64_t batch_dims, tx_tensor *y);
+
+/* The element offset in data of each of the *n_slices gathered slices (of
+ * *slice elements each, in output order): malloc'd into *offsets, which
+ * the caller frees. The backward's scatter-add uses them. */
+teexec_status *tx_cpu_gather_nd_offsets(const tx_shape *data, const tx_tensor *indices,
+                                        int64_t batch_dims, int64_t **offsets,
+                                        uint64_t *n_slices, uint64_t *slice);
+
+/* RMSNormalization (opset 23) over dims[axis:]: y = x / sqrt(mean(x^2) +
+ * epsilon) * scale, scale unidirectionally broadcastable to dims[axis:];
+ * y has x's shape and scale's dtype. stash_type as for LayerNormalization
+ * (the mean square is always accumulated in double). */
+teexec_status *tx_cpu_rms_norm(const tx_tensor *x, const tx_tensor *scale, int64_t axis,
+                               float epsilon, int stash_type, tx_tensor *y);
+
+/* Attention (opset 23), kernels/cpu/attention.c says the math. */
+typedef struct tx_attention_params {
+    int64_t q_num_heads, kv_num_heads; /* required for rank-3 Q/K/V; 0 = not given */
+    bool is_causal;
+    bool has_scale;                    /* false: scale = 1/sqrt(head_size) */
+    float scale;
+    float softcap;                     /* 0 = none */
+} tx_attention_params;
+
+typedef struct tx_attention_inputs {
+    const tx_tensor *q, *k, *v;                 /* rank 3 or 4, one float dtype */
+    const tx_tensor *mask;                      /* NULL, bool or Q's dtype */
+    const tx_tensor *past_key, *past_value;     /* both NULL or both given */
+} tx_attention_inputs;
+
+typedef struct tx_attention_outputs {
+    tx_tensor *y;                               /* required */
+    tx_tensor *present_key, *present_value, *qk; /* NULL = not wanted */
+} tx_attention_outputs;
+
+teexec_status *tx_cpu_attention(const tx_attention_params *p, const tx_attention_inputs *in,
+                                const tx_attention_outputs *out);
+
+/* FP64 backward: inputs double (a mask bool or double); the gradients of
+ * the outputs (double, NULL = zero) and the input gradients the backward
+ * ADDS into (double, shaped like their inputs, NULL = not wanted; gmask
+ * needs a double mask). */
+typedef struct tx_attention_grads {
+    const tx_tensor *gy, *g_present_key, *g_present_value, *g_qk;
+    tx_tensor *gq, *gk, *gv, *gmask, *gpast_key, *gpast_value;
+} tx_attention_grads;
+
+teexec_status *tx_cpu_attention_backward(const tx_attention_params *p,
+                                         const tx_attention_inputs *in,
+                                         const tx_attention_grads *g);
 
 #endif

@@ -317,7 +317,7 @@ static void test_shared_weights(void **state)
 static void test_param_to_original_split(void **state)
 {
     (void)state;
-    tx_param_source s = {"b", "merged", true, 2, 3};
+    tx_param_source s = {"b", "merged", true, 2, 3, 0, {0}, 1};
     float v[5 * 2];
     for (int i = 0; i < 10; i++) v[i] = (float)i;
     int64_t d[2] = {5, 2};

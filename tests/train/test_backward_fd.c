@@ -335,6 +335,388 @@ static void test_where_reduce_gather_slice(void **s)
     check(ops2, 1, &out5);
 }
 
+/* Gelu (both approximations, opset 20), Sin and Cos. */
+static void test_gelu_trig(void **s)
+{
+    (void)s;
+    const char *approx[] = {"none", "tanh"};
+    for (size_t i = 0; i < 2; i++) {
+        begin(20);
+        Onnx__NodeProto *n = mb_node(G, "n", "Gelu", NULL, "a", "y");
+        mb_attr_string(n, "approximate", approx[i]);
+        operand ops[] = {{"a", 2, {3, 4}, false}};
+        operand out = {"y", 2, {3, 4}, false};
+        check(ops, 1, &out);
+    }
+    const char *trig[] = {"Sin", "Cos"};
+    for (size_t i = 0; i < 2; i++) {
+        begin(17);
+        mb_node(G, "n", trig[i], NULL, "a", "y");
+        operand ops[] = {{"a", 2, {3, 4}, false}};
+        operand out = {"y", 2, {3, 4}, false};
+        check(ops, 1, &out);
+    }
+}
+
+/* Conv: 2-D with groups, strides, dilations and asymmetric pads; 1-D with
+ * auto_pad SAME_LOWER; depthwise with VALID and no bias. */
+static void test_conv(void **s)
+{
+    (void)s;
+    begin(17);
+    Onnx__NodeProto *n = mb_node(G, "n", "Conv", NULL, "x,w,b", "y");
+    int64_t st[] = {2, 1}, dil[] = {1, 2}, pads[] = {1, 0, 0, 1};
+    mb_attr_int(n, "group", 2);
+    mb_attr_ints(n, "strides", st, 2);
+    mb_attr_ints(n, "dilations", dil, 2);
+    mb_attr_ints(n, "pads", pads, 4);
+    operand ops[] = {{"x", 4, {2, 4, 5, 4}, false}, {"w", 4, {6, 2, 3, 2}, false},
+                     {"b", 1, {6}, false}};
+    operand out = {"y", 4, {2, 6, 2, 3}, false};
+    check(ops, 3, &out);
+
+    begin(17);
+    n = mb_node(G, "n", "Conv", NULL, "x,w", "y");
+    int64_t st1[] = {2};
+    mb_attr_string(n, "auto_pad", "SAME_LOWER");
+    mb_attr_ints(n, "strides", st1, 1);
+    operand ops1[] = {{"x", 3, {1, 3, 7}, false}, {"w", 3, {2, 3, 4}, false}};
+    operand out1 = {"y", 3, {1, 2, 4}, false};
+    check(ops1, 2, &out1);
+
+    begin(17);
+    n = mb_node(G, "n", "Conv", NULL, "x,w", "y");
+    mb_attr_string(n, "auto_pad", "VALID");
+    mb_attr_int(n, "group", 3);
+    operand ops2[] = {{"x", 4, {1, 3, 4, 4}, false}, {"w", 4, {3, 1, 2, 2}, false}};
+    operand out2 = {"y", 4, {1, 3, 3, 3}, false};
+    check(ops2, 2, &out2);
+}
+
+/* GatherND scatters back, adding where an index repeats. */
+static void test_gather_nd(void **s)
+{
+    (void)s;
+    begin(17);
+    int64_t iv[] = {0, 1, 2, -1, 0, 1}, id[] = {3, 2};
+    i64_init(G, "i", iv, 6, id, 2);
+    mb_node(G, "n", "GatherND", NULL, "a,i", "y");
+    operand ops[] = {{"a", 2, {3, 4}, false}};
+    operand out = {"y", 1, {3}, false};
+    check(ops, 1, &out);
+
+    begin(17);
+    int64_t iv2[] = {2, 0, 1, 1}, id2[] = {2, 2, 1};
+    i64_init(G, "i", iv2, 4, id2, 3);
+    Onnx__NodeProto *n = mb_node(G, "n", "GatherND", NULL, "a,i", "y");
+    mb_attr_int(n, "batch_dims", 1);
+    operand ops2[] = {{"a", 3, {2, 3, 4}, false}};
+    operand out2 = {"y", 3, {2, 2, 4}, false};
+    check(ops2, 1, &out2);
+}
+
+/* RMSNormalization over the last dim, and over two dims with a scale that
+ * broadcasts. */
+static void test_rms_norm(void **s)
+{
+    (void)s;
+    begin(23);
+    Onnx__NodeProto *n = mb_node(G, "n", "RMSNormalization", NULL, "a,g", "y");
+    mb_attr_float(n, "epsilon", 1e-3f);
+    operand ops[] = {{"a", 3, {2, 3, 4}, false}, {"g", 1, {4}, false}};
+    operand out = {"y", 3, {2, 3, 4}, false};
+    check(ops, 2, &out);
+
+    begin(23);
+    n = mb_node(G, "n", "RMSNormalization", NULL, "a,g", "y");
+    mb_attr_int(n, "axis", 1);
+    operand ops2[] = {{"a", 3, {2, 3, 4}, false}, {"g", 2, {3, 1}, false}};
+    check(ops2, 2, &out);
+}
+
+/* Attention: rank 4 with GQA, causal and a float mask; rank 3 with head
+ * counts, a past cache, softcap and a bool mask. */
+static void test_attention(void **s)
+{
+    (void)s;
+    begin(23);
+    Onnx__NodeProto *n = mb_node(G, "n", "Attention", NULL, "q,k,v,m", "y");
+    mb_attr_int(n, "is_causal", 1);
+    operand ops[] = {{"q", 4, {1, 4, 3, 2}, false}, {"k", 4, {1, 2, 3, 2}, false},
+                     {"v", 4, {1, 2, 3, 3}, false}, {"m", 2, {3, 3}, false}};
+    operand out = {"y", 4, {1, 4, 3, 3}, false};
+    check(ops, 4, &out);
+
+    begin(23);
+    uint8_t mv[] = {1, 1, 0, 1, 0, 1, 1, 1, 1, 0, 1, 1};
+    int64_t md[] = {3, 4};
+    bool_init(G, "m", mv, 12, md, 2);
+    n = mb_node(G, "n", "Attention", NULL, "q,k,v,m,pk,pv", "y");
+    mb_attr_int(n, "q_num_heads", 2);
+    mb_attr_int(n, "kv_num_heads", 1);
+    mb_attr_float(n, "softcap", 1.5f);
+    mb_attr_float(n, "scale", 0.8f);
+    operand ops2[] = {{"q", 3, {2, 3, 4}, false},    {"k", 3, {2, 2, 2}, false},
+                      {"v", 3, {2, 2, 3}, false},    {"pk", 4, {2, 1, 2, 2}, false},
+                      {"pv", 4, {2, 1, 2, 3}, false}};
+    operand out2 = {"y", 3, {2, 3, 6}, false};
+    check(ops2, 5, &out2);
+}
+
+static void f64_scalar_init(Onnx__GraphProto *g, const char *name, double v)
+{
+    Onnx__TensorProto *t = mb_alloc(sizeof *t);
+    onnx__tensor_proto__init(t);
+    t->name = mb_str(name);
+    t->has_data_type = 1;
+    t->data_type = DBL;
+    double *d = mb_alloc(sizeof(double));
+    *d = v;
+    t->has_raw_data = 1;
+    t->raw_data.data = (uint8_t *)d;
+    t->raw_data.len = sizeof(double);
+    g->initializer[g->n_initializer++] = t;
+}
+
+/* Abs, Clip (bounds as inputs and, before opset 11, as attributes),
+ * LeakyRelu, Elu, Softplus. */
+static void test_unary_attr(void **s)
+{
+    (void)s;
+    operand ops[] = {{"a", 2, {3, 4}, false}};
+    operand out = {"y", 2, {3, 4}, false};
+    const char *un[] = {"Abs", "LeakyRelu", "Elu", "Softplus"};
+    for (size_t i = 0; i < 4; i++) {
+        begin(17);
+        Onnx__NodeProto *n = mb_node(G, "n", un[i], NULL, "a", "y");
+        if (i == 1 || i == 2) mb_attr_float(n, "alpha", 0.3f);
+        check(ops, 1, &out);
+    }
+    begin(17);
+    f64_scalar_init(G, "lo", -0.4);
+    f64_scalar_init(G, "hi", 0.5);
+    mb_node(G, "n", "Clip", NULL, "a,lo,hi", "y");
+    check(ops, 1, &out);
+    begin(6);
+    Onnx__NodeProto *n = mb_node(G, "n", "Clip", NULL, "a", "y");
+    mb_attr_float(n, "min", -0.5f);
+    check(ops, 1, &out);
+}
+
+/* Sum, Mean, Max, Min of three broadcast inputs; ReduceMax and ReduceMin
+ * with axes as an attribute and as an input. */
+static void test_variadic_extremes(void **s)
+{
+    (void)s;
+    const char *op[] = {"Sum", "Mean", "Max", "Min"};
+    for (size_t i = 0; i < 4; i++) {
+        begin(17);
+        mb_node(G, "n", op[i], NULL, "a,b,c", "y");
+        /* big enough that every input holds the extreme somewhere */
+        operand ops[] = {{"a", 2, {4, 5}, false}, {"b", 1, {5}, false}, {"c", 2, {4, 1}, false}};
+        operand out = {"y", 2, {4, 5}, false};
+        check(ops, 3, &out);
+    }
+    const char *red[] = {"ReduceMax", "ReduceMin"};
+    for (size_t i = 0; i < 2; i++) {
+        begin(17);
+        Onnx__NodeProto *n = mb_node(G, "n", red[i], NULL, "a", "y");
+        int64_t ax[] = {1};
+        mb_attr_ints(n, "axes", ax, 1);
+        mb_attr_int(n, "keepdims", 0);
+        operand ops[] = {{"a", 3, {2, 3, 4}, false}};
+        operand out = {"y", 2, {2, 4}, false};
+        check(ops, 1, &out);
+        begin(18);
+        int64_t d1[] = {2}, axv[] = {0, -1};
+        i64_init(G, "axes", axv, 2, d1, 1);
+        mb_node(G, "n", red[i], NULL, "a,axes", "y");
+        operand out2 = {"y", 3, {1, 3, 1}, false};
+        check(ops, 1, &out2);
+    }
+}
+
+/* CumSum in all four modes, Tile, GatherElements, Trilu, TopK (with and
+ * without its indices output). */
+static void test_scan_and_select(void **s)
+{
+    (void)s;
+    operand ops[] = {{"a", 3, {2, 3, 4}, false}};
+    for (int mode = 0; mode < 4; mode++) {
+        begin(17);
+        int64_t d1[] = {1}, axv[] = {mode < 2 ? 1 : -1};
+        i64_init(G, "axis", axv, 1, d1, 0);
+        Onnx__NodeProto *n = mb_node(G, "n", "CumSum", NULL, "a,axis", "y");
+        mb_attr_int(n, "exclusive", mode & 1);
+        mb_attr_int(n, "reverse", (mode >> 1) & 1);
+        operand out = {"y", 3, {2, 3, 4}, false};
+        check(ops, 1, &out);
+    }
+    begin(17);
+    int64_t rep[] = {2, 1, 3}, d3[] = {3};
+    i64_init(G, "rep", rep, 3, d3, 1);
+    mb_node(G, "n", "Tile", NULL, "a,rep", "y");
+    operand out_t = {"y", 3, {4, 3, 12}, false};
+    check(ops, 1, &out_t);
+
+    begin(17);
+    int64_t iv[] = {2, 0, -1, 2, 1, 1, 0, 2}, id[] = {2, 1, 4};
+    i64_init(G, "i", iv, 8, id, 3);
+    Onnx__NodeProto *n = mb_node(G, "n", "GatherElements", NULL, "a,i", "y");
+    mb_attr_int(n, "axis", 1);
+    operand out_g = {"y", 3, {2, 1, 4}, false};
+    check(ops, 1, &out_g);
+
+    for (int upper = 0; upper < 2; upper++) {
+        begin(17);
+        int64_t kv[] = {upper ? 1 : -1}, d0[] = {1};
+        i64_init(G, "k", kv, 1, d0, 0);
+        n = mb_node(G, "n", "Trilu", NULL, "a,k", "y");
+        mb_attr_int(n, "upper", upper);
+        operand out = {"y", 3, {2, 3, 4}, false};
+        check(ops, 1, &out);
+    }
+    for (int with_idx = 0; with_idx < 2; with_idx++) {
+        begin(17);
+        int64_t kv[] = {2}, d1[] = {1};
+        i64_init(G, "k", kv, 1, d1, 1);
+        n = mb_node(G, "n", "TopK", NULL, "a,k", with_idx ? "y,idx" : "y");
+        mb_attr_int(n, "axis", 1);
+        mb_attr_int(n, "largest", with_idx);
+        operand out = {"y", 3, {2, 2, 4}, false};
+        check(ops, 1, &out);
+    }
+}
+
+/* Max of equal inputs splits the gradient evenly (mean-squared-error loss:
+ * dL/dy = 2 (y - t) / n; each of two tied inputs gets (y - t) / n, a sole
+ * maximum all of it). */
+static void test_max_ties(void **s)
+{
+    (void)s;
+    begin(17);
+    mb_node(G, "n", "Max", NULL, "a,b", "y");
+    mb_input(G, "a", DBL, "4");
+    mb_input(G, "b", DBL, "4");
+    mb_output(G, "y", DBL, "4");
+    size_t size;
+    uint8_t *bytes = mb_pack(M, &size);
+    teexec_model *m;
+    ok(teexec_model_load_memory(bytes, size, NULL, NULL, &m));
+    free(bytes);
+    teexec_train_options o;
+    teexec_train_options_init(&o);
+    o.lr = 0;
+    o.optimizer = TEEXEC_OPTIMIZER_SGD;
+    teexec_trainer *tr;
+    ok(teexec_trainer_create(m, &o, &tr));
+    const int64_t d[] = {4};
+    double av[] = {0.5, -1, 2, 0.25}, bv[] = {0.5, -2, 2, 1}, tv[] = {1, 0, 0.5, -1};
+    teexec_tensor *ts[3];
+    ok(teexec_tensor_create_copy(TEEXEC_DTYPE_DOUBLE, 1, d, av, sizeof av, &ts[0]));
+    ok(teexec_tensor_create_copy(TEEXEC_DTYPE_DOUBLE, 1, d, bv, sizeof bv, &ts[1]));
+    ok(teexec_tensor_create_copy(TEEXEC_DTYPE_DOUBLE, 1, d, tv, sizeof tv, &ts[2]));
+    const char *names[] = {"a", "b", "target"};
+    loss_of(tr, 3, names, ts);
+    teexec_tensor *ga, *gb;
+    ok(teexec_trainer_grad(tr, "a", &ga));
+    ok(teexec_trainer_grad(tr, "b", &gb));
+    const double *pa = teexec_tensor_data_const(ga), *pb = teexec_tensor_data_const(gb);
+    double want_a[] = {(0.5 - 1) / 4, 2 * (-1 - 0) / 4.0, (2 - 0.5) / 4, 0};
+    double want_b[] = {(0.5 - 1) / 4, 0, (2 - 0.5) / 4, 2 * (1 + 1) / 4.0};
+    for (int i = 0; i < 4; i++) {
+        assert_true(fabs(pa[i] - want_a[i]) < 1e-15);
+        assert_true(fabs(pb[i] - want_b[i]) < 1e-15);
+    }
+    teexec_tensor_destroy(ga);
+    teexec_tensor_destroy(gb);
+    for (int i = 0; i < 3; i++) teexec_tensor_destroy(ts[i]);
+    teexec_trainer_destroy(tr);
+    teexec_model_destroy(m);
+    mb_free_all();
+}
+
+/* Einsum (matmul, batched with a transpose, a diagonal, a broadcast
+ * ellipsis, a three-operand contraction) and ReduceProd. */
+static void test_einsum_prod(void **s)
+{
+    (void)s;
+    struct {
+        const char *eq;
+        size_t n;
+        operand ops[3];
+        operand out;
+    } cs[] = {
+        {"ij,jk->ik", 2, {{"a", 2, {2, 3}, false}, {"b", 2, {3, 4}, false}},
+         {"y", 2, {2, 4}, false}},
+        {"bij,bkj->bik", 2, {{"a", 3, {2, 3, 2}, false}, {"b", 3, {2, 4, 2}, false}},
+         {"y", 3, {2, 3, 4}, false}},
+        {"ii->i", 1, {{"a", 2, {3, 3}, false}}, {"y", 1, {3}, false}},
+        {"...ij,j->...i", 2, {{"a", 3, {2, 3, 4}, false}, {"b", 1, {4}, false}},
+         {"y", 2, {2, 3}, false}},
+        {"ij,jk,k->i", 3, {{"a", 2, {2, 3}, false}, {"b", 2, {3, 2}, false}, {"c", 1, {2}, false}},
+         {"y", 1, {2}, false}},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        begin(17);
+        const char *ins = cs[i].n == 1 ? "a" : cs[i].n == 2 ? "a,b" : "a,b,c";
+        Onnx__NodeProto *n = mb_node(G, "n", "Einsum", NULL, ins, "y");
+        mb_attr_string(n, "equation", cs[i].eq);
+        check(cs[i].ops, cs[i].n, &cs[i].out);
+    }
+    begin(17);
+    Onnx__NodeProto *n = mb_node(G, "n", "ReduceProd", NULL, "a", "y");
+    int64_t ax[] = {1};
+    mb_attr_ints(n, "axes", ax, 1);
+    operand ops[] = {{"a", 3, {2, 3, 4}, false}};
+    operand out = {"y", 3, {2, 1, 4}, false};
+    check(ops, 1, &out);
+}
+
+/* ReduceProd's gradient at zeros: the product of the others at a lone
+ * zero, 0 elsewhere in its group, 0 everywhere with two zeros. */
+static void test_prod_zeros(void **s)
+{
+    (void)s;
+    begin(17);
+    Onnx__NodeProto *n = mb_node(G, "n", "ReduceProd", NULL, "a", "y");
+    int64_t ax[] = {1};
+    mb_attr_ints(n, "axes", ax, 1);
+    mb_attr_int(n, "keepdims", 0);
+    mb_input(G, "a", DBL, "3,3");
+    mb_output(G, "y", DBL, "3");
+    size_t size;
+    uint8_t *bytes = mb_pack(M, &size);
+    teexec_model *m;
+    ok(teexec_model_load_memory(bytes, size, NULL, NULL, &m));
+    free(bytes);
+    teexec_train_options o;
+    teexec_train_options_init(&o);
+    o.lr = 0;
+    o.optimizer = TEEXEC_OPTIMIZER_SGD;
+    teexec_trainer *tr;
+    ok(teexec_trainer_create(m, &o, &tr));
+    const int64_t da[] = {3, 3}, dy[] = {3};
+    double av[] = {2, 0, 3, 0, 0, 5, 1, 2, 4}, tv[] = {1, 1, 2};
+    teexec_tensor *ts[2];
+    ok(teexec_tensor_create_copy(TEEXEC_DTYPE_DOUBLE, 2, da, av, sizeof av, &ts[0]));
+    ok(teexec_tensor_create_copy(TEEXEC_DTYPE_DOUBLE, 1, dy, tv, sizeof tv, &ts[1]));
+    const char *names[] = {"a", "target"};
+    loss_of(tr, 2, names, ts);
+    teexec_tensor *ga;
+    ok(teexec_trainer_grad(tr, "a", &ga));
+    const double *p = teexec_tensor_data_const(ga);
+    /* y = {0, 0, 8}; dL/dy = 2 (y - t) / 3 = {-2/3, -2/3, 4} */
+    double want[] = {0, -2.0 / 3 * 6, 0, 0, 0, 0, 4 * 8, 4 * 4, 4 * 2};
+    for (int i = 0; i < 9; i++) assert_true(fabs(p[i] - want[i]) < 1e-14);
+    teexec_tensor_destroy(ga);
+    teexec_tensor_destroy(ts[0]);
+    teexec_tensor_destroy(ts[1]);
+    teexec_trainer_destroy(tr);
+    teexec_model_destroy(m);
+    mb_free_all();
+}
+
 
 /* te.ops nodes train through the registry's backward (LayerNorm -> Linear
  * -> Bias -> GELU(erf) -> residual AddExtraInput). */
@@ -523,6 +905,12 @@ int main(void)
         cmocka_unit_test(test_te_ops),
         cmocka_unit_test(test_cross_entropy),
         cmocka_unit_test(test_te_session),
+        cmocka_unit_test(test_gelu_trig), cmocka_unit_test(test_conv),
+        cmocka_unit_test(test_gather_nd), cmocka_unit_test(test_rms_norm),
+        cmocka_unit_test(test_attention), cmocka_unit_test(test_unary_attr),
+        cmocka_unit_test(test_variadic_extremes), cmocka_unit_test(test_scan_and_select),
+        cmocka_unit_test(test_max_ties), cmocka_unit_test(test_einsum_prod),
+        cmocka_unit_test(test_prod_zeros),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,8 +28,8 @@ static void ok(teexec_status *st)
 
 static int run_cmd(const char *args)
 {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s/tools/teexec' %s", getenv("TEEXEC_BUILD_ROOT"), args);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%.1000s/tools/teexec' %.7000s", getenv("TEEXEC_BUILD_ROOT"), args);
     int st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
@@ -81,6 +81,88 @@ static void check_model(const char *model)
 static void test_dump_grads_mlp(void **s) { (void)s; check_model("mlp"); }
 static void test_dump_grads_gpt2(void **s) { (void)s; check_model("gpt2_block"); }
 
+/* A token stream: windows of --seq tokens and the next-token labels,
+ * walked in order. Step 0 at lr 0 must give the loss of the model on
+ * ids = S[0:16], S[16:32] and labels = S[1:17], S[17:33], computed here
+ * through the trainer API. */
+static void test_token_stream(void **s)
+{
+    (void)s;
+    const char *root = getenv("TEEXEC_SOURCE_ROOT");
+    char dir[] = "/tmp/teexec_stream_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    enum { N = 100, T = 16, B = 2 };
+    uint16_t toks[N];
+    for (int i = 0; i < N; i++) toks[i] = (uint16_t)((i * 37 + 11) % 256);
+    int64_t n = N;
+    teexec_tensor *stream;
+    ok(teexec_tensor_create_copy(TEEXEC_DTYPE_UINT16, 1, &n, toks, sizeof toks, &stream));
+    char path[128];
+    snprintf(path, sizeof path, "%s/tokens.npy", dir);
+    ok(teexec_tensor_save_file(stream, path, "tokens"));
+    teexec_tensor_destroy(stream);
+    char model[1100], args[4096], out[128];
+    snprintf(model, sizeof model, "%.1000s/models/zoo/llama_dynamo/model.onnx", root);
+    snprintf(out, sizeof out, "%s/out.json", dir);
+    snprintf(args, sizeof args,
+             "train '%s' --device cpu --data '%s' --seq %d --batch %d --steps 1 --lr 0 --json > '%s'",
+             model, path, T, B, out);
+    assert_int_equal(run_cmd(args), 0);
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    char text[4096] = "";
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[len] = 0;
+    const char *l = strstr(text, "\"losses\"");
+    assert_non_null(l);
+    double got = strtod(strchr(l, '[') + 1, NULL);
+    assert_non_null(strstr(text, "\"tokens_per_step\": 32"));
+
+    int64_t ids[B * T], labels[B * T], dims[2] = {B, T};
+    for (int r = 0; r < B; r++)
+        for (int t = 0; t < T; t++) {
+            ids[r * T + t] = toks[r * T + t];
+            labels[r * T + t] = toks[r * T + t + 1];
+        }
+    teexec_model *m;
+    ok(teexec_model_load_file(model, NULL, &m));
+    teexec_train_options o;
+    teexec_train_options_init(&o);
+    o.device = TEEXEC_DEVICE_CPU;
+    o.loss = TEEXEC_LOSS_CROSS_ENTROPY;
+    o.lr = 0;
+    teexec_trainer *tr;
+    ok(teexec_trainer_create(m, &o, &tr));
+    teexec_tensor *ti, *tl;
+    ok(teexec_tensor_create_copy(TEEXEC_DTYPE_INT64, 2, dims, ids, sizeof ids, &ti));
+    ok(teexec_tensor_create_copy(TEEXEC_DTYPE_INT64, 2, dims, labels, sizeof labels, &tl));
+    const char *names[2] = {"input_ids", "labels"};
+    const teexec_tensor *ts[2] = {ti, tl};
+    double want;
+    ok(teexec_trainer_step(tr, 2, names, ts, &want));
+    assert_true(fabs(got - want) <= 1e-9 * fabs(want));
+    teexec_tensor_destroy(ti);
+    teexec_tensor_destroy(tl);
+    teexec_trainer_destroy(tr);
+    teexec_model_destroy(m);
+
+    /* usage: a stream needs --seq and --batch; --seq needs a stream */
+    snprintf(args, sizeof args, "train '%s' --data '%s' --steps 1 2> /dev/null", model, path);
+    assert_int_equal(run_cmd(args), 2);
+    snprintf(args, sizeof args,
+             "train '%s' --data '%.1000s/models/zoo/llama_dynamo/train.npz' --seq 4 2> /dev/null",
+             model, root);
+    assert_int_equal(run_cmd(args), 2);
+    /* a stream shorter than a window */
+    snprintf(args, sizeof args, "train '%s' --data '%s' --seq 200 --batch 1 2> /dev/null", model,
+             path);
+    assert_int_equal(run_cmd(args), 1);
+    unlink(out);
+    unlink(path);
+    rmdir(dir);
+}
+
 static void test_usage(void **s)
 {
     (void)s;
@@ -97,6 +179,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dump_grads_mlp),
         cmocka_unit_test(test_dump_grads_gpt2),
+        cmocka_unit_test(test_token_stream),
         cmocka_unit_test(test_usage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -60,16 +60,19 @@ def status(teexec, folder, a, tmp):
     row["run"] = f"{rel_l2(np.load(os.path.join(od, out_name + '.npy')), expected):.1e}" if rc == 0 \
         else "FAIL " + last_line(e)
 
-    rc, o, e = sh([teexec, "plan", model, "--explain"])
-    row["dpa"] = str(o.count("DotProductAttention")) if rc == 0 else "FAIL " + last_line(e)
     rc, o, e = sh([teexec, "plan", model, "--json"])
     if rc == 0:
         try:
-            cov = json.loads(o).get("coverage")
+            doc = json.loads(o)
+            notes = [n for n in doc.get("lowering", []) if n.get("pattern") == "DotProductAttention"]
+            row["dpa"] = f"{sum(1 for n in notes if n.get('lowered'))}/{len(notes)}"
+            cov = doc.get("coverage")
             if cov:
                 row["te_flops"] = f"{100 * cov.get('flops_share', 0):.1f}%"
         except ValueError:
-            pass
+            row["dpa"] = "bad json"
+    else:
+        row["dpa"] = "FAIL " + last_line(e)
 
     conv = os.path.join(tmp, name, "conv.onnx")
     rc, o, e = sh([teexec, "convert", model, conv])
@@ -91,6 +94,11 @@ def status(teexec, folder, a, tmp):
             row["grads"] = "FAIL " + last_line(e)
         else:
             ref = np.load(os.path.join(folder, "expected", "grads.npz"))
+            # A gradient that is zero in exact arithmetic (a key bias under
+            # softmax) is rounding noise in both: compare every gradient on
+            # at least a thousandth of the average parameter's scale.
+            total = np.sqrt(sum(float((ref[k].astype(np.float64) ** 2).sum()) for k in ref.files))
+            floor = 1e-3 * total / np.sqrt(max(len(ref.files), 1))
             worst, worst_name, missing = 0.0, "", []
             for k in ref.files:
                 f = os.path.join(gd, k.replace("/", "_") + ".npy")
@@ -99,9 +107,11 @@ def status(teexec, folder, a, tmp):
                     continue
                 g = np.load(f)
                 r = ref[k]
-                if meta["params"].get(k, {}).get("how") == "broadcast":
-                    g = g.sum(axis=0, keepdims=True)
-                d = rel_l2(g, r)
+                if meta["params"].get(k, {}).get("how") == "broadcast" and g.shape[1:] == r.shape[1:]:
+                    # trained as one tensor: every copy holds the whole gradient (PyTorch's sum)
+                    r = np.broadcast_to(r, g.shape)
+                d = float(np.linalg.norm(g.astype(np.float64) - r) / max(np.linalg.norm(r), floor)) \
+                    if g.shape == r.shape else float("inf")
                 if d > worst:
                     worst, worst_name = d, k
             extra = [os.path.basename(p)[:-4] for p in glob.glob(os.path.join(gd, "*.npy"))

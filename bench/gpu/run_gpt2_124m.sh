@@ -1,0 +1,58 @@
+#!/bin/bash
+# GPT-2 124M (nanoGPT layout) on the GPU machine, in one run (issues 14, 15):
+#  1. bench/gpu/torch_gpt2_124m.py exports it with both exporters, writes a
+#     learnable token stream, and trains the same weights in PyTorch (bf16
+#     autocast, fused AdamW; eager for the loss curve, torch.compile for
+#     speed);
+#  2. `teexec plan --explain` and `teexec convert` of both exports: every
+#     attention block must be lowered;
+#  3. `teexec train --device cuda --dtype bf16 --data tokens.npy --seq T`
+#     on both exports (recipe none) and on the dynamo one under fp8-current;
+#  4. the table: tokens/s against PyTorch eager and torch.compile, and the
+#     largest relative loss difference at every 10th step.
+# Binaries come from CARRY_DIR (bench/gpu/pack_carry.sh). The models stay in
+# WORK (500 MB each); OUT gets the logs and JSON.
+#
+#   CARRY_DIR=.carry/lead OUT=/tmp/o bash bench/gpu/run_gpt2_124m.sh
+#   env: BATCH SEQ STEPS (8 1024 200), RECIPES ("none fp8-current"), WORK
+set -u
+C=${CARRY_DIR:-.carry/lead}
+OUT=${OUT:-/tmp/gpt2-124m}
+WORK=${WORK:-/tmp/gpt2-124m-work}
+B=${BATCH:-8}; T=${SEQ:-1024}; S=${STEPS:-200}; RECIPES=${RECIPES:-none fp8-current}
+mkdir -p "$OUT" "$WORK"
+export LD_LIBRARY_PATH=$PWD/$C:$PWD/$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export PYTHONUNBUFFERED=1
+X="$C/teexec"
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  echo "GPT-2 124M batch=$B seq=$T steps=$S"
+  python3 bench/gpu/torch_gpt2_124m.py --out "$WORK" --batch "$B" --seq "$T" --steps "$S" 2>&1 |
+    grep -v -i warning
+  for e in dynamo torchscript; do
+    m="$WORK/gpt2_124m_$e/model.onnx"
+    [ -f "$m" ] || { echo "$e: no export"; continue; }
+    timeout 300 "$X" plan "$m" --train --explain > "$OUT/plan_$e.txt" 2>&1
+    echo "plan $e: rc=$? attention lowered $(grep -c '^  lowered  DotProductAttention' "$OUT/plan_$e.txt"), declined $(grep -c '^  declined DotProductAttention' "$OUT/plan_$e.txt"); $(grep '^coverage' "$OUT/plan_$e.txt")"
+    timeout 300 "$X" convert "$m" "$WORK/converted_$e.onnx" 2>&1 | tail -n 1
+  done
+  for e in dynamo torchscript; do
+    m="$WORK/gpt2_124m_$e/model.onnx"
+    [ -f "$m" ] || continue
+    for r in $RECIPES; do
+      [ "$e" = torchscript ] && [ "$r" != none ] && continue
+      f="$WORK/teexec_${e}_$r.json"
+      timeout 400 "$X" train "$m" --device cuda --dtype bf16 --recipe "$r" --data "$WORK/tokens.npy" \
+        --seq "$T" --batch "$B" --steps "$S" --lr 6e-4 --json > "$f" 2> "$f.err"
+      rc=$?
+      echo "teexec train $e $r: rc=$rc $(tail -n 2 "$f.err" | tr '\n' ' ')"
+      [ $rc = 0 ] || rm -f "$f"
+      rm -f "$f.err"
+    done
+  done
+  echo
+  python3 bench/gpu/torch_gpt2_124m.py --compare "$WORK"
+  cp "$WORK"/torch.json "$OUT/" 2>/dev/null
+  cp "$WORK"/teexec_*.json "$OUT/" 2>/dev/null
+} 2>&1 | tee "$OUT/gpt2_124m.log"

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""PyTorch side of bench/gpu/run_gpt2_124m.sh (runs on the GPU machine).
+
+    python3 bench/gpu/torch_gpt2_124m.py --out DIR [--batch 8 --seq 1024 --steps 200]
+    python3 bench/gpu/torch_gpt2_124m.py --compare DIR
+
+1. The nanoGPT-layout GPT-2 124M of models/zoo/make_zoo.py (vocab 50304, 12 x
+   768, tied embeddings, learned positions, SDPA causal, tanh GELU), its
+   weights from make_zoo's seed, exported by both exporters to
+   DIR/gpt2_124m_{dynamo,torchscript}/model.onnx with input [batch, seq].
+2. DIR/tokens.npy: a fixed, learnable token stream (uint16): a random
+   bigram chain where each token has 4 likely successors, so the loss falls
+   from ~ln(50257) towards ~ln(4) and a wrong gradient shows.
+3. Trains the same weights in PyTorch on the same windows that
+   `teexec train --data DIR/tokens.npy --seq T --batch B` walks (row r of
+   step s starts at ((s*B + r) * T) mod (N - T)): bf16 autocast, fused
+   AdamW (lr 6e-4, betas 0.9/0.999, eps 1e-8, weight decay 0.01, teexec's
+   betas, eps and decay), `--steps` steps eager (the reference loss curve,
+   DIR/torch_losses.npy) and a shorter run under torch.compile for speed.
+   Writes DIR/torch.json: tokens/s of both, peak device memory
+   (max_memory_allocated) of the eager step.
+4. --compare DIR reads DIR/torch.json, DIR/torch_losses.npy and
+   DIR/teexec_*.json (`teexec train --json`) and prints the table: tokens/s
+   and ratios, and the largest relative loss difference at every 10th step.
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "models", "zoo"))
+
+VOCAB, LAYERS, HEADS, WIDTH, BLOCK = 50304, 12, 12, 768, 1024
+ADAMW = dict(lr=6e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+
+
+def build(torch, make_zoo):
+    """The 124M with make_zoo.gpt2_124m's weights (same seed, same order)."""
+    torch.manual_seed(1234)
+    model = make_zoo.nanogpt_class()(VOCAB, BLOCK, LAYERS, HEADS, WIDTH)
+    with torch.no_grad():
+        for _, p in model.named_parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, 0.02)
+    return model
+
+
+def token_stream(n, seed=7, vocab=50257, fan=4):
+    rng = np.random.default_rng(seed)
+    succ = rng.integers(0, vocab, size=(vocab, fan))
+    probs = np.array([0.55, 0.25, 0.15, 0.05])
+    toks = np.empty(n, np.uint16)
+    t = int(rng.integers(0, vocab))
+    choice = rng.choice(fan, size=n, p=probs)
+    for i in range(n):
+        toks[i] = t
+        t = int(succ[t, choice[i]])
+    return toks
+
+
+def windows(toks, s, b, t):
+    n = len(toks)
+    ids = np.empty((b, t), np.int64)
+    lab = np.empty((b, t), np.int64)
+    for r in range(b):
+        start = ((s * b + r) * t) % (n - t)
+        ids[r] = toks[start:start + t]
+        lab[r] = toks[start + 1:start + t + 1]
+    return ids, lab
+
+
+def train(torch, model, toks, a, steps, compiled):
+    import torch.nn.functional as F
+    model = model.cuda().train()
+    opt = torch.optim.AdamW(model.parameters(), fused=True, **ADAMW)
+    fwd = torch.compile(model) if compiled else model
+    losses, times = [], []
+    torch.cuda.reset_peak_memory_stats()
+    for s in range(steps):
+        ids, lab = windows(toks, s, a.batch, a.seq)
+        x = torch.from_numpy(ids).cuda()
+        y = torch.from_numpy(lab).cuda()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = fwd(x)
+        loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.view(-1))
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+        losses.append(loss.item())
+    peak = torch.cuda.max_memory_allocated()
+    skip = min(10, steps - 1)
+    tps = a.batch * a.seq * (steps - skip) / sum(times[skip:])
+    return losses, tps, peak
+
+
+def make(a):
+    import torch
+    import make_zoo
+    os.makedirs(a.out, exist_ok=True)
+    n = a.steps * a.batch * a.seq + a.seq + 1
+    toks = token_stream(n)
+    np.save(os.path.join(a.out, "tokens.npy"), toks)
+    log = lambda m: print(m, flush=True)
+    if not a.no_export:
+        model = build(torch, make_zoo).eval()
+        w = make_zoo.make_wrapper(model, "nanogpt", ["input_ids"]).eval()
+        ids = torch.from_numpy(windows(toks, 0, a.batch, a.seq)[0])
+        for exporter in ("dynamo", "torchscript"):
+            path = os.path.join(a.out, f"gpt2_124m_{exporter}", "model.onnx")
+            t0 = time.time()
+            try:
+                make_zoo.export(w, (ids,), ["input_ids"], "logits", path, exporter)
+                log(f"exported {path}: {os.path.getsize(path) / 1e6:.1f} MB in {time.time() - t0:.0f} s")
+            except Exception as e:  # reported; the other exporter still runs
+                log(f"export {exporter} FAILED: {str(e).splitlines()[-1][:300] if str(e) else repr(e)}")
+    res = {"batch": a.batch, "seq": a.seq, "steps": a.steps, "adamw": {**ADAMW, "betas": list(ADAMW["betas"])}}
+    losses, tps, peak = train(torch, build(torch, make_zoo), toks, a, a.steps, False)
+    np.save(os.path.join(a.out, "torch_losses.npy"), np.array(losses, np.float64))
+    res["eager"] = {"tokens_per_s": tps, "peak_bytes": peak, "loss_first": losses[0], "loss_last": losses[-1]}
+    log(f"torch eager: {tps / 1e3:.1f}k tokens/s, peak {peak / 2**30:.2f} GiB, loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+    if not a.no_compile:
+        _, tps_c, peak_c = train(torch, build(torch, make_zoo), toks, a, a.compile_steps, True)
+        res["compile"] = {"tokens_per_s": tps_c, "peak_bytes": peak_c}
+        log(f"torch compile: {tps_c / 1e3:.1f}k tokens/s, peak {peak_c / 2**30:.2f} GiB")
+    with open(os.path.join(a.out, "torch.json"), "w") as f:
+        json.dump(res, f, indent=1)
+
+
+def compare(d):
+    t = json.load(open(os.path.join(d, "torch.json")))
+    ref = np.load(os.path.join(d, "torch_losses.npy"))
+    eager = t["eager"]["tokens_per_s"]
+    comp = t.get("compile", {}).get("tokens_per_s")
+    print(f"{'run':34s} {'tokens/s':>10s} {'x eager':>8s} {'x compile':>9s} {'worst loss diff':>16s}")
+    print(f"{'torch eager (bf16 autocast)':34s} {eager:10.0f} {1.0:8.2f} {eager / comp if comp else float('nan'):9.2f}")
+    if comp:
+        print(f"{'torch.compile':34s} {comp:10.0f} {comp / eager:8.2f} {1.0:9.2f}")
+    for f in sorted(glob.glob(os.path.join(d, "teexec_*.json"))):
+        try:
+            r = json.load(open(f))
+        except ValueError:
+            print(f"{os.path.basename(f):34s} (no result)")
+            continue
+        tps = r.get("tokens_per_s", 0.0)
+        got = np.array(r["losses"], np.float64)
+        k = np.arange(0, min(len(got), len(ref)), 10)
+        worst = float(np.max(np.abs(got[k] - ref[k]) / np.abs(ref[k]))) if len(k) else float("nan")
+        print(f"{os.path.basename(f)[7:-5]:34s} {tps:10.0f} {tps / eager:8.2f} "
+              f"{tps / comp if comp else float('nan'):9.2f} {100 * worst:15.2f}%")
+    print(f"torch eager peak device memory: {t['eager']['peak_bytes'] / 2**30:.2f} GiB")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out")
+    ap.add_argument("--compare")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--compile-steps", type=int, default=40)
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--no-export", action="store_true")
+    a = ap.parse_args()
+    if a.compare:
+        compare(a.compare)
+    elif a.out:
+        make(a)
+    else:
+        ap.error("--out DIR or --compare DIR")
+
+
+if __name__ == "__main__":
+    main()
