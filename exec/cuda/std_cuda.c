@@ -153,6 +153,10 @@ tx_std_family tx_std_family_of(tx_std_kind k)
     case TX_SK_TRT_MXFP8_Q:
     case TX_SK_TRT_MXFP8_DQ:
     case TX_SK_TRT_FP4_Q: return TX_SF_QUANT;
+    case TX_SK_CONV:
+    case TX_SK_GATHER_ND:
+    case TX_SK_RMSNORM:
+    case TX_SK_ATTENTION: return TX_SF_NN;
     default: return TX_SF_SHAPE;
     }
 }
@@ -210,6 +214,7 @@ void tx_cuda_std_node_free(tx_cuda_std_node *n)
     free(n->out);
     free(n->cp);
     free(n->vst);
+    free(n->vbg);
     free(n->lit);
     free(n->steps);
     if (n->own_gemm) tx_gemm_lt_destroy(n->gemm);
@@ -226,6 +231,7 @@ static size_t extra_outputs(tx_std_kind k)
     case TX_SK_TRT_MXFP8_Q:
     case TX_SK_TRT_FP4_Q: return 1;
     case TX_SK_LAYERNORM: return 2;
+    case TX_SK_ATTENTION: return 3;
     default: return 0;
     }
 }
@@ -266,6 +272,7 @@ teexec_status *tx_cuda_std_prepare(const tx_cuda_std_desc *d, tx_cuda_std_node *
         case TX_SF_REDUCE: st = tx_std_prep_reduce(n, d); break;
         case TX_SF_LINALG: st = tx_std_prep_linalg(n, d); break;
         case TX_SF_QUANT: st = tx_std_prep_quant(n, d); break;
+        case TX_SF_NN: st = tx_std_prep_nn(n, d); break;
         }
     }
     if (st) {
@@ -309,6 +316,7 @@ teexec_status *tx_cuda_std_forward(tx_cuda_std_node *n, const tx_tensor *const *
     case TX_SF_REDUCE: return tx_std_fwd_reduce(n, in, out, scratch, stream);
     case TX_SF_LINALG: return tx_std_fwd_linalg(n, in, out, scratch, stream);
     case TX_SF_QUANT: return tx_std_fwd_quant(n, in, out, scratch, stream);
+    case TX_SF_NN: return tx_std_fwd_nn(n, in, out, scratch, stream);
     }
     return tx_std_node_err(n->node, TEEXEC_ERR_INTERNAL, "unknown kind");
 }
@@ -326,6 +334,7 @@ teexec_status *tx_cuda_std_backward(tx_cuda_std_node *n, const tx_tensor *const 
     case TX_SF_REDUCE: return tx_std_bwd_reduce(n, in, out, gout, gin, scratch, stream);
     case TX_SF_LINALG: return tx_std_bwd_linalg(n, in, out, gout, gin, scratch, stream);
     case TX_SF_QUANT: break;
+    case TX_SF_NN: return tx_std_bwd_nn(n, in, out, gout, gin, scratch, stream);
     }
     return tx_std_node_err(n->node, TEEXEC_ERR_INTERNAL, "unknown kind");
 }

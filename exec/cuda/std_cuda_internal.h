@@ -11,7 +11,8 @@
  *   std_cuda_reduce.c  reductions, ArgMax/ArgMin, TopK, CumSum, Softmax,
  *                      LayerNormalization;
  *   std_cuda_linalg.c  MatMul, Gemm, Einsum;
- *   std_cuda_quant.c   QuantizeLinear, DequantizeLinear, the trt Q/DQ ops.
+ *   std_cuda_quant.c   QuantizeLinear, DequantizeLinear, the trt Q/DQ ops;
+ *   std_cuda_nn.c      Conv, GatherND, RMSNormalization, Attention.
  *
  * Ownership and thread-safety: as std_cuda.h.
  */
@@ -21,6 +22,8 @@
 #include "exec/cuda/std_cuda.h"
 #include "exec/cuda/std_cuda_ops.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cuda/std_attn.h"
+#include "kernels/cuda/std_conv.h"
 #include "kernels/cuda/std_linalg.h"
 #include "kernels/cuda/std_ops.h"
 #include "kernels/cuda/std_qdq.h"
@@ -60,7 +63,9 @@ struct tx_cuda_std_node {
     float alpha;
     double clip_lo, clip_hi;
     bool clip_lo_host, clip_hi_host;
+    double clip_lo_attr, clip_hi_attr; /* Clip-6's bounds as written (its backward's) */
     int64_t (*vst)[TX_STD_MAX_RANK]; /* Min/Max/Sum/Mean: each input's strides */
+    tx_cuda_bgrad *vbg;              /* ... and grad plans */
     /* reductions and axis ops */
     tx_cuda_reduce_plan rp;
     tx_reduce_op red;
@@ -69,7 +74,7 @@ struct tx_cuda_std_node {
                            * Trilu: upper; IsInf: detect_positive, detect_negative */
     int64_t k;            /* TopK k; Trilu's k when known */
     int axis;
-    size_t idx_off;       /* TopK: scratch for omitted indices */
+    size_t idx_off, val_off; /* TopK: scratch for omitted indices; backward's values */
     /* Shape / Size / Constant / ConstantOfShape */
     uint8_t *lit;
     size_t lit_bytes;
@@ -93,6 +98,10 @@ struct tx_cuda_std_node {
     bool acc_a, acc_b;     /* grad summed over broadcast batches in FP32 scratch */
     size_t ws_off, acc_a_off, acc_b_off;
     tx_cuda_einsum_plan ep;
+    tx_cuda_einsum_bwd_plan ebp[TX_CUDA_EINSUM_INPUTS];
+    /* Conv, GatherND, Attention */
+    tx_cuda_conv cv;
+    tx_cuda_attn at;
     /* Q/DQ: element -> scale index */
     tx_cuda_qmap qm;
 };
@@ -160,6 +169,13 @@ teexec_status *tx_std_bwd_linalg(tx_cuda_std_node *n, const tx_tensor *const *in
                                  const tx_tensor *const *out, const tx_tensor *const *gout,
                                  tx_tensor *const *gin, void *scratch, void *stream);
 
+teexec_status *tx_std_prep_nn(tx_cuda_std_node *n, const tx_cuda_std_desc *d);
+teexec_status *tx_std_fwd_nn(tx_cuda_std_node *n, const tx_tensor *const *in,
+                             tx_tensor *const *out, void *scratch, void *stream);
+teexec_status *tx_std_bwd_nn(tx_cuda_std_node *n, const tx_tensor *const *in,
+                             const tx_tensor *const *out, const tx_tensor *const *gout,
+                             tx_tensor *const *gin, void *scratch, void *stream);
+
 teexec_status *tx_std_prep_quant(tx_cuda_std_node *n, const tx_cuda_std_desc *d);
 teexec_status *tx_std_fwd_quant(tx_cuda_std_node *n, const tx_tensor *const *in,
                                 tx_tensor *const *out, void *scratch, void *stream);
@@ -170,7 +186,8 @@ typedef enum tx_std_family {
     TX_SF_MATH,
     TX_SF_REDUCE,
     TX_SF_LINALG,
-    TX_SF_QUANT
+    TX_SF_QUANT,
+    TX_SF_NN
 } tx_std_family;
 tx_std_family tx_std_family_of(tx_std_kind k);
 

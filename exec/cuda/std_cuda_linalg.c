@@ -222,6 +222,60 @@ static teexec_status *prep_gemm(tx_cuda_std_node *n, struct tx_gemm_lt *shared_g
     return NULL;
 }
 
+/* The backward's plan per input (exec/backward_std.c's bwd_einsum): the
+ * labels in use in ascending label order, every operand's stride per label
+ * (a dim of size 1 under a longer label adds none: it broadcasts) and the
+ * output's. */
+static teexec_status *einsum_bwd_plans(tx_cuda_std_node *n, const tx_einsum *e)
+{
+    enum { NL = TX_EINSUM_MAX_LABELS };
+    int used[NL], slot[NL], nu = 0;
+    bool in_use[NL] = {false};
+    for (size_t i = 0; i < n->n_in; i++)
+        for (int d = 0; d < e->in_rank[i]; d++) in_use[e->in_labels[i][d]] = true;
+    for (int l = 0; l < NL; l++) {
+        slot[l] = -1;
+        if (in_use[l]) {
+            slot[l] = nu;
+            used[nu++] = l;
+        }
+    }
+    if (nu > TX_CUDA_EINSUM_LABELS) return UNSUP("%d labels (the GPU takes %d)", nu, TX_CUDA_EINSUM_LABELS);
+    tx_cuda_einsum_bwd_plan base;
+    memset(&base, 0, sizeof base);
+    base.n_inputs = (int)n->n_in;
+    base.nlabels = nu;
+    for (int u = 0; u < nu; u++) base.size[u] = e->label_dim[used[u]];
+    for (size_t i = 0; i < n->n_in; i++) {
+        const tx_tensor *t = &n->in[i];
+        int64_t s = 1;
+        for (int d = e->in_rank[i] - 1; d >= 0; d--) {
+            int lab = e->in_labels[i][d];
+            if (t->dims[d] != 1 || e->label_dim[lab] == 1) base.stride[i][slot[lab]] += s;
+            s *= t->dims[d];
+        }
+    }
+    int64_t s = 1;
+    for (int d = e->out_rank - 1; d >= 0; d--) {
+        base.ostride[slot[e->out_labels[d]]] = s;
+        s *= e->label_dim[e->out_labels[d]];
+    }
+    for (size_t i = 0; i < n->n_in; i++) {
+        tx_cuda_einsum_bwd_plan *p = &n->ebp[i];
+        *p = base;
+        p->target = (int)i;
+        const tx_tensor *t = &n->in[i];
+        if (t->rank > TX_STD_RANK) return UNSUP("rank %d is above the GPU kernels'", (int)t->rank);
+        p->trank = t->rank;
+        for (int d = 0; d < t->rank; d++) {
+            int lab = e->in_labels[i][d];
+            p->tdims[d] = t->dims[d];
+            p->tlab[d] = t->dims[d] != 1 || e->label_dim[lab] == 1 ? slot[lab] : -1;
+        }
+    }
+    return NULL;
+}
+
 static teexec_status *prep_einsum(tx_cuda_std_node *n)
 {
     const tx_tensor *y = &n->out[0];
@@ -287,6 +341,7 @@ static teexec_status *prep_einsum(tx_cuda_std_node *n)
             }
         }
     }
+    if (!st) st = einsum_bwd_plans(n, e);
     free(e);
     return st;
 }
@@ -476,6 +531,19 @@ teexec_status *tx_std_bwd_linalg(tx_cuda_std_node *n, const tx_tensor *const *in
     switch (n->kind) {
     case TX_SK_MATMUL: return bwd_matmul(n, in, gout, gin, scratch, stream);
     case TX_SK_GEMM: return bwd_gemm(n, in, gout, gin, scratch, stream);
+    case TX_SK_EINSUM: {
+        const void *ins[TX_CUDA_EINSUM_INPUTS] = {NULL, NULL, NULL, NULL};
+        for (size_t i = 0; i < n->n_in; i++) ins[i] = in[i]->data;
+        for (size_t i = 0; i < n->n_in; i++) {
+            if (!gin[i]) continue;
+            if (!gout[0]) TX_TRY(tx_std_memset0(n, gin[i]->data, n->in[i].nbytes, stream));
+            else
+                TX_TRY(tx_std_at(n, tx_cuda_einsum_backward(&n->ebp[i], ins, gout[0]->data,
+                                                            gin[i]->data, n->in[i].dtype,
+                                                            stream)));
+        }
+        return NULL;
+    }
     default: return tx_std_node_err(n->node, TEEXEC_ERR_UNSUPPORTED, "no backward on the GPU");
     }
 }

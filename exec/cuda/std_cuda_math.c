@@ -135,6 +135,11 @@ static teexec_status *prep_clip(tx_cuda_std_node *n)
         TX_TRY(attr_bound(n, "min", -INFINITY, &n->clip_lo));
         TX_TRY(attr_bound(n, "max", INFINITY, &n->clip_hi));
         n->clip_lo_host = n->clip_hi_host = true;
+        float lo, hi;
+        TX_TRY(tx_ir_attr_float(n->node, "min", -INFINITY, &lo));
+        TX_TRY(tx_ir_attr_float(n->node, "max", INFINITY, &hi));
+        n->clip_lo_attr = lo;
+        n->clip_hi_attr = hi;
         return NULL;
     }
     for (size_t i = 1; i < 3; i++) {
@@ -153,7 +158,8 @@ static teexec_status *prep_variadic(tx_cuda_std_node *n)
     TX_TRY(tx_std_need_rank(n, y->rank));
     tx_shape ys = tx_shape_of(y);
     n->vst = calloc(n->n_in, sizeof *n->vst);
-    if (!n->vst) return tx_oom();
+    n->vbg = calloc(n->n_in, sizeof *n->vbg);
+    if (!n->vst || !n->vbg) return tx_oom();
     for (size_t i = 0; i < n->n_in; i++) {
         const tx_tensor *t = IN(n, i);
         if (!t) return UNSUP("input %zu is missing", i);
@@ -162,8 +168,9 @@ static teexec_status *prep_variadic(tx_cuda_std_node *n)
         if (t->rank > y->rank || !tx_shape_broadcastable_to(&ts, &ys))
             return UNSUP("input %zu does not broadcast to the output", i);
         tx_std_bcast_strides(t, y->rank, y->dims, n->vst[i]);
+        tx_std_bgrad_init(&n->vbg[i], y, n->vst[i]);
     }
-    n->scratch = tx_std_align((size_t)y->numel * 8);
+    n->scratch = tx_std_align((size_t)y->numel * 8); /* the accumulator; the backward's ties */
     return NULL;
 }
 
@@ -295,23 +302,71 @@ static teexec_status *bwd_bcast(tx_cuda_std_node *n, const tx_tensor *const *in,
     return NULL;
 }
 
+/* Sum / Mean: the output grad (over n for Mean) summed over each input's
+ * broadcast dims; Max / Min: split among the inputs holding the extreme. */
+static teexec_status *bwd_variadic(tx_cuda_std_node *n, const tx_tensor *const *in,
+                                   const tx_tensor *const *out, const tx_tensor *const *gout,
+                                   tx_tensor *const *gin, void *scratch, void *stream)
+{
+    const tx_tensor *y = &n->out[0];
+    tx_variadic_op op = (tx_variadic_op)n->op->sub;
+    bool extreme = op == TX_VARIADIC_MAX || op == TX_VARIADIC_MIN;
+    if (gout[0] && extreme)
+        for (size_t i = 0; i < n->n_in; i++)
+            TX_TRY(tx_std_at(n, tx_cuda_variadic_ties(i == 0, y->rank, y->dims, n->vst[i],
+                                                      in[i]->data, n->in[i].dtype, out[0]->data,
+                                                      y->dtype, scratch, stream)));
+    for (size_t i = 0; i < n->n_in; i++) {
+        if (!gin[i]) continue;
+        if (!gout[0]) {
+            TX_TRY(tx_std_memset0(n, gin[i]->data, n->in[i].nbytes, stream));
+            continue;
+        }
+        tx_cuda_bgrad p = n->vbg[i];
+        tx_cuda_bgrad_ops o = {.g = gout[0]->data, .g_dtype = y->dtype, .y = out[0]->data,
+                               .y_dtype = y->dtype, .scale = 1.0 / (double)n->n_in,
+                               .ties = scratch, .a = in[i]->data, .a_dtype = n->in[i].dtype};
+        memcpy(p.st_a, n->vst[i], sizeof p.st_a);
+        tx_std_grad_term term = extreme ? TX_STD_GT_EXTREME
+                                : op == TX_VARIADIC_MEAN ? TX_STD_GT_SCALE : TX_STD_GT_G;
+        TX_TRY(tx_std_at(n, tx_cuda_bcast_grad(term, &p, &o, gin[i]->data, n->in[i].dtype, stream)));
+    }
+    return NULL;
+}
+
 teexec_status *tx_std_bwd_math(tx_cuda_std_node *n, const tx_tensor *const *in,
                                const tx_tensor *const *out, const tx_tensor *const *gout,
                                tx_tensor *const *gin, void *scratch, void *stream)
 {
-    (void)scratch;
     switch (n->kind) {
     case TX_SK_ARITH:
         if (!n->ew_path) break;
         return bwd_bcast(n, in, out, gout, gin, stream);
     case TX_SK_WHERE: return bwd_bcast(n, in, out, gout, gin, stream);
+    case TX_SK_VARIADIC: return bwd_variadic(n, in, out, gout, gin, scratch, stream);
     case TX_SK_UNARY:
         if (!tx_cuda_unary_has_backward(n->un)) break;
         if (!gin[0]) return NULL;
         if (!gout[0]) return tx_std_memset0(n, gin[0]->data, n->in[0].nbytes, stream);
-        return tx_std_at(n, tx_cuda_unary_backward(n->un, in[0]->data, out[0]->data,
+        return tx_std_at(n, tx_cuda_unary_backward(n->un, n->alpha, in[0]->data, out[0]->data,
                                                    gout[0]->data, gin[0]->data, n->in[0].dtype,
                                                    (size_t)n->in[0].numel, stream));
+    case TX_SK_CLIP: {
+        if (!gin[0]) return NULL;
+        if (!gout[0]) return tx_std_memset0(n, gin[0]->data, n->in[0].nbytes, stream);
+        const void *lo = NULL, *hi = NULL;
+        double lov = -INFINITY, hiv = INFINITY;
+        if (n->clip_lo_host) {
+            lov = n->clip_lo_attr;
+            hiv = n->clip_hi_attr;
+        } else {
+            if (IN(n, 1)) lo = in[1]->data;
+            if (IN(n, 2)) hi = in[2]->data;
+        }
+        return tx_std_at(n, tx_cuda_clip_backward(in[0]->data, gout[0]->data, gin[0]->data,
+                                                  n->in[0].dtype, (size_t)n->in[0].numel, lo, lov,
+                                                  hi, hiv, stream));
+    }
     default: break;
     }
     return tx_std_node_err(n->node, TEEXEC_ERR_UNSUPPORTED, "no backward on the GPU");

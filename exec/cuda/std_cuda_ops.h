@@ -49,6 +49,10 @@ typedef enum tx_std_kind {
     TX_SK_MATMUL,
     TX_SK_GEMM,
     TX_SK_EINSUM,
+    TX_SK_CONV,
+    TX_SK_GATHER_ND,
+    TX_SK_RMSNORM,
+    TX_SK_ATTENTION,
     TX_SK_REDUCE,          /* sub: tx_reduce_op */
     TX_SK_ARG,             /* ArgMax (sub 1), ArgMin (sub 0) */
     TX_SK_TOPK,

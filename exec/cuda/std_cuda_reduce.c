@@ -9,6 +9,7 @@
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/std_cast.h"
 #include "kernels/cuda/std_norm.h"
+#include "kernels/cuda/std_shape.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,8 @@ static teexec_status *prep_reduce(tx_cuda_std_node *n)
         if (red[k]) count *= (uint64_t)x->dims[k];
     }
     n->red_scale = n->red == TX_REDUCE_MEAN && count ? 1.0 / (double)count : 1.0;
+    if (n->red == TX_REDUCE_MAX || n->red == TX_REDUCE_MIN || n->red == TX_REDUCE_PROD)
+        n->scratch = tx_std_align(tx_cuda_reduce_backward_scratch(&n->rp));
     return NULL;
 }
 
@@ -123,8 +126,11 @@ static teexec_status *prep_topk(tx_cuda_std_node *n)
     split_axis(n, x, ax);
     n->k = k;
     n->flag_a = largest != 0; /* sorted or not, the result is sorted (as the CPU) */
+    /* the indices when the node has no indices output; the backward's
+     * values of a TopK made again */
     n->idx_off = 0;
-    n->scratch = tx_std_align((size_t)y->numel * sizeof(int64_t));
+    n->val_off = tx_std_align((size_t)y->numel * sizeof(int64_t));
+    n->scratch = n->val_off + tx_std_align(y->nbytes);
     return NULL;
 }
 
@@ -407,13 +413,42 @@ teexec_status *tx_std_bwd_reduce(tx_cuda_std_node *n, const tx_tensor *const *in
 {
     const tx_tensor *x0 = &n->in[0];
     tx_tensor *g0 = gin[0];
+    if ((n->kind == TX_SK_REDUCE || n->kind == TX_SK_CUMSUM || n->kind == TX_SK_TOPK) && g0 &&
+        !gout[0])
+        return tx_std_memset0(n, g0->data, x0->nbytes, stream);
     switch (n->kind) {
     case TX_SK_REDUCE:
-        if (n->red != TX_REDUCE_SUM && n->red != TX_REDUCE_MEAN) break;
         if (!g0) return NULL;
-        if (!gout[0]) return tx_std_memset0(n, g0->data, x0->nbytes, stream);
-        return tx_std_at(n, tx_cuda_reduce_backward(&n->rp, gout[0]->data, n->out[0].dtype,
-                                                    n->red_scale, g0->data, x0->dtype, stream));
+        if (n->red == TX_REDUCE_SUM || n->red == TX_REDUCE_MEAN)
+            return tx_std_at(n, tx_cuda_reduce_backward(&n->rp, gout[0]->data, n->out[0].dtype,
+                                                        n->red_scale, g0->data, x0->dtype,
+                                                        stream));
+        return tx_std_at(n, tx_cuda_reduce_backward_select(n->red, &n->rp, in[0]->data, x0->dtype,
+                                                           out[0]->data, n->out[0].dtype,
+                                                           gout[0]->data, n->out[0].dtype,
+                                                           g0->data, scratch, stream));
+    case TX_SK_CUMSUM:
+        /* the adjoint of a running sum: the running sum the other way */
+        if (!g0) return NULL;
+        return tx_std_at(n, tx_cuda_cumsum(n->flag_a, !n->flag_b, gout[0]->data, g0->data,
+                                           x0->dtype, n->outer, n->len, n->inner, stream));
+    case TX_SK_TOPK: {
+        if (!g0) return NULL;
+        const int64_t *idx;
+        if (n->n_out > 1 && out[1]) {
+            idx = out[1]->data;
+        } else {
+            /* the same selection again */
+            int64_t *ix = at_off(scratch, n->idx_off);
+            TX_TRY(tx_std_at(n, tx_cuda_topk(n->flag_a, (size_t)n->k, in[0]->data, x0->dtype,
+                                             n->outer, n->len, n->inner,
+                                             at_off(scratch, n->val_off), ix, stream)));
+            idx = ix;
+        }
+        return tx_std_at(n, tx_cuda_topk_backward(gout[0]->data, n->out[0].dtype, idx, n->outer,
+                                                  (size_t)n->k, n->len, n->inner, g0->data,
+                                                  stream));
+    }
     case TX_SK_SOFTMAX:
         if (!g0) return NULL;
         if (!gout[0]) return tx_std_memset0(n, g0->data, x0->nbytes, stream);

@@ -506,6 +506,29 @@ teexec_status *tx_std_bwd_shape(tx_cuda_std_node *n, const tx_tensor *const *in,
         return tx_std_at(n, tx_cuda_bcast_grad(TX_STD_GT_G, &n->bg[0], &o, g0->data, x0->dtype,
                                                stream));
     }
+    case TX_SK_TILE:
+        if (!g0) return NULL;
+        if (!gout[0]) return tx_std_memset0(n, g0->data, x0->nbytes, stream);
+        return tx_std_at(n, tx_cuda_tile_backward(x0->rank, x0->dims, n->out[0].dims,
+                                                  gout[0]->data, x0->dtype, g0->data, stream));
+    case TX_SK_GATHER_ELEMENTS:
+        if (!g0) return NULL;
+        if (!gout[0]) return tx_std_memset0(n, g0->data, x0->nbytes, stream);
+        return tx_std_at(n, tx_cuda_gather_elements_backward(x0->rank, x0->dims, n->in[1].dims,
+                                                             n->axis, in[1]->data,
+                                                             n->in[1].dtype, gout[0]->data,
+                                                             x0->dtype, g0->data, stream));
+    case TX_SK_TRILU: {
+        /* the gradient passes where the forward kept the element */
+        if (!g0) return NULL;
+        if (!gout[0]) return tx_std_memset0(n, g0->data, x0->nbytes, stream);
+        const tx_tensor *k = IN(n, 1);
+        const int64_t *kd = k && !k->data ? (const int64_t *)in[1]->data : NULL;
+        int64_t rows = x0->dims[x0->rank - 2], cols = x0->dims[x0->rank - 1];
+        size_t mats = rows && cols ? (size_t)(x0->numel / (uint64_t)(rows * cols)) : 0;
+        return tx_std_at(n, tx_cuda_trilu(n->flag_a, kd, n->k, gout[0]->data, g0->data, esz,
+                                          mats, rows, cols, stream));
+    }
     default: return tx_std_node_err(n->node, TEEXEC_ERR_UNSUPPORTED, "no backward on the GPU");
     }
 }

@@ -283,6 +283,24 @@ __global__ void variadic_finish_kernel(int op, int dom, double count, const void
     }
 }
 
+/* ties[i] (+)= (x[i through st] == y[i]): the count of inputs holding the
+ * extreme, for Max / Min's backward. */
+__global__ void ties_kernel(int first, var_plan p, const void *x, int xt, const void *y, int yt,
+                            double *ties, uint64_t n)
+{
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        uint64_t rem = i;
+        int64_t ox = 0;
+        for (int k = p.rank - 1; k >= 0; k--) {
+            ox += (int64_t)(rem % (uint64_t)p.dims[k]) * p.st[k];
+            rem /= (uint64_t)p.dims[k];
+        }
+        double hit = ld_f64(x, (size_t)ox, xt) == ld_f64(y, i, yt) ? 1.0 : 0.0;
+        ties[i] = first ? hit : ties[i] + hit;
+    }
+}
+
 int var_dom(teexec_dtype dt)
 {
     tx_std_dom d = tx_std_dom_of(dt);
@@ -360,5 +378,26 @@ extern "C" teexec_status *tx_cuda_variadic_finish(tx_variadic_op op, size_t coun
     variadic_finish_kernel<<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>(
         (int)op, dom, (double)count, acc, y, (int)dt, (uint64_t)n);
     TX_CUDA_LAUNCHED("variadic finish");
+    return NULL;
+}
+
+extern "C" teexec_status *tx_cuda_variadic_ties(int first, int rank, const int64_t *dims,
+                                                const int64_t *st, const void *x,
+                                                teexec_dtype xt, const void *y, teexec_dtype yt,
+                                                double *ties, void *stream)
+{
+    if (rank < 0 || rank > TX_STD_RANK) return bad("variadic ties", "rank out of range");
+    var_plan p;
+    memset(&p, 0, sizeof p);
+    p.rank = rank;
+    for (int k = 0; k < rank; k++) {
+        p.dims[k] = dims[k];
+        p.st[k] = st[k];
+    }
+    uint64_t n = numel_of(rank, dims);
+    if (!n) return NULL;
+    ties_kernel<<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>(first, p, x, (int)xt, y,
+                                                                    (int)yt, ties, n);
+    TX_CUDA_LAUNCHED("variadic ties");
     return NULL;
 }

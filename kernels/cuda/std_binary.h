@@ -53,6 +53,13 @@ teexec_status *tx_cuda_variadic_step(tx_variadic_op op, int first, int rank,
 teexec_status *tx_cuda_variadic_finish(tx_variadic_op op, size_t count, const void *acc,
                                        void *y, teexec_dtype dt, size_t n, void *stream);
 
+/* Max / Min backward: ties (+)= (x == y) over the output's dims, x read
+ * through its broadcast strides (first assigns); ties FP64, the output's
+ * size. The grads are then tx_cuda_bcast_grad's EXTREME term. */
+teexec_status *tx_cuda_variadic_ties(int first, int rank, const int64_t *dims, const int64_t *st,
+                                     const void *x, teexec_dtype xt, const void *y,
+                                     teexec_dtype yt, double *ties, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

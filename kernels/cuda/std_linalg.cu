@@ -110,7 +110,80 @@ __global__ void einsum_kernel(tx_cuda_einsum_plan p, const void *in0, const void
     }
 }
 
+/* The gradient of input p.target: for each of its elements, the labels it
+ * binds (a repeated label off its diagonal binds nothing: 0), and the sum
+ * over the free labels, in the CPU rule's order, of dY times the others. */
+__global__ void einsum_bwd_kernel(tx_cuda_einsum_bwd_plan p, const void *in0, const void *in1,
+                                  const void *in2, const void *in3, const void *g, void *gx,
+                                  int dt, uint64_t n)
+{
+    const void *ins[TX_CUDA_EINSUM_INPUTS] = {in0, in1, in2, in3};
+    for (uint64_t e = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
+         e += (uint64_t)gridDim.x * blockDim.x) {
+        int64_t val[TX_CUDA_EINSUM_LABELS];
+        for (int l = 0; l < p.nlabels; l++) val[l] = -1;
+        uint64_t rem = e;
+        bool diag_ok = true;
+        for (int d = p.trank - 1; d >= 0; d--) {
+            int64_t c = (int64_t)(rem % (uint64_t)p.tdims[d]);
+            rem /= (uint64_t)p.tdims[d];
+            int l = p.tlab[d];
+            if (l < 0) continue;
+            if (val[l] < 0) val[l] = c;
+            else if (val[l] != c) diag_ok = false;
+        }
+        double acc = 0.0;
+        if (diag_ok) {
+            int free_l[TX_CUDA_EINSUM_LABELS], nf = 0;
+            uint64_t total = 1;
+            for (int l = 0; l < p.nlabels; l++)
+                if (val[l] < 0) {
+                    free_l[nf++] = l;
+                    val[l] = 0;
+                    total *= (uint64_t)p.size[l];
+                }
+            for (uint64_t t = 0; t < total; t++) {
+                int64_t yo = 0;
+                for (int l = 0; l < p.nlabels; l++) yo += val[l] * p.ostride[l];
+                double prod = ld_f64(g, (size_t)yo, dt);
+                for (int k = 0; k < p.n_inputs; k++) {
+                    if (k == p.target) continue;
+                    int64_t o = 0;
+                    for (int l = 0; l < p.nlabels; l++) o += val[l] * p.stride[k][l];
+                    prod *= ld_f64(ins[k], (size_t)o, dt);
+                }
+                acc += prod;
+                for (int f = nf - 1; f >= 0; f--) {
+                    int l = free_l[f];
+                    if (++val[l] < p.size[l]) break;
+                    val[l] = 0;
+                }
+            }
+        }
+        st_f64(gx, e, dt, acc);
+    }
+}
+
 } // namespace
+
+extern "C" teexec_status *tx_cuda_einsum_backward(const tx_cuda_einsum_bwd_plan *p,
+                                                  const void *const *inputs, const void *g,
+                                                  void *gx, teexec_dtype dt, void *stream)
+{
+    if (tx_std_dom_of(dt) != TX_DOM_F32) return bad("einsum backward", "grads must be float");
+    if (p->n_inputs < 1 || p->n_inputs > TX_CUDA_EINSUM_INPUTS || p->nlabels > TX_CUDA_EINSUM_LABELS ||
+        p->trank < 0 || p->trank > TX_STD_RANK || p->target < 0 || p->target >= p->n_inputs)
+        return bad("einsum backward", "plan out of range");
+    uint64_t n = 1;
+    for (int d = 0; d < p->trank; d++) n *= (uint64_t)p->tdims[d];
+    if (!n) return NULL;
+    const void *in[TX_CUDA_EINSUM_INPUTS] = {NULL, NULL, NULL, NULL};
+    for (int k = 0; k < p->n_inputs; k++) in[k] = inputs[k];
+    einsum_bwd_kernel<<<grid_for(n, 128), 128, 0, (cudaStream_t)stream>>>(
+        *p, in[0], in[1], in[2], in[3], g, gx, (int)dt, n);
+    TX_CUDA_LAUNCHED("einsum backward");
+    return NULL;
+}
 
 extern "C" int tx_cuda_naive_gemm_dtype_ok(teexec_dtype dt)
 {

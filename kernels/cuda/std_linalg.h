@@ -67,6 +67,24 @@ typedef struct tx_cuda_einsum_plan {
 teexec_status *tx_cuda_einsum(const tx_cuda_einsum_plan *p, const void *const *inputs, void *y,
                               teexec_dtype dt, void *stream);
 
+/* Einsum's backward for one input (the CPU rule, kernels' FP64 order):
+ * labels in use in ascending label order with their sizes, each input's
+ * and the output's stride per label (0 where absent), and the target
+ * input's dims with the label each binds (-1: a broadcast dim of size 1,
+ * which binds none). gx FLOAT / FLOAT16 / BFLOAT16, every element written. */
+typedef struct tx_cuda_einsum_bwd_plan {
+    int n_inputs, target, nlabels, trank;
+    int64_t size[TX_CUDA_EINSUM_LABELS];
+    int64_t stride[TX_CUDA_EINSUM_INPUTS][TX_CUDA_EINSUM_LABELS];
+    int64_t ostride[TX_CUDA_EINSUM_LABELS];
+    int64_t tdims[TX_STD_RANK];
+    int tlab[TX_STD_RANK];
+} tx_cuda_einsum_bwd_plan;
+
+teexec_status *tx_cuda_einsum_backward(const tx_cuda_einsum_bwd_plan *p,
+                                       const void *const *inputs, const void *g, void *gx,
+                                       teexec_dtype dt, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

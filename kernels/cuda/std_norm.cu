@@ -86,6 +86,20 @@ softmax_f64_kernel(const double *x, double *y, size_t len, size_t inner, int log
     }
 }
 
+__global__ void __launch_bounds__(kThreads)
+rms_f64_kernel(const double *x, const double *scale, double eps, double *y, size_t rows, size_t h)
+{
+    __shared__ double red[kThreads];
+    for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const double *xr = x + r * h;
+        double s = 0.0;
+        for (size_t i = threadIdx.x; i < h; i += kThreads) s += xr[i] * xr[i];
+        double ms = block_sum(s, red);
+        double inv = 1.0 / sqrt(ms / (double)h + eps);
+        for (size_t i = threadIdx.x; i < h; i += kThreads) y[r * h + i] = xr[i] * inv * scale[i];
+    }
+}
+
 unsigned blocks_for(size_t rows) { return rows < 132u * 16u ? (unsigned)rows : 132u * 16u; }
 
 } // namespace
@@ -111,5 +125,14 @@ extern "C" teexec_status *tx_cuda_softmax_f64(const double *x, double *y, size_t
     softmax_f64_kernel<<<blocks_for(lines), kThreads, 0, (cudaStream_t)stream>>>(
         x, y, len, inner, log_mode, lines);
     TX_CUDA_LAUNCHED("softmax (double)");
+    return NULL;
+}
+
+extern "C" teexec_status *tx_cuda_rmsnorm_f64(const double *x, const double *scale, double eps,
+                                              double *y, size_t rows, size_t h, void *stream)
+{
+    if (!rows) return NULL;
+    rms_f64_kernel<<<blocks_for(rows), kThreads, 0, (cudaStream_t)stream>>>(x, scale, eps, y, rows, h);
+    TX_CUDA_LAUNCHED("rmsnorm (double)");
     return NULL;
 }

@@ -9,6 +9,8 @@
  *   - LayerNormalization: x [rows, h], scale and bias [h] (bias may be
  *     NULL), y [rows, h]; mean and inv_std_dev [rows] (each may be NULL),
  *     all DOUBLE;
+ *   - RMSNormalization: x [rows, h], scale [h], y = x / sqrt(mean(x^2) + eps)
+ *     * scale, all DOUBLE;
  *   - Softmax / LogSoftmax over the middle dim of [outer, len, inner].
  *
  * Device pointers owned by the caller; asynchronous on `stream`.
@@ -28,6 +30,9 @@ extern "C" {
 teexec_status *tx_cuda_layernorm_f64(const double *x, const double *scale, const double *bias,
                                      double eps, double *y, double *mean, double *inv_std,
                                      size_t rows, size_t h, void *stream);
+
+teexec_status *tx_cuda_rmsnorm_f64(const double *x, const double *scale, double eps, double *y,
+                                   size_t rows, size_t h, void *stream);
 
 teexec_status *tx_cuda_softmax_f64(const double *x, double *y, size_t outer, size_t len,
                                    size_t inner, int log_mode, void *stream);

@@ -165,6 +165,10 @@ __device__ __forceinline__ double grad_term(int term, const tx_cuda_bgrad_ops &o
         return a > 0 ? g * (double)tx_ld(o.y, (size_t)og, o.y_dtype) * log(a) : 0.0;
     }
     case TX_STD_GT_WHERE_X: return o.cond[oc] ? g : 0.0;
+    case TX_STD_GT_EXTREME: {
+        double a = txs::ld_f64(o.a, (size_t)oa, o.a_dtype);
+        return a == (double)tx_ld(o.y, (size_t)og, o.y_dtype) ? g / o.ties[og] : 0.0;
+    }
     default: return o.cond[oc] ? 0.0 : g; /* WHERE_Y */
     }
 }

@@ -80,7 +80,8 @@ teexec_status *tx_cuda_where_forward(const tx_cuda_bcast *g, const uint8_t *cond
  *   MUL     g * b             DIV_A   g / b          DIV_B  -g * a / (b*b)
  *   POW_A   g * b * a^(b-1)   POW_B   g * y * ln a (a > 0, else 0)
  *   WHERE_X cond ? g : 0      WHERE_Y cond ? 0 : g
- *   SCALE   g * scale
+ *   SCALE   g * scale         EXTREME a == y ? g / ties : 0 (Max / Min, ties
+ *                                     per output element, contiguous as g)
  * Operand strides over the output's dims: g and y contiguous (st_g), a,
  * b, cond their broadcast strides. g and y are float dtypes; a and b any
  * numeric dtype (a Pow's exponent may be an integer). */
@@ -94,7 +95,8 @@ typedef enum tx_std_grad_term {
     TX_STD_GT_POW_B,
     TX_STD_GT_WHERE_X,
     TX_STD_GT_WHERE_Y,
-    TX_STD_GT_SCALE
+    TX_STD_GT_SCALE,
+    TX_STD_GT_EXTREME
 } tx_std_grad_term;
 
 typedef struct tx_cuda_bgrad {
@@ -111,6 +113,7 @@ typedef struct tx_cuda_bgrad_ops {
     const void *y; teexec_dtype y_dtype;
     const uint8_t *cond;
     double scale;                          /* SCALE */
+    const double *ties;                    /* EXTREME */
 } tx_cuda_bgrad_ops;
 
 /* Overwrites gx (gx_dtype FLOAT/BFLOAT16/FLOAT16). */

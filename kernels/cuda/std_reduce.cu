@@ -159,6 +159,55 @@ __global__ void reduce_bwd_kernel(bwd_plan p, const void *g, int gt, double scal
     }
 }
 
+/* Per output of ReduceMax / ReduceMin: how many inputs equal it (ties); of
+ * ReduceProd: the product of the nonzero inputs and the zero count. Each
+ * walks its reduced elements in memory order, as the CPU does. */
+__global__ void red_stats_kernel(int prod, red_plan q, const void *x, int xt, const void *y,
+                                 int yt, double *a, double *b, uint64_t n_target)
+{
+    for (uint64_t t = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n_target;
+         t += (uint64_t)gridDim.x * blockDim.x) {
+        int64_t base = kept_off(q, t);
+        double acc = prod ? 1.0 : 0.0, zeros = 0.0, yv = prod ? 0.0 : ld_f64(y, t, yt);
+        for (uint64_t j = 0; j < q.n_red; j++) {
+            double v = ld_f64(x, (size_t)(base + red_off(q, j)), xt);
+            if (prod) {
+                if (v == 0) zeros += 1;
+                else acc *= v;
+            } else if (v == yv) {
+                acc += 1;
+            }
+        }
+        a[t] = acc;
+        if (prod) b[t] = zeros;
+    }
+}
+
+/* gx for ReduceMax / Min (g / ties where x equals the extreme) or
+ * ReduceProd (g times the product of the others). */
+__global__ void red_bwd2_kernel(int prod, bwd_plan p, const void *x, int xt, const void *y,
+                                int yt, const void *g, int gt, const double *a, const double *b,
+                                void *gx, int gxt, uint64_t n)
+{
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        uint64_t rem = i;
+        int64_t o = 0;
+        for (int k = p.rank - 1; k >= 0; k--) {
+            o += (int64_t)(rem % (uint64_t)p.dims[k]) * p.gst[k];
+            rem /= (uint64_t)p.dims[k];
+        }
+        double xv = ld_f64(x, i, xt), gv = ld_f64(g, (size_t)o, gt), r;
+        if (prod) {
+            double z = b[o], d = z == 0 ? a[o] / xv : (z == 1 && xv == 0 ? a[o] : 0.0);
+            r = gv * d;
+        } else {
+            r = xv == ld_f64(y, (size_t)o, yt) ? gv / a[o] : 0.0;
+        }
+        st_f64(gx, i, gxt, r);
+    }
+}
+
 /* ---- ArgMax / ArgMin / TopK ------------------------------------------------------- */
 
 /* The CPU's order-preserving key (kernels/cpu/argmax_topk.c load_keys). */
@@ -319,6 +368,46 @@ uint64_t grid_lines(uint64_t lines) { return lines < 65535 ? lines : 65535; }
 
 } // namespace
 
+/* The kept / reduced split of a plan, and the output's element count. */
+static uint64_t make_red_plan(const tx_cuda_reduce_plan *p, red_plan *q)
+{
+    memset(q, 0, sizeof *q);
+    q->n_red = 1;
+    uint64_t n_target = 1;
+    int64_t s = 1, st[TX_STD_RANK];
+    for (int k = p->rank - 1; k >= 0; k--) {
+        st[k] = s;
+        s *= p->dims[k];
+    }
+    for (int k = 0; k < p->rank; k++) {
+        if (p->red[k]) {
+            q->rdims[q->nr] = p->dims[k];
+            q->rst[q->nr++] = st[k];
+            q->n_red *= (uint64_t)p->dims[k];
+        } else {
+            q->kdims[q->nk] = p->dims[k];
+            q->kst[q->nk++] = st[k];
+            n_target *= (uint64_t)p->dims[k];
+        }
+    }
+    return n_target;
+}
+
+static uint64_t make_bwd_plan(const tx_cuda_reduce_plan *p, bwd_plan *b)
+{
+    memset(b, 0, sizeof *b);
+    b->rank = p->rank;
+    uint64_t n = 1;
+    int64_t s = 1;
+    for (int k = p->rank - 1; k >= 0; k--) {
+        b->dims[k] = p->dims[k];
+        b->gst[k] = p->red[k] ? 0 : s;
+        if (!p->red[k]) s *= p->dims[k];
+        n *= (uint64_t)p->dims[k];
+    }
+    return n;
+}
+
 extern "C" int tx_cuda_reduce_dtype_ok(tx_reduce_op op, teexec_dtype dt)
 {
     tx_std_dom d = tx_std_dom_of(dt);
@@ -335,25 +424,7 @@ extern "C" teexec_status *tx_cuda_reduce(tx_reduce_op op, const tx_cuda_reduce_p
     if (!tx_cuda_reduce_dtype_ok(op, dt)) return bad("reduce", "dtype not supported for this op");
     if (p->rank < 0 || p->rank > TX_STD_RANK) return bad("reduce", "rank out of range");
     red_plan q;
-    memset(&q, 0, sizeof q);
-    q.n_red = 1;
-    uint64_t n_target = 1;
-    int64_t s = 1, st[TX_STD_RANK];
-    for (int k = p->rank - 1; k >= 0; k--) {
-        st[k] = s;
-        s *= p->dims[k];
-    }
-    for (int k = 0; k < p->rank; k++) {
-        if (p->red[k]) {
-            q.rdims[q.nr] = p->dims[k];
-            q.rst[q.nr++] = st[k];
-            q.n_red *= (uint64_t)p->dims[k];
-        } else {
-            q.kdims[q.nk] = p->dims[k];
-            q.kst[q.nk++] = st[k];
-            n_target *= (uint64_t)p->dims[k];
-        }
-    }
+    uint64_t n_target = make_red_plan(p, &q);
     if (!n_target) return NULL;
     cudaStream_t cs = (cudaStream_t)stream;
     tx_std_dom d = tx_std_dom_of(dt);
@@ -382,16 +453,7 @@ extern "C" teexec_status *tx_cuda_reduce_backward(const tx_cuda_reduce_plan *p, 
         return bad("reduce backward", "grads must be FLOAT, FLOAT16 or BFLOAT16");
     if (p->rank < 0 || p->rank > TX_STD_RANK) return bad("reduce backward", "rank out of range");
     bwd_plan b;
-    memset(&b, 0, sizeof b);
-    b.rank = p->rank;
-    uint64_t n = 1;
-    int64_t s = 1;
-    for (int k = p->rank - 1; k >= 0; k--) {
-        b.dims[k] = p->dims[k];
-        b.gst[k] = p->red[k] ? 0 : s;
-        if (!p->red[k]) s *= p->dims[k];
-        n *= (uint64_t)p->dims[k];
-    }
+    uint64_t n = make_bwd_plan(p, &b);
     if (!n) return NULL;
     reduce_bwd_kernel<<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>(
         b, g, (int)g_dtype, scale, gx, (int)gx_dtype, n);
@@ -449,5 +511,43 @@ extern "C" teexec_status *tx_cuda_cumsum(int exclusive, int reverse, const void 
     cumsum_kernel<<<grid_for(lanes, 128), 128, 0, (cudaStream_t)stream>>>(
         exclusive, reverse, x, y, (int)dt, tx_std_dom_float(d), n, inner, lanes);
     TX_CUDA_LAUNCHED("cumsum");
+    return NULL;
+}
+
+extern "C" size_t tx_cuda_reduce_backward_scratch(const tx_cuda_reduce_plan *p)
+{
+    red_plan q;
+    uint64_t n_target = make_red_plan(p, &q);
+    return (size_t)(2 * (n_target ? n_target : 1) * sizeof(double));
+}
+
+extern "C" teexec_status *tx_cuda_reduce_backward_select(tx_reduce_op op,
+                                                         const tx_cuda_reduce_plan *p,
+                                                         const void *x, teexec_dtype xt,
+                                                         const void *y, teexec_dtype yt,
+                                                         const void *g, teexec_dtype gt,
+                                                         void *gx, void *scratch, void *stream)
+{
+    if (op != TX_REDUCE_MAX && op != TX_REDUCE_MIN && op != TX_REDUCE_PROD)
+        return bad("reduce backward", "not ReduceMax, ReduceMin or ReduceProd");
+    if (tx_std_dom_of(gt) != TX_DOM_F32 || tx_std_dom_of(xt) != TX_DOM_F32)
+        return bad("reduce backward", "grads must be FLOAT, FLOAT16 or BFLOAT16");
+    if (p->rank < 0 || p->rank > TX_STD_RANK) return bad("reduce backward", "rank out of range");
+    red_plan q;
+    uint64_t n_target = make_red_plan(p, &q);
+    bwd_plan b;
+    uint64_t n = make_bwd_plan(p, &b);
+    if (!n) return NULL;
+    int prod = op == TX_REDUCE_PROD;
+    double *a = (double *)scratch, *z = a + (n_target ? n_target : 1);
+    cudaStream_t s = (cudaStream_t)stream;
+    if (n_target) {
+        red_stats_kernel<<<grid_for(n_target, 128), 128, 0, s>>>(prod, q, x, (int)xt, y, (int)yt,
+                                                                  a, z, n_target);
+        TX_CUDA_LAUNCHED("reduce backward statistics");
+    }
+    red_bwd2_kernel<<<grid_for(n, 256), 256, 0, s>>>(prod, b, x, (int)xt, y, (int)yt, g, (int)gt,
+                                                     a, z, gx, (int)xt, n);
+    TX_CUDA_LAUNCHED("reduce backward");
     return NULL;
 }

@@ -58,6 +58,17 @@ teexec_status *tx_cuda_reduce_backward(const tx_cuda_reduce_plan *p, const void 
                                        teexec_dtype g_dtype, double scale, void *gx,
                                        teexec_dtype gx_dtype, void *stream);
 
+/* ReduceMax / ReduceMin / ReduceProd backward (the CPU rules): Max / Min
+ * send g to every element equal to the extreme, split evenly among ties;
+ * Prod gives g times the product of the others (zeros counted, not divided
+ * by). x (and gx) of dtype xt, y (the forward output) yt, g gt, all FLOAT,
+ * FLOAT16 or BFLOAT16; scratch of tx_cuda_reduce_backward_scratch bytes. */
+size_t tx_cuda_reduce_backward_scratch(const tx_cuda_reduce_plan *p);
+teexec_status *tx_cuda_reduce_backward_select(tx_reduce_op op, const tx_cuda_reduce_plan *p,
+                                              const void *x, teexec_dtype xt, const void *y,
+                                              teexec_dtype yt, const void *g, teexec_dtype gt,
+                                              void *gx, void *scratch, void *stream);
+
 /* ArgMax (is_max 1) / ArgMin over the middle dim; y int64 [outer, inner].
  * n must be > 0 (the caller refuses an empty axis). */
 teexec_status *tx_cuda_argmax(int is_max, int select_last, const void *x, teexec_dtype dt,

@@ -59,6 +59,36 @@ teexec_status *tx_cuda_gather_elements(int rank, const int64_t *dims, const int6
                                        int axis, const void *data, size_t esz, const void *idx,
                                        teexec_dtype idx_dtype, void *out, void *stream);
 
+/* GatherND (batch_dims >= 0; int64 indices whose last dim indexes data's
+ * dims [batch_dims, batch_dims + k), negative from the end; an index out of
+ * range gives a zero slice, as Gather's). */
+teexec_status *tx_cuda_gather_nd(int rank, const int64_t *dims, int idx_rank,
+                                 const int64_t *idx_dims, int batch_dims, const void *data,
+                                 size_t esz, const int64_t *indices, void *out, void *stream);
+
+/* The backwards of the CPU trainer's rules, FLOAT / FLOAT16 / BFLOAT16
+ * grads summed in FP64 in the CPU's order, every gx element written:
+ *   Tile: each x element sums its copies;
+ *   GatherElements / GatherND: each data element sums the outputs that
+ *     read it (GatherND's scratch: tx_cuda_gather_nd_backward_scratch);
+ *   TopK: the selected values' grads on their sources (indices int64 of
+ *     the values' shape [outer, k, inner]), zeros elsewhere. */
+teexec_status *tx_cuda_tile_backward(int rank, const int64_t *x_dims, const int64_t *y_dims,
+                                     const void *g, teexec_dtype dt, void *gx, void *stream);
+teexec_status *tx_cuda_gather_elements_backward(int rank, const int64_t *dims,
+                                                const int64_t *idx_dims, int axis,
+                                                const void *idx, teexec_dtype idx_dtype,
+                                                const void *g, teexec_dtype dt, void *gx,
+                                                void *stream);
+size_t tx_cuda_gather_nd_backward_scratch(int idx_rank, const int64_t *idx_dims);
+teexec_status *tx_cuda_gather_nd_backward(int rank, const int64_t *dims, int idx_rank,
+                                          const int64_t *idx_dims, int batch_dims,
+                                          const int64_t *indices, const void *g, teexec_dtype dt,
+                                          void *gx, void *scratch, void *stream);
+teexec_status *tx_cuda_topk_backward(const void *g, teexec_dtype dt, const int64_t *indices,
+                                     size_t outer, size_t k, size_t len, size_t inner, void *gx,
+                                     void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,11 @@ using namespace txs;
 
 namespace {
 
+struct clip_bounds_d {
+    const void *lo_dev, *hi_dev;
+    double lo, hi;
+};
+
 teexec_status *bad(const char *what, const char *why)
 {
     return tx_status_new(TEEXEC_ERR_INVALID_ARGUMENT, NULL, NULL, "cuda %s: %s", what, why);
@@ -83,11 +88,14 @@ __global__ void unary_kernel(int op, float alpha, const void *x, void *y, int dt
     }
 }
 
-/* The CPU trainer's rules (exec/backward_std.c bwd_unary), in double. */
-__global__ void unary_bwd_kernel(int op, const void *x, const void *y, const void *g, void *gx,
-                                 int dt, uint64_t n)
+/* The CPU trainer's rules (exec/backward_std.c bwd_unary, bwd_unary_attr,
+ * bwd_gelu, bwd_trig), in double. */
+__global__ void unary_bwd_kernel(int op, double alpha, const void *x, const void *y,
+                                 const void *g, void *gx, int dt, uint64_t n)
 {
-    const double k_erf = 1.12837916709551257390; /* 2 / sqrt(pi) */
+    const double k_erf = 1.12837916709551257390;  /* 2 / sqrt(pi) */
+    const double k_phi = 0.39894228040143267794;  /* 1 / sqrt(2 pi) */
+    const double k_tanh = 0.79788456080286535588; /* sqrt(2 / pi) */
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (uint64_t)gridDim.x * blockDim.x) {
         double gv = ld_f64(g, i, dt), r;
@@ -112,6 +120,31 @@ __global__ void unary_bwd_kernel(int op, const void *x, const void *y, const voi
         case TX_UNARY_NEG: r = -gv; break;
         case TX_UNARY_EXP: r = gv * ld_f64(y, i, dt); break;
         case TX_UNARY_LOG: r = gv / ld_f64(x, i, dt); break;
+        case TX_UNARY_ABS: {
+            double xv = ld_f64(x, i, dt);
+            r = xv > 0 ? gv : xv < 0 ? -gv : 0.0;
+            break;
+        }
+        case TX_UNARY_LEAKY_RELU: r = ld_f64(x, i, dt) > 0 ? gv : gv * alpha * 1.0; break;
+        case TX_UNARY_ELU: {
+            double xv = ld_f64(x, i, dt);
+            r = xv > 0 ? gv : gv * alpha * exp(xv);
+            break;
+        }
+        case TX_UNARY_SOFTPLUS: r = gv / (1 + exp(-ld_f64(x, i, dt))); break;
+        case TX_UNARY_GELU: {
+            double v = ld_f64(x, i, dt);
+            r = gv * (0.5 * (1 + erf(v / sqrt(2.0))) + v * k_phi * exp(-0.5 * v * v));
+            break;
+        }
+        case TX_UNARY_GELU_TANH: {
+            const double a = 0.044715;
+            double v = ld_f64(x, i, dt), t = tanh(k_tanh * (v + a * v * v * v));
+            r = gv * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k_tanh * (1 + 3 * a * v * v));
+            break;
+        }
+        case TX_UNARY_SIN: r = gv * cos(ld_f64(x, i, dt)); break;
+        case TX_UNARY_COS: r = -(gv * sin(ld_f64(x, i, dt))); break;
         default: { /* RECIPROCAL */
             double yv = ld_f64(y, i, dt);
             r = -gv * yv * yv;
@@ -119,6 +152,19 @@ __global__ void unary_bwd_kernel(int op, const void *x, const void *y, const voi
         }
         }
         st_f64(gx, i, dt, r);
+    }
+}
+
+/* Clip's gradient passes where lo <= x <= hi, bounds included (the CPU
+ * rule; the attribute form's bounds as the attributes give them). */
+__global__ void clip_bwd_kernel(clip_bounds_d b, const void *x, const void *g, void *gx, int dt,
+                                uint64_t n)
+{
+    double lo = b.lo_dev ? ld_f64(b.lo_dev, 0, dt) : b.lo, hi = b.hi_dev ? ld_f64(b.hi_dev, 0, dt) : b.hi;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        double xv = ld_f64(x, i, dt);
+        st_f64(gx, i, dt, xv >= lo && xv <= hi ? ld_f64(g, i, dt) : 0.0);
     }
 }
 
@@ -213,22 +259,45 @@ extern "C" int tx_cuda_unary_has_backward(tx_unary_op op)
     case TX_UNARY_NEG:
     case TX_UNARY_EXP:
     case TX_UNARY_LOG:
-    case TX_UNARY_RECIPROCAL: return 1;
+    case TX_UNARY_RECIPROCAL:
+    case TX_UNARY_ABS:
+    case TX_UNARY_LEAKY_RELU:
+    case TX_UNARY_ELU:
+    case TX_UNARY_SOFTPLUS:
+    case TX_UNARY_GELU:
+    case TX_UNARY_GELU_TANH:
+    case TX_UNARY_SIN:
+    case TX_UNARY_COS: return 1;
     default: return 0;
     }
 }
 
-extern "C" teexec_status *tx_cuda_unary_backward(tx_unary_op op, const void *x, const void *y,
-                                                 const void *g, void *gx, teexec_dtype dt,
-                                                 size_t n, void *stream)
+extern "C" teexec_status *tx_cuda_unary_backward(tx_unary_op op, float alpha, const void *x,
+                                                 const void *y, const void *g, void *gx,
+                                                 teexec_dtype dt, size_t n, void *stream)
 {
     if (!tx_cuda_unary_has_backward(op)) return bad("unary backward", "no rule for this op");
     if (tx_std_dom_of(dt) != TX_DOM_F32)
         return bad("unary backward", "dtype must be FLOAT, FLOAT16 or BFLOAT16");
     if (!n) return NULL;
-    unary_bwd_kernel<<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>((int)op, x, y, g, gx,
-                                                                         (int)dt, (uint64_t)n);
+    unary_bwd_kernel<<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>(
+        (int)op, (double)alpha, x, y, g, gx, (int)dt, (uint64_t)n);
     TX_CUDA_LAUNCHED("unary backward");
+    return NULL;
+}
+
+extern "C" teexec_status *tx_cuda_clip_backward(const void *x, const void *g, void *gx,
+                                                teexec_dtype dt, size_t n, const void *lo_dev,
+                                                double lo, const void *hi_dev, double hi,
+                                                void *stream)
+{
+    if (tx_std_dom_of(dt) != TX_DOM_F32)
+        return bad("clip backward", "dtype must be FLOAT, FLOAT16 or BFLOAT16");
+    if (!n) return NULL;
+    clip_bounds_d b = {lo_dev, hi_dev, lo, hi};
+    clip_bwd_kernel<<<grid_for(n, 256), 256, 0, (cudaStream_t)stream>>>(b, x, g, gx, (int)dt,
+                                                                        (uint64_t)n);
+    TX_CUDA_LAUNCHED("clip backward");
     return NULL;
 }
 

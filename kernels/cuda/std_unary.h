@@ -11,7 +11,9 @@
  *     device from scalar tensors, or given as host values);
  *   - tx_cuda_unary_backward: gx = g * f'(x, y) for the ops with a CPU
  *     backward rule (Relu, Sqrt, Erf, Tanh, Sigmoid, Neg, Exp, Log,
- *     Reciprocal), in FP64, rounded once; float dtypes only.
+ *     Reciprocal, Abs, LeakyRelu, Elu, Softplus, Gelu in both forms, Sin,
+ *     Cos; Clip), in FP64 as the rules are written, rounded once; float
+ *     dtypes only.
  * x and y have n elements; y may alias x. Unsupported dtype/op pairs are
  * INVALID_ARGUMENT here (the executor refuses them at prepare).
  *
@@ -41,11 +43,17 @@ teexec_status *tx_cuda_unary(tx_unary_op op, float alpha, const void *x, void *y
 /* Whether tx_cuda_unary_backward has op (the CPU trainer's rules). */
 int tx_cuda_unary_has_backward(tx_unary_op op);
 
-/* gx = g * f'(x or y); x, y, g, gx of dtype dt (FLOAT, FLOAT16, BFLOAT16).
- * Overwrites gx. */
-teexec_status *tx_cuda_unary_backward(tx_unary_op op, const void *x, const void *y,
+/* gx = g * f'(x or y); x, y, g, gx of dtype dt (FLOAT, FLOAT16, BFLOAT16);
+ * alpha for LeakyRelu and Elu. Overwrites gx. */
+teexec_status *tx_cuda_unary_backward(tx_unary_op op, float alpha, const void *x, const void *y,
                                       const void *g, void *gx, teexec_dtype dt, size_t n,
                                       void *stream);
+
+/* Clip's backward: gx = g where lo <= x <= hi (each bound a device scalar
+ * of dt, or the host value when its pointer is NULL; +-inf for none). */
+teexec_status *tx_cuda_clip_backward(const void *x, const void *g, void *gx, teexec_dtype dt,
+                                     size_t n, const void *lo_dev, double lo, const void *hi_dev,
+                                     double hi, void *stream);
 
 /* Not: bool -> bool. */
 teexec_status *tx_cuda_not(const uint8_t *x, uint8_t *y, size_t n, void *stream);

@@ -41,6 +41,8 @@
 /* One letter per input:
  *   d  data of the probed dtype [2, 3]    D  data [3, 3]       s  a scalar
  *   S  a scalar known before running (Range's)
+ *   c  data [1, 2, 3, 3] (an image)       W  data [2, 2, 2, 2] (its filters)
+ *   a  data [1, 1, 2, 2] (Q, K, V)        n  int64 zeros [2, 1] (GatherND's)
  *   u  data [1, 6]                        w  data [2, 32]      x  data [2, 16]
  *   v  data [3] (a per-column parameter)
  *   b  bool [2, 3]                        F  FLOAT scalar 1    f  FLOAT [1]
@@ -98,6 +100,8 @@ static const recipe recipes[] = {
     RV("Gather", 13, "di", 2, 0, 1),
     R("GatherElements", 13, "dz"), RV("Expand", 13, "di", 2, 2, 3), RV("Tile", 13, "di", 2, 1, 2),
     R("Range", 11, "SSS"), R("Trilu", 14, "D"),
+    R("Conv", 11, "cW"), R("GatherND", 13, "dn"), R("RMSNormalization", 23, "dv"),
+    R("Attention", 23, "aaa"),
     R("QuantizeLinear", 13, "dF"), R("DequantizeLinear", 13, "dF"),
     {"trt", "TRT_FP8QuantizeLinear", 1, "dF", {{0}}, {0}, 1, NULL, NULL, NULL, 0, 0},
     {"trt", "TRT_FP8DequantizeLinear", 1, "dF", {{0}}, {0}, 1, NULL, NULL, NULL, 0, 0},
@@ -146,10 +150,10 @@ static void fill(tx_tensor *t)
 typedef struct probe_node {
     tx_ir_node n;
     tx_ir_attr attrs[2];
-    int32_t ins[4], outs[3];
-    tx_tensor in[4], out[3];
+    int32_t ins[4], outs[4];
+    tx_tensor in[4], out[4];
     const tx_tensor *pin[4], *phost[4];
-    tx_tensor *pout[3];
+    tx_tensor *pout[4];
     size_t n_in;
     Onnx__TensorProto tp;
     int64_t tp_dim;
@@ -159,7 +163,7 @@ typedef struct probe_node {
 static void probe_free(probe_node *p)
 {
     for (int i = 0; i < 4; i++) tx_tensor_release(&p->in[i]);
-    for (int j = 0; j < 3; j++) tx_tensor_release(&p->out[j]);
+    for (int j = 0; j < 4; j++) tx_tensor_release(&p->out[j]);
 }
 
 /* Builds the node for dtype dt and its inputs; infers and allocates the
@@ -213,7 +217,7 @@ static bool probe_build(probe_node *p, const recipe *r, teexec_dtype dt)
     p->n.n_attrs = na;
     p->n_in = strlen(r->ins);
     int n_int = 0;
-    tx_infer_value iv[4], ov[3];
+    tx_infer_value iv[4], ov[4];
     const tx_infer_value *piv[4] = {NULL};
     memset(iv, 0, sizeof iv);
     memset(ov, 0, sizeof ov);
@@ -223,12 +227,16 @@ static bool probe_build(probe_node *p, const recipe *r, teexec_dtype dt)
         tx_tensor *t = &p->in[i];
         teexec_dtype tdt = dt;
         int32_t rank = 2;
-        int64_t dims[2] = {2, 3};
+        int64_t dims[4] = {2, 3, 1, 1};
         bool host = false;
         switch (c) {
         case 'D': dims[0] = 3; break;
         case 's': rank = 0; break;
         case 'S': rank = 0; host = true; break;
+        case 'c': rank = 4; dims[0] = 1; dims[1] = 2; dims[2] = dims[3] = 3; break;
+        case 'W': rank = 4; dims[0] = dims[1] = dims[2] = dims[3] = 2; break;
+        case 'a': rank = 4; dims[0] = dims[1] = 1; dims[2] = dims[3] = 2; break;
+        case 'n': tdt = TEEXEC_DTYPE_INT64; dims[1] = 1; break;
         case 'u': dims[0] = 1; dims[1] = 6; break;
         case 'w': dims[1] = 32; break;
         case 'x': dims[1] = 16; break;
@@ -247,7 +255,7 @@ static bool probe_build(probe_node *p, const recipe *r, teexec_dtype dt)
         if (c == 'i' || c == 'k') {
             memcpy(t->data, r->ints[n_int], sizeof(int64_t) * t->numel);
             n_int++;
-        } else if (c == 'z') {
+        } else if (c == 'z' || c == 'n') {
             memset(t->data, 0, t->nbytes);
         } else if (c == 'e') {
             memset(t->data, 127, t->nbytes);

@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #define SC_F (-1) /* the pass's float dtype */
-#define SC_MAXIO 5
+#define SC_MAXIO 6
 
 /* input kinds */
 enum {

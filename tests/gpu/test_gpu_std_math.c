@@ -45,7 +45,7 @@ static const tcase cases[] = {
     U("erf", "Erf", IN_RAND, 0, 1e-6, 1e-3),
     U("tanh", "Tanh", IN_RAND, 0, 1e-6, 1e-3),
     U("sigmoid", "Sigmoid", IN_RAND, 0, 1e-6, 1e-3),
-    U("softplus", "Softplus", IN_RAND, NO_BWD, 1e-6, 1e-3),
+    U("softplus", "Softplus", IN_RAND, 0, 1e-6, 1e-3),
     U("floor", "Floor", IN_SPECIAL, EXACT, 0, 0),
     U("ceil", "Ceil", IN_SPECIAL, EXACT, 0, 0),
     {"round", "Round", 11, 0, {{0}}, 1, {TK(IN_SPECIAL, 2, 4, 9)}, 1, EXACT, 0, 0},
@@ -126,6 +126,9 @@ static const tcase cases[] = {
     {"max_nan", "Max", 13, 0, {{0}}, 2, {TK(IN_SPECIAL, 1, 17), TK(IN_SMALL, 1, 17)}, 1, EXACT, 0, 0},
     {"min_nan", "Min", 13, 0, {{0}}, 2, {TK(IN_SMALL, 1, 17), TK(IN_SPECIAL, 1, 17)}, 1, EXACT, 0, 0},
     {"sum1", "Sum", 13, 0, {{0}}, 1, {T(2, 3, 4)}, 1, EXACT, 0, 0},
+    /* ties: the grad goes where the CPU rule sends it */
+    {"max_ties", "Max", 13, 0, {{0}}, 3, {TK(IN_SMALL, 2, 3, 4), TK(IN_SMALL, 2, 3, 4), TK(IN_SMALL, 1, 4)}, 1, EXACT, 0, 0},
+    {"min_ties", "Min", 13, 0, {{0}}, 2, {TK(IN_SMALL, 2, 3, 4), TK(IN_SMALL, 2, 3, 1)}, 1, EXACT, 0, 0},
     {"sum_i64", "Sum", 13, 0, {{0}}, 3,
      {TD(I64, IN_SPECIAL, 1, 8), TD(I64, IN_IRAND, 2, 2, 8), TD(I64, IN_IRAND, 0, 0)}, 1, ONCE, 0, 0},
     {"min_u16", "Min", 13, 0, {{0}}, 2, {TD(U16, IN_IRAND, 2, 3, 4), TD(U16, IN_IRAND, 1, 4)}, 1, ONCE, 0, 0},

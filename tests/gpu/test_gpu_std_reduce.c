@@ -45,6 +45,10 @@ static const tcase cases[] = {
     {"reduce_max_nan", "ReduceMax", 13, 1, {A_INTS("axes", 1)}, 1, {TK(IN_SPECIAL, 2, 3, 17)}, 1, EXACT, 0, 0},
     {"reduce_min_long", "ReduceMin", 18, 0, {{0}}, 2, {T(2, 3, 900), INTS(1)}, 1, EXACT, 0, 0},
     {"reduce_prod", "ReduceProd", 13, 1, {A_INTS("axes", 2)}, 1, {TP(3, 2, 5, 7)}, 1, 0, 1e-6, 1e-2},
+    /* ties (the grad's split) and zeros (the product of the others) */
+    {"reduce_max_ties", "ReduceMax", 13, 1, {A_INTS("axes", 1)}, 1, {TK(IN_SMALL, 3, 2, 9, 5)}, 1, EXACT, 0, 0},
+    {"reduce_min_ties_all", "ReduceMin", 13, 0, {{0}}, 1, {TK(IN_SMALL, 2, 6, 5)}, 1, EXACT, 0, 0},
+    {"reduce_prod_zeros", "ReduceProd", 13, 1, {A_INTS("axes", 1)}, 1, {TK(IN_SMALL, 3, 2, 6, 5)}, 1, 0, 1e-6, 1e-2},
     /* empty reductions: the identity, or NaN for Mean */
     {"reduce_max_empty", "ReduceMax", 13, 1, {A_INTS("axes", 1)}, 1, {T(3, 2, 0, 3)}, 1, EXACT, 0, 0},
     {"reduce_prod_empty", "ReduceProd", 13, 1, {A_INTS("axes", 1)}, 1, {T(3, 2, 0, 3)}, 1, EXACT, 0, 0},
@@ -86,6 +90,8 @@ static const tcase cases[] = {
     {"topk_long_row", "TopK", 11, 0, {{0}}, 2, {T(2, 3, 600), INTS(40)}, 2, EXACT, 0, 0},
     {"topk_unsorted", "TopK", 11, 1, {A_INT("sorted", 0)}, 2, {T(2, 3, 20), INTS(6)}, 2, EXACT, 0, 0},
     {"topk_v1", "TopK", 1, 1, {A_INT("k", 3)}, 1, {T(2, 3, 10)}, 2, EXACT, 0, 0},
+    /* the values alone: the backward finds the indices again */
+    {"topk_values_only", "TopK", 11, 0, {{0}}, 2, {TK(IN_SMALL, 2, 4, 30), INTS(7)}, 1, EXACT, 0, 0},
     {"topk_k0", "TopK", 11, 0, {{0}}, 2, {T(2, 3, 10), INTS(0)}, 2, EXACT, 0, 0},
     {"topk_i64", "TopK", 11, 0, {{0}}, 2, {TD(I64, IN_SPECIAL, 2, 2, 10), INTS(4)}, 2, ONCE, 0, 0},
     {"topk_u8_smallest", "TopK", 11, 1, {A_INT("largest", 0)}, 2, {TD(U8, IN_IRAND, 2, 2, 10), INTS(4)}, 2, ONCE, 0, 0},
