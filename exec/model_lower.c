@@ -2,6 +2,7 @@
 #include "exec/model_lower.h"
 
 #include "format/te_schema.h"
+#include "import/fold.h"
 #include "import/rewrite.h"
 
 #include <stdlib.h>
@@ -47,6 +48,18 @@ teexec_status *tx_model_inline_calls(const teexec_model *model, teexec_model **o
     return st;
 }
 
+/* Appends src's notes to dst (src freed). */
+static teexec_status *merge_notes(tx_lower_report *dst, tx_lower_report *src)
+{
+    teexec_status *st = NULL;
+    for (size_t i = 0; src && i < src->n_notes && !st; i++) {
+        const tx_lower_note *x = &src->notes[i];
+        st = tx_lower_note_add(dst, x->pattern, x->node, x->lowered, x->reason);
+    }
+    tx_lower_report_free(src);
+    return st;
+}
+
 teexec_status *tx_model_lower(const teexec_model *model, tx_lower_report **report,
                               teexec_model **out)
 {
@@ -54,14 +67,33 @@ teexec_status *tx_model_lower(const teexec_model *model, tx_lower_report **repor
     if (report) *report = NULL;
     tx_rw_graph *g = NULL;
     TX_TRY(tx_rw_from_ir(model->ir, &g));
-    tx_lower_report *rep = NULL;
+    tx_lower_report *rep = calloc(1, sizeof *rep), *lowered = NULL;
+    teexec_status *st = rep ? NULL : tx_oom();
     /* te.fused groups (a converted model's) were inlined: they are planned
      * afresh, so the old functions go */
-    teexec_status *st = tx_rw_drop_source_functions(g, TX_TE_FUSED_DOMAIN);
-    if (!st) st = tx_lower(g, NULL, &rep);
+    if (!st) st = tx_rw_drop_source_functions(g, TX_TE_FUSED_DOMAIN);
+    /* constants first, so the patterns see masks and tables as constants */
+    if (!st) st = tx_fold(g, rep, NULL);
+    if (!st) st = tx_lower(g, NULL, &lowered);
+    if (!st) st = merge_notes(rep, lowered);
+    else tx_lower_report_free(lowered);
     if (!st) st = reload(model, g, out);
     tx_rw_free(g);
     if (st || !report) tx_lower_report_free(rep);
     else *report = rep;
+    return st;
+}
+
+teexec_status *tx_model_prepare(const teexec_model *model, teexec_model **out)
+{
+    *out = NULL;
+    bool calls = tx_model_has_calls(model);
+    tx_rw_graph *g = NULL;
+    TX_TRY(tx_rw_from_ir(model->ir, &g));
+    size_t folded = 0;
+    teexec_status *st = calls ? tx_rw_drop_source_functions(g, TX_TE_FUSED_DOMAIN) : NULL;
+    if (!st) st = tx_fold(g, NULL, &folded);
+    if (!st && (calls || folded)) st = reload(model, g, out);
+    tx_rw_free(g);
     return st;
 }

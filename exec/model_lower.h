@@ -29,10 +29,17 @@ bool tx_model_has_calls(const teexec_model *model);
  * function's body. */
 teexec_status *tx_model_inline_calls(const teexec_model *model, teexec_model **out) TX_NODISCARD;
 
-/* The model after all lowering passes (function calls inlined first).
+/* The model after constant folding (import/fold.h) and all lowering passes
+ * (function calls inlined first); the report has the folding pass's notes
+ * (pattern "ConstantFold") before the lowering passes'.
  * report may be NULL. */
 teexec_status *tx_model_lower(const teexec_model *model, tx_lower_report **report,
                               teexec_model **out) TX_NODISCARD;
+
+/* The model a session or trainer runs: model-local function calls inlined
+ * and constant subgraphs folded (import/fold.h). *out is NULL when that
+ * changes nothing (run `model` itself). */
+teexec_status *tx_model_prepare(const teexec_model *model, teexec_model **out) TX_NODISCARD;
 
 /* The folder external data of `model` is read from ("." for a model loaded
  * from a file without a folder part, NULL for one loaded from memory

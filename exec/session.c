@@ -487,14 +487,13 @@ teexec_status *teexec_session_create(const teexec_model *model,
                              options ? options->dtype : TEEXEC_DTYPE_UNDEFINED, &use_cuda));
     teexec_session *s = calloc(1, sizeof(*s));
     if (!s) return tx_oom();
-    if (tx_model_has_calls(model)) {
-        teexec_status *ist = tx_model_inline_calls(model, &s->owned_model);
-        if (ist) {
-            free(s);
-            return ist;
-        }
-        model = s->owned_model;
+    /* calls inlined, constant subgraphs folded (exec/model_lower.h) */
+    teexec_status *ist = tx_model_prepare(model, &s->owned_model);
+    if (ist) {
+        free(s);
+        return ist;
     }
+    if (s->owned_model) model = s->owned_model;
     s->model = model;
     s->plan_only = use_cuda || (options && options->plan_only);
     s->g = model->ir->graph;

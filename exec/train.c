@@ -450,14 +450,13 @@ teexec_status *teexec_trainer_create(const teexec_model *model, const teexec_tra
     if (!model) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "model is NULL");
     teexec_trainer *t = calloc(1, sizeof(*t));
     if (!t) return tx_oom();
-    if (tx_model_has_calls(model)) {
-        teexec_status *ist = tx_model_inline_calls(model, &t->owned_model);
-        if (ist) {
-            free(t);
-            return ist;
-        }
-        model = t->owned_model;
+    /* calls inlined, constant subgraphs folded (exec/model_lower.h) */
+    teexec_status *ist = tx_model_prepare(model, &t->owned_model);
+    if (ist) {
+        free(t);
+        return ist;
     }
+    if (t->owned_model) model = t->owned_model;
     t->model = model;
     t->g = model->ir->graph;
     if (options) t->opt = *options;
