@@ -23,16 +23,17 @@ char *tx_model_base_dir(const teexec_model *model)
     return strdup(model->file->base_dir);
 }
 
-/* Serializes g and loads the bytes as a model, external data (borrowed
- * tensors the writer kept as references) resolved against the source's
- * folder. */
+/* Serializes g and loads the bytes as a model, external data (kept as
+ * references) resolved against the source's folder, under the budgets the
+ * source was loaded with. */
 static teexec_status *reload(const teexec_model *src, const tx_rw_graph *g, teexec_model **out)
 {
     uint8_t *bytes = NULL;
     size_t len = 0;
-    TX_TRY(tx_rw_emit(g, &bytes, &len));
+    TX_TRY(tx_rw_emit_keep_external(g, &bytes, &len));
     const char *base = src->file ? src->file->base_dir : NULL;
-    teexec_status *st = teexec_model_load_memory(bytes, len, base, NULL, out);
+    const teexec_load_options *limits = src->file ? &src->file->limits : NULL;
+    teexec_status *st = teexec_model_load_memory(bytes, len, base, limits, out);
     free(bytes);
     return st;
 }

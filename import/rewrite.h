@@ -98,6 +98,14 @@ void tx_rw_free(tx_rw_graph *g);
  * node reads dropped. */
 teexec_status *tx_rw_emit(const tx_rw_graph *g, uint8_t **bytes, size_t *len) TX_NODISCARD;
 
+/* The same, but initializers the source model keeps as external data stay
+ * references to the same locations instead of being read in: for a model
+ * loaded again from the source's folder (exec/model_lower.c), which then
+ * neither copies the weights nor outgrows the 2 GiB a serialized model may
+ * have. */
+teexec_status *tx_rw_emit_keep_external(const tx_rw_graph *g, uint8_t **bytes,
+                                        size_t *len) TX_NODISCARD;
+
 /* ---- nodes -------------------------------------------------------------- */
 
 size_t tx_rw_node_count(const tx_rw_graph *g);          /* live and dead */

@@ -21,6 +21,8 @@
 #include "import/infer_graph.h"
 #include "model_builder.h"
 
+#include <unistd.h>
+
 #define ONNX_FLOAT 1
 #define ONNX_INT32 6
 #define ONNX_INT64 7
@@ -761,6 +763,119 @@ static void test_matmul_bound(void **state)
     expect_refusal(load_built(mp), "MatMul", "too large", false);
 }
 
+/* ---- external data ---------------------------------------------------------- */
+
+/* y = x @ w + Cast(ConstantOfShape([4])) with w [4, 4] in an external file:
+ * the model a session runs (tx_model_prepare) has the constant folded and
+ * w still a reference to the file (not read and copied into a second
+ * serialized model), and runs to the right numbers. */
+static void test_external_weights_stay_external(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/teexec_fold_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256], bin[256];
+    snprintf(bin, sizeof bin, "%s/w.bin", dir);
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    float w[16];
+    for (int i = 0; i < 16; i++) w[i] = (float)(i + 1) * 0.25f;
+    FILE *f = fopen(bin, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(w, sizeof w, 1, f), 1);
+    fclose(f);
+
+    Onnx__GraphProto *g;
+    Onnx__ModelProto *mp = new_model(&g);
+    mb_input(g, "x", ONNX_FLOAT, "2,4");
+    mb_output(g, "y", ONNX_FLOAT, "2,4");
+    Onnx__TensorProto *t = mb_alloc(sizeof *t);
+    onnx__tensor_proto__init(t);
+    t->name = mb_str("w");
+    t->has_data_type = 1;
+    t->data_type = ONNX_FLOAT;
+    t->dims = mb_alloc(2 * sizeof(int64_t));
+    t->dims[0] = t->dims[1] = 4;
+    t->n_dims = 2;
+    t->has_data_location = 1;
+    t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    Onnx__StringStringEntryProto *e = mb_alloc(sizeof *e);
+    onnx__string_string_entry_proto__init(e);
+    e->key = mb_str("location");
+    e->value = mb_str("w.bin");
+    t->external_data = mb_alloc(sizeof(void *));
+    t->external_data[0] = e;
+    t->n_external_data = 1;
+    g->initializer[g->n_initializer++] = t;
+    const_i64(g, "shape", (int64_t[]){1}, 1, (int64_t[]){4});
+    Onnx__NodeProto *cs = mb_node(g, "cos", "ConstantOfShape", NULL, "shape", "ones_i");
+    Onnx__TensorProto *one = mb_alloc(sizeof *one);
+    onnx__tensor_proto__init(one);
+    one->has_data_type = 1;
+    one->data_type = ONNX_INT64;
+    one->dims = mb_alloc(sizeof(int64_t));
+    one->dims[0] = 1;
+    one->n_dims = 1;
+    int64_t *ov = mb_alloc(sizeof(int64_t));
+    *ov = 3;
+    one->has_raw_data = 1;
+    one->raw_data.data = (uint8_t *)ov;
+    one->raw_data.len = sizeof(int64_t);
+    mb_attr(cs, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR)->t = one;
+    Onnx__NodeProto *c = mb_node(g, "cast", "Cast", NULL, "ones_i", "threes");
+    mb_attr_int(c, "to", ONNX_FLOAT);
+    mb_node(g, "mm", "MatMul", NULL, "x,w", "xw");
+    mb_node(g, "add", "Add", NULL, "xw,threes", "y");
+    size_t size;
+    uint8_t *bytes = mb_pack(mp, &size);
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, size, 1, f), 1);
+    fclose(f);
+    free(bytes);
+    mb_free_all();
+
+    teexec_model *m = NULL;
+    rw_ok(teexec_model_load_file(path, NULL, &m), path);
+    teexec_model *prep = NULL;
+    rw_ok(tx_model_prepare(m, &prep), "tx_model_prepare");
+    assert_non_null(prep); /* something folded */
+    const tx_ir_graph *pg = prep->ir->graph;
+    bool w_external = false, cast_left = false;
+    for (size_t i = 0; i < pg->n_initializers; i++) {
+        const tx_ir_value *val = &pg->values[pg->initializers[i]];
+        if (strcmp(val->name, "w") == 0)
+            w_external = val->initializer->has_data_location &&
+                         val->initializer->data_location ==
+                             ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    }
+    for (size_t i = 0; i < pg->n_nodes; i++) cast_left |= strcmp(pg->nodes[i].op_type, "Cast") == 0;
+    assert_true(w_external);
+    assert_false(cast_left);
+    teexec_model_destroy(prep);
+
+    float xv[8] = {1, 0, 0, 0, 0, 1, 2, 0};
+    teexec_tensor *x = NULL;
+    rw_ok(teexec_tensor_create(TEEXEC_DTYPE_FLOAT, 2, (int64_t[]){2, 4}, &x), "tensor");
+    memcpy(teexec_tensor_data(x), xv, sizeof xv);
+    rw_inputs in = {.n = 1, .names = {"x"}, .t = {x}};
+    teexec_tensor *out[RW_MAX_IO];
+    size_t n_out = 0;
+    rw_ok(rw_run(m, &in, out, &n_out), "run");
+    const float *y = teexec_tensor_data_const(out[0]);
+    for (int r = 0; r < 2; r++)
+        for (int j = 0; j < 4; j++) {
+            double want = 3;
+            for (int k = 0; k < 4; k++) want += (double)xv[r * 4 + k] * w[k * 4 + j];
+            assert_true(y[r * 4 + j] == (float)want);
+        }
+    rw_outputs_free(out, n_out);
+    teexec_tensor_destroy(x);
+    teexec_model_destroy(m);
+    unlink(bin);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -774,6 +889,7 @@ int main(void)
         cmocka_unit_test(test_exact_integers),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_matmul_bound),
+        cmocka_unit_test(test_external_weights_stay_external),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
