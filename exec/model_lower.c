@@ -38,17 +38,6 @@ static teexec_status *reload(const teexec_model *src, const tx_rw_graph *g, teex
     return st;
 }
 
-teexec_status *tx_model_inline_calls(const teexec_model *model, teexec_model **out)
-{
-    *out = NULL;
-    tx_rw_graph *g = NULL;
-    TX_TRY(tx_rw_from_ir(model->ir, &g));
-    teexec_status *st = tx_rw_drop_source_functions(g, TX_TE_FUSED_DOMAIN);
-    if (!st) st = reload(model, g, out);
-    tx_rw_free(g);
-    return st;
-}
-
 /* Appends src's notes to dst (src freed). */
 static teexec_status *merge_notes(tx_lower_report *dst, tx_lower_report *src)
 {
