@@ -450,7 +450,9 @@ teexec_status *teexec_trainer_create(const teexec_model *model, const teexec_tra
     if (!model) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "model is NULL");
     teexec_trainer *t = calloc(1, sizeof(*t));
     if (!t) return tx_oom();
-    /* calls inlined, constant subgraphs folded (exec/model_lower.h) */
+    /* calls inlined, constant subgraphs folded (exec/model_lower.h); errors
+     * name the caller's file (the prepared model goes with t) */
+    const teexec_model *user = model;
     teexec_status *ist = tx_model_prepare(model, &t->owned_model);
     if (ist) {
         free(t);
@@ -581,7 +583,7 @@ teexec_status *teexec_trainer_create(const teexec_model *model, const teexec_tra
     return NULL;
 fail:
     teexec_trainer_destroy(t);
-    return tx_status_with_file(st, model->file ? model->file->path : NULL);
+    return tx_status_with_file(st, user->file ? user->file->path : NULL);
 }
 
 /* ---- one step ---------------------------------------------------------- */

@@ -876,6 +876,64 @@ static void test_external_weights_stay_external(void **state)
     rmdir(dir);
 }
 
+/* A trainer (and a session) of a model whose prepared (folded) copy they
+ * cannot run fails with the caller's file named: the prepared copy is
+ * gone by the time the error is made. */
+static void test_prepared_model_errors_name_the_file(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/teexec_fold_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    Onnx__GraphProto *g;
+    Onnx__ModelProto *mp = new_model(&g);
+    mb_input(g, "x", ONNX_FLOAT, "2,2");
+    mb_output(g, "y", ONNX_FLOAT, "");
+    const_i64(g, "shape", (int64_t[]){1}, 1, (int64_t[]){2});
+    mb_node(g, "cos", "ConstantOfShape", NULL, "shape", "zeros");
+    mb_node(g, "add", "Add", NULL, "x,zeros", "x2");
+    mb_node(g, "det", "Det", NULL, "x2", "y"); /* no kernel for it */
+    size_t size;
+    uint8_t *bytes = mb_pack(mp, &size);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, size, 1, f), 1);
+    fclose(f);
+    free(bytes);
+    mb_free_all();
+    teexec_model *m = NULL;
+    rw_ok(teexec_model_load_file(path, NULL, &m), path);
+    teexec_model *prep = NULL;
+    rw_ok(tx_model_prepare(m, &prep), "prepare");
+    assert_non_null(prep); /* the ConstantOfShape folded */
+    teexec_model_destroy(prep);
+    teexec_train_options o;
+    teexec_train_options_init(&o);
+    teexec_trainer *t = NULL;
+    teexec_status *st = teexec_trainer_create(m, &o, &t);
+    assert_non_null(st);
+    assert_null(t);
+    assert_int_equal(teexec_status_code(st), TEEXEC_ERR_UNSUPPORTED);
+    assert_non_null(strstr(teexec_status_message(st), "Det"));
+    assert_non_null(teexec_status_file(st));
+    assert_string_equal(teexec_status_file(st), path);
+    teexec_status_destroy(st);
+    teexec_session_options *so = NULL;
+    rw_ok(teexec_session_options_create(&so), "options");
+    rw_ok(teexec_session_options_set_device(so, TEEXEC_DEVICE_CPU), "device");
+    teexec_session *s = NULL;
+    st = teexec_session_create(m, so, &s);
+    teexec_session_options_destroy(so);
+    assert_non_null(st);
+    assert_null(s);
+    assert_int_equal(teexec_status_code(st), TEEXEC_ERR_UNSUPPORTED);
+    teexec_status_destroy(st);
+    teexec_model_destroy(m);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -890,6 +948,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_matmul_bound),
         cmocka_unit_test(test_external_weights_stay_external),
+        cmocka_unit_test(test_prepared_model_errors_name_the_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
