@@ -1,7 +1,7 @@
 /* api_plan.c - the public planning and conversion API (teexec.h):
  * teexec_model_plan and teexec_model_convert over the lowering passes
  * (import/lower.h) and the planner (planner/plan.h). */
-#include "exec/infer_graph.h"
+#include "import/infer_graph.h"
 #include "exec/model_lower.h"
 #include "exec/prepare.h"
 #include "format/atomic_write.h"

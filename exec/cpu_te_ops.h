@@ -22,20 +22,16 @@
 #include "exec/train_internal.h"
 #include "format/te_schema.h"
 #include "import/shape_infer.h"
+#include "import/shape_infer_te.h"
 
 /* The forward kernel of te.ops op `op_type`, or NULL when the registry has
  * no such op. */
 tx_op_fn tx_cpu_te_op_find(const char *op_type, int64_t opset);
 
-/* True for domain "te.ops". */
-bool tx_te_domain(const char *domain);
+/* tx_te_domain, tx_te_node_read / tx_te_node_decode and tx_te_infer_node:
+ * import/shape_infer_te.h. */
 
-/* Shape/type inference of a te.ops node through the registry's rule, in the
- * calling convention of tx_infer_node (shape_infer.h). */
-teexec_status *tx_te_infer_node(const tx_ir_node *node, const tx_infer_value *const *inputs,
-                                tx_infer_value *outputs) TX_NODISCARD;
-
-/* tx_infer_node for every node: te.ops nodes go to tx_te_infer_node. */
+/* tx_infer_node for every node (tx_infer_node_any, shape_infer_te.h). */
 teexec_status *tx_exec_infer_node(const tx_ir_node *node, const tx_onnx_file *file,
                                   const tx_infer_value *const *inputs,
                                   tx_infer_value *outputs) TX_NODISCARD;
@@ -56,13 +52,6 @@ teexec_status *tx_te_forward_train(const tx_op_call *c, uint64_t rng_offset, tx_
  * c->rng_offset. Then it collects the saved context with
  * tx_te_setup_context and calls the op's backward_impl. */
 teexec_status *tx_te_bwd_rule(const tx_bwd_call *c) TX_NODISCARD;
-
-/* A te.ops node's schema, attributes (schema order, defaults filled;
- * TX_TE_MAX_ATTRS entries; ints borrowed from the IR) and parameter count,
- * checked as the CPU kernels check them. Parameters are node inputs
- * 1 + schema->n_extra_inputs onwards. */
-teexec_status *tx_te_node_decode(const tx_ir_node *n, const tx_te_op_schema **schema,
-                                 tx_te_attr_value *attrs, int *n_params) TX_NODISCARD;
 
 /* Which inputs of a te.ops node can carry a gradient (not NO_GRAD ports). */
 bool tx_te_slot_differentiable(const tx_ir_node *node, size_t slot);

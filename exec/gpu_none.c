@@ -46,6 +46,12 @@ teexec_status *tx_gpu_graph_param(const tx_gpu_graph *g, const char *name, tx_te
     return none();
 }
 
+teexec_status *tx_gpu_graph_param_lowered(const tx_gpu_graph *g, const char *name, tx_tensor *out)
+{
+    (void)g, (void)name, (void)out;
+    return none();
+}
+
 teexec_status *tx_gpu_graph_grad(const tx_gpu_graph *g, const char *name, tx_tensor *out)
 {
     (void)g, (void)name, (void)out;

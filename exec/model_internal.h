@@ -40,6 +40,7 @@ struct teexec_model {
 /* Loads serialized bytes as a model that is a derived copy (a lowered or
  * inlined model): like teexec_model_load_memory, but not prepared again. */
 teexec_status *tx_model_load_derived(const void *data, size_t size, const char *base_dir,
+                                     const teexec_load_options *limits,
                                      teexec_model **out) TX_NODISCARD;
 
 #endif

@@ -2,6 +2,7 @@
 #include "exec/model_lower.h"
 
 #include "format/te_schema.h"
+#include "import/fold.h"
 #include "import/rewrite.h"
 
 #include <stdlib.h>
@@ -22,28 +23,30 @@ char *tx_model_base_dir(const teexec_model *model)
     return strdup(model->file->base_dir);
 }
 
-/* Serializes g and loads the bytes as a model, external data (borrowed
- * tensors the writer kept as references) resolved against the source's
- * folder. */
+/* Serializes g and loads the bytes as a derived model (not prepared again),
+ * external data (kept as references) resolved against the source's folder,
+ * under the budgets the source was loaded with. */
 static teexec_status *reload(const teexec_model *src, const tx_rw_graph *g, teexec_model **out)
 {
     uint8_t *bytes = NULL;
     size_t len = 0;
-    TX_TRY(tx_rw_emit(g, &bytes, &len));
+    TX_TRY(tx_rw_emit_keep_external(g, &bytes, &len));
     const char *base = src->file ? src->file->base_dir : NULL;
-    teexec_status *st = tx_model_load_derived(bytes, len, base, out);
+    const teexec_load_options *limits = src->file ? &src->file->limits : NULL;
+    teexec_status *st = tx_model_load_derived(bytes, len, base, limits, out);
     free(bytes);
     return st;
 }
 
-teexec_status *tx_model_inline_calls(const teexec_model *model, teexec_model **out)
+/* Appends src's notes to dst (src freed). */
+static teexec_status *merge_notes(tx_lower_report *dst, tx_lower_report *src)
 {
-    *out = NULL;
-    tx_rw_graph *g = NULL;
-    TX_TRY(tx_rw_from_ir(model->ir, &g));
-    teexec_status *st = tx_rw_drop_source_functions(g, TX_TE_FUSED_DOMAIN);
-    if (!st) st = reload(model, g, out);
-    tx_rw_free(g);
+    teexec_status *st = NULL;
+    for (size_t i = 0; src && i < src->n_notes && !st; i++) {
+        const tx_lower_note *x = &src->notes[i];
+        st = tx_lower_note_add(dst, x->pattern, x->node, x->lowered, x->reason);
+    }
+    tx_lower_report_free(src);
     return st;
 }
 
@@ -60,11 +63,16 @@ teexec_status *tx_model_lower_with(const teexec_model *model, const tx_lower_opt
     if (report) *report = NULL;
     tx_rw_graph *g = NULL;
     TX_TRY(tx_rw_from_ir(model->ir, &g));
-    tx_lower_report *rep = NULL;
+    tx_lower_report *rep = calloc(1, sizeof *rep), *lowered = NULL;
+    teexec_status *st = rep ? NULL : tx_oom();
     /* te.fused groups (a converted model's) were inlined: they are planned
      * afresh, so the old functions go */
-    teexec_status *st = tx_rw_drop_source_functions(g, TX_TE_FUSED_DOMAIN);
-    if (!st) st = tx_lower(g, o, &rep);
+    if (!st) st = tx_rw_drop_source_functions(g, TX_TE_FUSED_DOMAIN);
+    /* constants first, so the patterns see masks and tables as constants */
+    if (!st) st = tx_fold(g, rep, NULL);
+    if (!st) st = tx_lower(g, o, &lowered);
+    if (!st) st = merge_notes(rep, lowered);
+    else tx_lower_report_free(lowered);
     if (!st) st = reload(model, g, out);
     tx_rw_free(g);
     if (st || !report) tx_lower_report_free(rep);

@@ -1,9 +1,9 @@
 /*
  * model_lower.h - derived models the executor and the converter work on:
- * the model with its model-local function calls inlined (what a session
- * runs for a converted model, whose fuser groups are te.fused functions),
- * and the lowered model (standard subgraphs rewritten into te.ops, what the
- * planner plans).
+ * the prepared model (model-local function calls inlined, as a converted
+ * model's te.fused groups are, and constant subgraphs folded: what a
+ * session or trainer runs), and the lowered model (folded, then standard
+ * subgraphs rewritten into te.ops: what the planner plans).
  *
  * Both go through the rewrite graph (import/rewrite.h): the result is
  * serialized and loaded again by the normal loader, so it is checked like
@@ -25,11 +25,9 @@
 /* True when the main graph calls a model-local function. */
 bool tx_model_has_calls(const teexec_model *model);
 
-/* The model with every call of a model-local function replaced by the
- * function's body. */
-teexec_status *tx_model_inline_calls(const teexec_model *model, teexec_model **out) TX_NODISCARD;
-
-/* The model after all lowering passes (function calls inlined first).
+/* The model after constant folding (import/fold.h) and all lowering passes
+ * (function calls inlined first); the report has the folding pass's notes
+ * (pattern "ConstantFold") before the lowering passes'.
  * report may be NULL. */
 teexec_status *tx_model_lower(const teexec_model *model, tx_lower_report **report,
                               teexec_model **out) TX_NODISCARD;

@@ -252,12 +252,19 @@ static teexec_status *make_plan(teexec_session *s, const teexec_dtype *dts, cons
     tx_infer_value *outs = s->sc_out_vals;
     for (size_t i = 0; i < g->n_nodes && !st; i++) {
         const tx_ir_node *n = &g->nodes[i];
-        bool all_values = true;
+        bool all_values = true, reads_weight = false;
         for (size_t k = 0; k < n->n_inputs; k++) {
             int32_t v = n->inputs[k];
             pins[k] = v >= 0 ? &p->vals[v] : NULL;
             tins[k] = v >= 0 ? p->vals[v].value : NULL;
             if (v >= 0 && !p->vals[v].value) all_values = false;
+            /* a float initializer may be a parameter (the CUDA trainer plans
+             * through this session): never folded through, as import/fold.c */
+            if (v >= 0 && (g->values[v].flags & TX_IR_VALUE_INITIALIZER) && s->init[v].data &&
+                (s->init[v].dtype == TEEXEC_DTYPE_FLOAT || s->init[v].dtype == TEEXEC_DTYPE_DOUBLE ||
+                 s->init[v].dtype == TEEXEC_DTYPE_FLOAT16 ||
+                 s->init[v].dtype == TEEXEC_DTYPE_BFLOAT16))
+                reads_weight = true;
         }
         memset(outs, 0, n->n_outputs * sizeof(outs[0]));
         st = tx_exec_infer_node(n, s->model->file, pins, outs);
@@ -282,7 +289,7 @@ static teexec_status *make_plan(teexec_session *s, const teexec_dtype *dts, cons
         }
         if (all_out_values) {
             p->skip[i] = true;
-        } else if (all_values && all_shapes && total <= TX_FOLD_MAX_ELEMENTS) {
+        } else if (all_values && all_shapes && !reads_weight && total <= TX_FOLD_MAX_ELEMENTS) {
             st = fold_node(s, n, p, tins);
             if (!st) p->skip[i] = true;
         }

@@ -429,7 +429,7 @@ static teexec_status *gpu_sync_params(teexec_trainer *t)
     for (size_t i = 0; i < t->n_params; i++) {
         tx_param *p = &t->params[i];
         tx_tensor h;
-        TX_TRY(tx_gpu_graph_param(t->gpu, t->g->values[p->value].name, &h));
+        TX_TRY(tx_gpu_graph_param_lowered(t->gpu, t->g->values[p->value].name, &h));
         teexec_status *st = NULL;
         if (h.numel != p->data.numel)
             st = tx_error(TEEXEC_ERR_INTERNAL, "parameter \"%s\" changed size on the device",

@@ -1,18 +1,17 @@
 /*
  * lower_shape.h - the static shape of a value in a rewrite graph, for
  * lowering rules that must know two tensors have the same shape (the
- * residual Add -> AddExtraInput of lower_residual.c) while PyTorch's
- * exports declare no intermediate types.
+ * residual Add -> AddExtraInput of lower_residual.c, RoPE's layout) while
+ * PyTorch's exports declare no intermediate types.
  *
- * Derived backwards from declared types (graph inputs, value_info,
- * initializers) through the ops a Transformer block is made of: te.ops
- * ops (their schema's shape rule), elementwise and broadcasting standard
- * ops, MatMul, Transpose, Reshape / Split / Slice / Expand / (Un)squeeze with
- * constant arguments (initializers, Constant nodes, or folded shape
- * arithmetic via const_eval.h), Concat, Softmax, Cast, Gather, GatherND,
- * Flatten, ... A value is "known" only when every dim is a fixed number;
- * anything else answers false, so a caller that needs equality declines
- * rather than guesses.
+ * The whole graph is typed by the value-typing pass (infer_graph.h) over
+ * its IR view (rewrite_view.h): graph inputs and initializers from their
+ * declared types, every node through its rule (te.ops through the
+ * schema's), small constant values evaluated on the way so shape
+ * arithmetic folds, declared value_info used where a rule cannot tell. A
+ * value is "known" only when every dim is a fixed number; anything else
+ * answers false, so a caller that needs equality declines rather than
+ * guesses.
  *
  * Ownership: results are written into caller storage. Thread-safety: reads
  * the graph only (one thread per graph, as rewrite.h says).
@@ -30,8 +29,7 @@
 teexec_status *tx_lower_shape_of(tx_rw_graph *g, const char *value, tx_shape *out,
                                  bool *known) TX_NODISCARD;
 
-/* The same, with the element type when it can be followed (UNDEFINED when
- * not: a Reshape of a value whose type is unknown, ...). */
+/* The same, with the element type (UNDEFINED when the pass cannot tell). */
 teexec_status *tx_lower_type_of(tx_rw_graph *g, const char *value, teexec_dtype *dtype,
                                 tx_shape *out, bool *known) TX_NODISCARD;
 

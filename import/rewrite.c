@@ -380,6 +380,60 @@ teexec_status *tx_rw_set_ints(tx_rw_graph *g, size_t node, const char *name, con
     return NULL;
 }
 
+teexec_status *tx_rw_set_tensor(tx_rw_graph *g, size_t node, const char *name, const tx_tensor *t)
+{
+    if (!t || !t->data) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "tx_rw_set_tensor: no tensor");
+    tx_rw_attr *a;
+    TX_TRY(attr_slot(g, node, name, &a));
+    a->type = TX_IR_ATTR_TENSOR;
+    return tx_tensor_clone(t, &a->t_owned);
+}
+
+teexec_status *tx_rw_make_constant(tx_rw_graph *g, size_t node, size_t slot, const tx_tensor *t)
+{
+    if (node >= g->n_nodes || g->nodes[node].dead || slot >= g->nodes[node].n_outputs || !t ||
+        !t->data)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "tx_rw_make_constant: no live node %zu output %zu",
+                        node, slot);
+    tx_rw_node *n = &g->nodes[node];
+    char *op = tx_rw_strdup("Constant"), *dom = tx_rw_strdup("");
+    tx_tensor copy;
+    teexec_status *st = op && dom ? tx_tensor_clone(t, &copy) : tx_oom();
+    if (st) {
+        free(op);
+        free(dom);
+        return st;
+    }
+    tx_rw_edited(g);
+    free(n->op_type);
+    free(n->domain);
+    n->op_type = op;
+    n->domain = dom;
+    for (size_t i = 0; i < n->n_inputs; i++) free(n->inputs[i]);
+    n->n_inputs = 0;
+    for (size_t o = 0; o < n->n_outputs; o++) {
+        if (o == slot) continue;
+        free(n->outputs[o]);
+    }
+    n->outputs[0] = n->outputs[slot];
+    n->n_outputs = 1;
+    for (size_t i = 0; i < n->n_attrs; i++) tx_rw_attr_clear(&n->attrs[i]);
+    n->n_attrs = 0;
+    /* the attribute array keeps its capacity: one entry fits */
+    tx_rw_attr a;
+    memset(&a, 0, sizeof a);
+    a.name = tx_rw_strdup("value");
+    if (!a.name) {
+        tx_tensor_release(&copy);
+        return tx_oom();
+    }
+    a.type = TX_IR_ATTR_TENSOR;
+    a.t_owned = copy;
+    st = tx_rw_node_push_attr(n, &a);
+    if (st) tx_rw_attr_clear(&a);
+    return st;
+}
+
 const tx_rw_attr *tx_rw_get_attr(const tx_rw_graph *g, size_t node, const char *name)
 {
     if (node >= g->n_nodes || !name) return NULL;

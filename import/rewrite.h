@@ -98,6 +98,14 @@ void tx_rw_free(tx_rw_graph *g);
  * node reads dropped. */
 teexec_status *tx_rw_emit(const tx_rw_graph *g, uint8_t **bytes, size_t *len) TX_NODISCARD;
 
+/* The same, but initializers the source model keeps as external data stay
+ * references to the same locations instead of being read in: for a model
+ * loaded again from the source's folder (exec/model_lower.c), which then
+ * neither copies the weights nor outgrows the 2 GiB a serialized model may
+ * have. */
+teexec_status *tx_rw_emit_keep_external(const tx_rw_graph *g, uint8_t **bytes,
+                                        size_t *len) TX_NODISCARD;
+
 /* ---- nodes -------------------------------------------------------------- */
 
 size_t tx_rw_node_count(const tx_rw_graph *g);          /* live and dead */
@@ -118,7 +126,16 @@ teexec_status *tx_rw_set_string(tx_rw_graph *g, size_t node, const char *name,
                                 const char *v) TX_NODISCARD;
 teexec_status *tx_rw_set_ints(tx_rw_graph *g, size_t node, const char *name, const int64_t *v,
                               size_t n) TX_NODISCARD;
+/* Sets a TENSOR attribute to a copy of t. */
+teexec_status *tx_rw_set_tensor(tx_rw_graph *g, size_t node, const char *name,
+                                const tx_tensor *t) TX_NODISCARD;
 const tx_rw_attr *tx_rw_get_attr(const tx_rw_graph *g, size_t node, const char *name);
+
+/* Turns node `node` into a Constant node (same name, same place) whose one
+ * output is its output `slot`, holding a copy of t; its inputs, attributes
+ * and other outputs go. */
+teexec_status *tx_rw_make_constant(tx_rw_graph *g, size_t node, size_t slot,
+                                   const tx_tensor *t) TX_NODISCARD;
 
 /* Replaces every read of value `from` by live nodes (and graph outputs keep
  * their names: when `from` is a graph output, the producer of `to` is
@@ -163,8 +180,11 @@ teexec_status *tx_rw_set_initializer(tx_rw_graph *g, const char *name,
  * (domain, name) whose inputs are the values they read from outside the set
  * (initializers included, in first-use order) and whose outputs are the
  * values they define that are read outside the set or are graph outputs,
- * and puts one call node in their place. Opset imports of the function are
- * those of the model. *call (may be NULL) gets the call node's index. */
+ * and puts one call node in their place: at the index of the set's first
+ * node in graph order (that node's dead entry moves to the end; no other
+ * index changes), so the writer emits the call where the group was.
+ * Opset imports of the function are those of the model. *call (may be
+ * NULL) gets the call node's index. */
 teexec_status *tx_rw_outline(tx_rw_graph *g, const size_t *nodes, size_t n, const char *domain,
                              const char *name, size_t *call) TX_NODISCARD;
 

@@ -113,6 +113,7 @@ typedef struct emit_ctx {
     tx_mw *w;
     name_map producer;   /* value -> live node index */
     name_map available;  /* graph inputs and kept initializers */
+    bool keep_external;  /* external initializers stay references */
 } emit_ctx;
 
 static teexec_status *emit_attr(emit_ctx *c, const tx_rw_attr *a, Onnx__AttributeProto **out)
@@ -213,9 +214,10 @@ static bool init_read(const tx_rw_graph *g, const char *name)
  * external data, which is read now so the bytes stand on their own. */
 static teexec_status *emit_init(emit_ctx *c, const tx_rw_init *in, Onnx__TensorProto **out)
 {
-    if (in->borrowed && !(in->borrowed->has_data_location &&
-                          in->borrowed->data_location ==
-                              ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)) {
+    if (in->borrowed && (c->keep_external ||
+                         !(in->borrowed->has_data_location &&
+                           in->borrowed->data_location ==
+                               ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL))) {
         *out = (Onnx__TensorProto *)in->borrowed;
         return NULL;
     }
@@ -504,13 +506,14 @@ static teexec_status *emit_model(emit_ctx *c, Onnx__ModelProto **out)
     return NULL;
 }
 
-teexec_status *tx_rw_emit(const tx_rw_graph *g, uint8_t **bytes, size_t *len)
+static teexec_status *emit(const tx_rw_graph *g, bool keep_external, uint8_t **bytes, size_t *len)
 {
     *bytes = NULL;
     *len = 0;
     emit_ctx c;
     memset(&c, 0, sizeof c);
     c.g = g;
+    c.keep_external = keep_external;
     TX_TRY(tx_mw_create(&c.w));
     Onnx__ModelProto *m = NULL;
     teexec_status *st = emit_model(&c, &m);
@@ -519,4 +522,14 @@ teexec_status *tx_rw_emit(const tx_rw_graph *g, uint8_t **bytes, size_t *len)
     map_free(&c.available);
     tx_mw_free(c.w);
     return st;
+}
+
+teexec_status *tx_rw_emit(const tx_rw_graph *g, uint8_t **bytes, size_t *len)
+{
+    return emit(g, false, bytes, len);
+}
+
+teexec_status *tx_rw_emit_keep_external(const tx_rw_graph *g, uint8_t **bytes, size_t *len)
+{
+    return emit(g, true, bytes, len);
 }

@@ -180,6 +180,18 @@ teexec_status *tx_rw_outline(tx_rw_graph *g, const size_t *nodes, size_t n, cons
                             fn.n_inputs, (const char *const *)fn.outputs, fn.n_outputs, &idx);
     if (st) goto fail;
     for (size_t k = 0; k < n; k++) tx_rw_remove_node(g, set[k]);
+    /* The call takes the slot of the set's first node (in graph order), so
+     * the writer, which keeps the graph's order where it can, puts it where
+     * the group was: inlining the written model and outlining the same
+     * group again then writes the same bytes. The dead node moves to the
+     * end; no other index changes. */
+    size_t first = set[0];
+    for (size_t k = 1; k < n; k++)
+        if (set[k] < first) first = set[k];
+    tx_rw_node moved = g->nodes[first];
+    g->nodes[first] = g->nodes[idx];
+    g->nodes[idx] = moved;
+    idx = first;
     g->funcs[g->n_funcs++] = fn;
     if (call) *call = idx;
     free(set);

@@ -1250,12 +1250,29 @@ static const op_rule rules[] = {
     {"RMSNormalization", 23, inf_rms_norm, NULL}, {"Attention", 23, inf_attention, NULL},
 };
 
+/* Rules of ops that so far only the load-time evaluator computes
+ * (import/const_eval_node.c, for the folding pass: the Cos/Sin of a rotary
+ * table built from constants). Looked up after the table above, so an
+ * entry there (once a backend runs the op) takes over. */
+static const op_rule fold_only_rules[] = {
+    {"Cos", 7, inf_same, NULL}, {"Sin", 7, inf_same, NULL}, {"Tan", 7, inf_same, NULL},
+    {"Mod", 10, inf_bcast, NULL},
+};
+
+static const op_rule *find_fold_only_rule(const char *op_type, int64_t opset)
+{
+    for (size_t i = 0; i < sizeof(fold_only_rules) / sizeof(fold_only_rules[0]); i++)
+        if (strcmp(fold_only_rules[i].op, op_type) == 0)
+            return opset >= fold_only_rules[i].min_opset ? &fold_only_rules[i] : NULL;
+    return NULL;
+}
+
 static const op_rule *find_rule(const char *domain, const char *op_type, int64_t opset)
 {
     if (domain && domain[0] && strcmp(domain, "ai.onnx") != 0) return NULL;
     for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
         if (strcmp(rules[i].op, op_type) == 0) return opset >= rules[i].min_opset ? &rules[i] : NULL;
-    return NULL;
+    return find_fold_only_rule(op_type, opset);
 }
 
 bool tx_infer_op_known(const char *domain, const char *op_type, int64_t opset)

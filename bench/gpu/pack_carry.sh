@@ -23,11 +23,17 @@ rm -rf "$DEST"
 mkdir -p "$DEST"
 find "$BUILD_DIR/tests/gpu" -maxdepth 1 -type f -executable -name 'test_gpu_*' \
   -exec cp {} "$DEST/" \;
+# the zoo on the GPU (test_zoo_cuda: run as `test_zoo_cuda cuda`) and the
+# ONNX node tests through the CUDA session, where this tree has them
+for t in tests/zoo/test_zoo_cuda tests/conformance/run_node_tests; do
+  [ -x "$BUILD_DIR/$t" ] && cp "$BUILD_DIR/$t" "$DEST/"
+done
 cp "$BUILD_DIR/tools/teexec" "$BUILD_DIR/bench/gpu/gemm_rate" "$BUILD_DIR/bench/gpu/kernel_bw" \
   "$DEST/"
 cp -P "$(dirname "$(readlink -f "$(ldconfig -p | awk '/libcmocka.so.0 /{print $NF; exit}')")")"/libcmocka.so.0* \
   "$DEST/"
 strip "$DEST"/test_gpu_* "$DEST/teexec" "$DEST/gemm_rate" "$DEST/kernel_bw"
+for t in test_zoo_cuda run_node_tests; do [ -f "$DEST/$t" ] && strip "$DEST/$t"; done
 size=$(du -sm "$DEST" | cut -f1)
 echo "$DEST: $(ls "$DEST" | wc -l) files, $size MiB"
 if [ "$size" -gt 60 ]; then

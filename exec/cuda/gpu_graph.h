@@ -92,6 +92,10 @@ teexec_status *tx_gpu_graph_param(const tx_gpu_graph *g, const char *name,
                                   tx_tensor *out) TX_NODISCARD;
 teexec_status *tx_gpu_graph_grad(const tx_gpu_graph *g, const char *name,
                                  tx_tensor *out) TX_NODISCARD;
+/* The current value of the lowered model's parameter `name`, in the
+ * lowered layout (the CPU trainer's mirror of the device's parameters). */
+teexec_status *tx_gpu_graph_param_lowered(const tx_gpu_graph *g, const char *name,
+                                          tx_tensor *out) TX_NODISCARD;
 
 /* The --profile table (teexec_session_profile's format); caller frees. */
 teexec_status *tx_gpu_graph_profile(const tx_gpu_graph *g, char **out_text) TX_NODISCARD;

@@ -1025,7 +1025,7 @@ void tx_gpu_graph_destroy(tx_gpu_graph *g)
     free(g->out_staging);
     free(g->in_values);
     free(g->prof);
-    tx_param_sources_free(g->sources, g->n_sources);
+    if (g->own_sources) tx_param_sources_free(g->sources, g->n_sources);
     if (g->n_delayed) tx_delayed_free(&g->delayed);
     if (g->arena) cudaFree(g->arena);
     if (g->delayed_dev) cudaFree(g->delayed_dev);
@@ -1222,7 +1222,15 @@ teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph
     teexec_status *st = device_setup(g, &caps);
     if (!st) st = tx_model_runnable(model, &g->lowered, &g->prep);
     if (!st) st = make_cpu_plan(g, cfg);
-    if (!st) st = tx_param_sources(g->ir, &g->sources, &g->n_sources);
+    /* the user's names: the preparation's sources (they know repeated and
+     * inherited annotations); a lowered copy given directly gets its own */
+    if (!st && g->prep) {
+        g->sources = g->prep->sources;
+        g->n_sources = g->prep->n_sources;
+    } else if (!st) {
+        st = tx_param_sources(g->ir, &g->sources, &g->n_sources);
+        g->own_sources = true;
+    }
     if (!st) st = init_values(g);
     if (!st && g->ir->n_outputs == 0) st = tx_error(TEEXEC_ERR_BAD_MODEL, "the model has no outputs");
     if (!st) {

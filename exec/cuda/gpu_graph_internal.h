@@ -133,8 +133,9 @@ struct tx_gpu_graph {
     size_t n_fused, cap_fused;
     gparam *params;
     size_t n_params;
-    tx_param_source *sources;
+    tx_param_source *sources;  /* prep's (borrowed) or own_sources */
     size_t n_sources;
+    bool own_sources;
     int32_t loss_value;
     int32_t *in_values;        /* per graph input (model order) */
     size_t n_in;

@@ -472,12 +472,15 @@ const char *tx_gpu_graph_graphs_off_reason(const tx_gpu_graph *g)
     return g->graph_ok ? NULL : g->graph_off_why;
 }
 
-static teexec_status *param_tensor(const tx_gpu_graph *g, const char *name, bool grad, tx_tensor *out)
+/* raw: `name` is the lowered model's parameter, handed out in its layout;
+ * else the user's name, which may be a lowered parameter's part (merged,
+ * transposed, repeated) and comes back in the user's layout. */
+static teexec_status *param_tensor(const tx_gpu_graph *g, const char *name, bool grad, bool raw,
+                                   tx_tensor *out)
 {
     memset(out, 0, sizeof *out);
-    /* the user's name may be a lowered parameter's part (merged / transposed) */
     const tx_param_source *src = NULL;
-    for (size_t i = 0; i < g->n_sources; i++)
+    for (size_t i = 0; !raw && i < g->n_sources; i++)
         if (!strcmp(g->sources[i].original, name)) src = &g->sources[i];
     const char *lname = src ? src->lowered : name;
     for (size_t p = 0; p < g->n_params; p++) {
@@ -508,12 +511,17 @@ static teexec_status *param_tensor(const tx_gpu_graph *g, const char *name, bool
 
 teexec_status *tx_gpu_graph_param(const tx_gpu_graph *g, const char *name, tx_tensor *out)
 {
-    return param_tensor(g, name, false, out);
+    return param_tensor(g, name, false, false, out);
+}
+
+teexec_status *tx_gpu_graph_param_lowered(const tx_gpu_graph *g, const char *name, tx_tensor *out)
+{
+    return param_tensor(g, name, false, true, out);
 }
 
 teexec_status *tx_gpu_graph_grad(const tx_gpu_graph *g, const char *name, tx_tensor *out)
 {
-    return param_tensor(g, name, true, out);
+    return param_tensor(g, name, true, false, out);
 }
 
 size_t tx_gpu_graph_device_bytes(const tx_gpu_graph *g) { return g->arena_bytes; }

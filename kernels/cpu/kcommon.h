@@ -38,8 +38,11 @@
 /* Hot float loops are compiled twice, for AVX2 and for the baseline, and
  * the loader picks one per machine (GCC function multiversioning, which
  * needs glibc's ifunc). With
- * fp-contract off above, both versions give bit-identical results. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
+ * fp-contract off above, both versions give bit-identical results. Not
+ * under ThreadSanitizer: the ifunc resolvers run before its runtime is
+ * initialized and crash every program at start. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && \
+    !defined(__SANITIZE_THREAD__)
 #define TX_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define TX_SIMD_CLONES

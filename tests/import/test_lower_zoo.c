@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "exec/tensor_internal.h"
+#include "import/fold.h"
 #include "import/lower.h"
 
 #define TOL 1e-5
@@ -91,6 +92,8 @@ static void zoo_lower(const char *name, zoo *z)
     snprintf(path, sizeof path, "%s/model.onnx", z->dir);
     rw_ok(teexec_model_load_file(path, NULL, &z->orig), path);
     rw_ok(tx_rw_from_ir(z->orig->ir, &z->g), "from_ir");
+    /* as tx_model_lower does: constants folded first (import/fold.h) */
+    rw_ok(tx_fold(z->g, NULL, NULL), "tx_fold");
     rw_ok(tx_lower(z->g, NULL, &z->rep), "tx_lower");
     printf("%s:", name);
     for (size_t i = 0; i < tx_rw_node_count(z->g); i++) {

@@ -9,7 +9,7 @@
 
 #include "../import/model_builder.h"
 
-#include "exec/infer_graph.h"
+#include "import/infer_graph.h"
 #include "import/ir.h"
 #include "planner/plan.h"
 

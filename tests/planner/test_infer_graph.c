@@ -1,4 +1,4 @@
-/* Tests for exec/infer_graph.c (tx_infer_graph): symbolic input dims from
+/* Tests for import/infer_graph.c (tx_infer_graph): symbolic input dims from
  * the caller's names (1 when not named), initializer types and folded
  * integer values, te.ops and standard nodes in one pass, errors naming the
  * node. */
@@ -104,10 +104,45 @@ static void types_every_value(void **state)
     mb_free_all();
 }
 
+/* Inputs typed by the caller (a session's bound shapes) instead of their
+ * declarations; a bound id past the table is refused. */
+static void types_bound_inputs(void **state)
+{
+    (void)state;
+    size_t size;
+    uint8_t *bytes = mb_pack(model("64,32"), &size);
+    tx_onnx_file *file = NULL;
+    tx_ir_model *ir = NULL;
+    assert_null(tx_onnx_load_memory(bytes, size, NULL, NULL, &file));
+    free(bytes);
+    assert_null(tx_ir_build(file, &ir));
+    const tx_ir_graph *g = ir->graph;
+    int32_t x = tx_ir_graph_find_value(g, "x");
+    tx_infer_value t = {.dtype = TEEXEC_DTYPE_FLOAT, .shape_known = true,
+                        .shape = {.rank = 3, .dims = {4, 5, 32}}};
+    tx_infer_value *v = NULL;
+    assert_null(tx_infer_graph_inputs(g, file, 1, &x, &t, &v));
+    const tx_infer_value *y = val(g, v, "y");
+    assert_true(y->shape_known);
+    assert_int_equal(y->shape.rank, 2);
+    assert_int_equal(y->shape.dims[0], 20);
+    assert_int_equal(y->shape.dims[1], 64);
+    tx_infer_values_free(v, g->n_values);
+    int32_t bad = (int32_t)g->n_values;
+    teexec_status *st = tx_infer_graph_inputs(g, file, 1, &bad, &t, &v);
+    assert_int_equal(teexec_status_code(st), TEEXEC_ERR_INVALID_ARGUMENT);
+    assert_null(v);
+    teexec_status_destroy(st);
+    tx_ir_model_free(ir);
+    tx_onnx_file_free(file);
+    mb_free_all();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(types_every_value),
+        cmocka_unit_test(types_bound_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "exec/infer_graph.h"
+#include "import/infer_graph.h"
 #include "exec/model_lower.h"
 #include "planner/plan.h"
 
