@@ -96,6 +96,7 @@ void tx_std_bgrad_init(tx_cuda_bgrad *g, const tx_tensor *y, const int64_t *st_x
 
 teexec_status *tx_std_need_rank(const tx_cuda_std_node *n, int32_t rank)
 {
+    if (rank < 0) return UNSUP("a tensor has no shape");
     if (rank > TX_STD_MAX_RANK)
         return UNSUP("rank %d is above the GPU kernels' %d", (int)rank, TX_STD_MAX_RANK);
     return NULL;
@@ -254,6 +255,7 @@ teexec_status *tx_cuda_std_prepare(const tx_cuda_std_desc *d, tx_cuda_std_node *
     n->n_out = d->n_out;
     teexec_status *st = copy_meta(d->in, d->n_in, &n->in, d->in_host, n);
     if (!st) st = copy_meta(d->out, d->n_out, &n->out, NULL, n);
+    if (!st && n->out[0].rank < 0) st = UNSUP("output 0 has no shape");
     size_t extra = extra_outputs(n->kind);
     for (size_t j = 1; !st && j < n->n_out; j++)
         if (tx_std_present(&n->out[j]) && j > extra)

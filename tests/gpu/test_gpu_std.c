@@ -351,6 +351,29 @@ static void refusals(void **state)
     expect_refused(&ln, none, true, "broadcast scale in training");
     n = expect_prepared(&ln, none, false);
     tx_cuda_std_node_free(n);
+    /* an output the typing pass left without a shape is refused, not read */
+    {
+        int32_t ri[1] = {0}, ro[1] = {1};
+        tx_ir_node rn = {.name = (char *)"relu_unshaped", .label = (char *)"relu_unshaped",
+                         .op_type = (char *)"Relu", .domain = (char *)"", .overload = (char *)"",
+                         .opset = 14, .function = -1, .inputs = ri, .n_inputs = 1,
+                         .outputs = ro, .n_outputs = 1};
+        int64_t dims[2] = {2, 3};
+        tx_tensor x, y;
+        TG_OK(tx_tensor_wrap(&x, TEEXEC_DTYPE_FLOAT, 2, dims, NULL));
+        memset(&y, 0, sizeof y);
+        y.dtype = TEEXEC_DTYPE_FLOAT;
+        y.rank = -2;
+        const tx_tensor *rin[1] = {&x}, *rout[1] = {&y};
+        tx_cuda_std_desc rd = {.node = &rn, .n_in = 1, .in = rin, .n_out = 1, .out = rout};
+        tx_cuda_std_node *rnode = NULL;
+        teexec_status *st = tx_cuda_std_prepare(&rd, &rnode);
+        assert_non_null(st);
+        assert_null(rnode);
+        assert_int_equal(teexec_status_code(st), TEEXEC_ERR_UNSUPPORTED);
+        assert_non_null(strstr(teexec_status_message(st), "no shape"));
+        teexec_status_destroy(st);
+    }
     tg_record("std refusals", 1, "prepare refuses unknown attributes, dtypes the CPU refuses, "
                                  "training-mode Dropout");
 }
