@@ -32,7 +32,8 @@
  * (NULL = zero), and for each input the grad buffer to OVERWRITE (NULL =
  * not wanted; the executor sums fan-out). Broadcast inputs get the grad
  * summed over the broadcast dims (deterministically: no float atomics).
- * Float math in fp32, results rounded once to the tensor's dtype.
+ * Float math in fp32, or in FP64 where the CPU rule's sums need it
+ * (kernels/cuda/std_*.h say which); results rounded once to the tensor's dtype.
  *
  * Errors: TEEXEC_ERR_UNSUPPORTED "node NAME (Op): reason" at prepare for an
  * op, dtype, attribute or rank the GPU does not run; device errors as
