@@ -1,7 +1,10 @@
 /*
  * teexec.h - the public C API of libteexec.
  *
- * This is the only header a user includes. Conventions (see docs/api.md):
+ * This is the only header a user includes: #include <teexec/teexec.h>, and
+ * build with `pkg-config --cflags --libs teexec`. docs/api.md documents
+ * every function (ownership, threads, blocking); examples/ has programs to
+ * copy. Conventions:
  *
  *  - Opaque handles with create/destroy pairs; every destroy accepts NULL.
  *  - Every fallible call returns a teexec_status pointer: NULL means success.
@@ -183,8 +186,8 @@ TEEXEC_API teexec_status *teexec_model_load_memory(
     const void *data, size_t size, const char *base_dir,
     const teexec_load_options *options, teexec_model **out_model);
 
-/* Releases a model. Accepts NULL. Every session created from the model must
- * have been destroyed first. */
+/* Releases a model. Accepts NULL. Every session and trainer created from the
+ * model must have been destroyed first. */
 TEEXEC_API void teexec_model_destroy(teexec_model *model);
 
 /* --- introspection: all getters are thread-safe on a loaded model; the
@@ -434,9 +437,11 @@ TEEXEC_API teexec_status *teexec_session_options_set_profile(teexec_session_opti
  * CPU sessions ignore it. */
 TEEXEC_API teexec_status *teexec_session_options_set_cuda_stream(teexec_session_options *options,
                                                                  void *stream);
-/* The compute dtype of float activations and parameters: FLOAT, BFLOAT16
- * or FLOAT16 cast the model's float tensors; UNDEFINED (default) keeps the
- * model's own. Inputs and outputs keep the model's dtypes. */
+/* The compute dtype of float activations and parameters (CUDA sessions):
+ * FLOAT, BFLOAT16 or FLOAT16 cast the model's float tensors; UNDEFINED
+ * (default) keeps the model's own. Inputs and outputs keep the model's
+ * dtypes. CPU sessions run the model's own dtypes: any other value than
+ * UNDEFINED is refused at creation (TEEXEC_ERR_UNSUPPORTED). */
 TEEXEC_API teexec_status *teexec_session_options_set_dtype(teexec_session_options *options,
                                                            teexec_dtype dtype);
 
@@ -488,8 +493,8 @@ TEEXEC_API teexec_status *teexec_session_run(teexec_session *session, size_t n_i
 TEEXEC_API const char *teexec_session_device_name(const teexec_session *session);
 
 /* Number of input-shape signatures currently planned (1 after creation
- * when the model declares its input shapes; at most 32 are kept, the
- * oldest dropped first). */
+ * when the model declares its input shapes; a CPU session keeps at most 32,
+ * a CUDA session 4, the oldest dropped first). */
 TEEXEC_API size_t teexec_session_plan_count(const teexec_session *session);
 
 /* The profile gathered so far (options_set_profile): a text table, one row
@@ -583,7 +588,8 @@ TEEXEC_API teexec_status *teexec_trainer_create(const teexec_model *model,
 
 /* One step: forward on the named tensors (every model input, plus "target"
  * for MSE or "labels" for cross-entropy), loss, backward, optimizer update.
- * *out_loss (may be NULL) gets the loss before the update. Tensors are
+ * *out_loss (may be NULL) gets the loss before the update; on failure it is
+ * not written (the one out-parameter not reset on failure). Tensors are
  * borrowed for the call only. A CUDA trainer may be called with count 0
  * after a first step: it steps again on that step's tensors, which stay on
  * the device. */
@@ -616,12 +622,12 @@ TEEXEC_API teexec_status *teexec_trainer_param(const teexec_trainer *trainer, co
 TEEXEC_API teexec_status *teexec_trainer_save_model(const teexec_trainer *trainer,
                                                     const char *path);
 
-/* Releases a trainer. Accepts NULL. */
 /* "cpu" or "cuda". Static string. */
 TEEXEC_API const char *teexec_trainer_device_name(const teexec_trainer *trainer);
 /* As teexec_session_profile, for a trainer created with profile = 1. */
 TEEXEC_API teexec_status *teexec_trainer_profile(const teexec_trainer *trainer, char **out_text);
 
+/* Releases a trainer. Accepts NULL. */
 TEEXEC_API void teexec_trainer_destroy(teexec_trainer *trainer);
 
 /* Training data: the arrays of a NumPy .npz file (stored or deflated
