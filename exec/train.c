@@ -19,6 +19,7 @@
 #include "kernels/cpu/loss.h"
 #include "kernels/cpu/optim.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -808,6 +809,7 @@ static teexec_status *bind(teexec_trainer *t, size_t count, const char *const *n
 teexec_status *teexec_trainer_step(teexec_trainer *t, size_t count, const char *const *names,
                                    const teexec_tensor *const *tensors, double *out_loss)
 {
+    if (out_loss) *out_loss = NAN; /* out-parameters say nothing on failure */
     if (!t) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "trainer is NULL");
     if (t->cuda) return gpu_step(t, count, names, tensors, out_loss);
     clear_step(t);

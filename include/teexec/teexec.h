@@ -588,8 +588,7 @@ TEEXEC_API teexec_status *teexec_trainer_create(const teexec_model *model,
 
 /* One step: forward on the named tensors (every model input, plus "target"
  * for MSE or "labels" for cross-entropy), loss, backward, optimizer update.
- * *out_loss (may be NULL) gets the loss before the update; on failure it is
- * not written (the one out-parameter not reset on failure). Tensors are
+ * *out_loss (may be NULL) gets the loss before the update, NaN on failure. Tensors are
  * borrowed for the call only. A CUDA trainer may be called with count 0
  * after a first step: it steps again on that step's tensors, which stay on
  * the device. */
