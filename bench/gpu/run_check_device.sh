@@ -4,12 +4,22 @@
 # the zoo on the GPU (test_zoo_cuda cuda) and, where carried, the ONNX node
 # tests through the CUDA session; logs under $OUT, a summary last.
 #
-#   device run, carry .carry/lead.tar.xz: bash bench/gpu/run_check_device.sh
+#   device run, carry .carry/lead.tar.xz and .carry/testdata.tar.xz:
+#     bash bench/gpu/run_check_device.sh
+# The device machine has no libonnx-testdata: .carry/testdata.tar.xz holds
+# the claimed node tests (tests/conformance/claimed.txt) from this machine's
+# /usr/share/libonnx-testdata/data, made by bench/gpu/pack_testdata.sh;
+# without it the node tests are skipped.
 set -u
 OUT=${OUT:?}
 if [ -f .carry/lead.tar.xz ] && [ ! -d .carry/lead ]; then
   python3 -c "import tarfile; tarfile.open('.carry/lead.tar.xz').extractall('.carry')"
 fi
+if [ -f .carry/testdata.tar.xz ] && [ ! -d .carry/testdata ]; then
+  mkdir -p .carry/testdata
+  python3 -c "import tarfile; tarfile.open('.carry/testdata.tar.xz').extractall('.carry/testdata')"
+fi
+[ -d .carry/testdata/node ] && export TEEXEC_TESTDATA=$PWD/.carry/testdata
 C=.carry/lead
 export TEEXEC_SOURCE_ROOT=$PWD
 export LD_LIBRARY_PATH=$PWD/$C:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
