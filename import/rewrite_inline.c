@@ -90,6 +90,24 @@ static const tx_rw_attr *call_attr(const tx_rw_node *call, const char *name)
 
 static teexec_status *inline_call(inline_ctx *c, const tx_rw_node *call, int32_t fidx, int depth);
 
+/* Is `name` the name of a node of g (dead ones too, as tx_rw_name_used
+ * counts them), of one of g's functions, of a node of the source's main
+ * graph (copied later)? Names tx_rw_fresh_name handed out are not asked:
+ * those not on a node yet are the names of values. */
+static bool node_name_taken(const tx_rw_graph *g, const char *name)
+{
+    for (size_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].name && strcmp(g->nodes[i].name, name) == 0) return true;
+    for (size_t f = 0; f < g->n_funcs; f++)
+        for (size_t i = 0; i < g->funcs[f].n_nodes; i++)
+            if (g->funcs[f].nodes[i].name && strcmp(g->funcs[f].nodes[i].name, name) == 0)
+                return true;
+    const tx_ir_graph *main = g->src ? g->src->graph : NULL;
+    for (size_t i = 0; main && i < main->n_nodes; i++)
+        if (strcmp(main->nodes[i].name, name) == 0) return true;
+    return false;
+}
+
 /* Adds IR node n of graph gr to c->g. `names` maps gr's value indices to
  * names in c->g (NULL: gr is the main graph, names as they are); `call`
  * is the call being inlined (NULL at top level), whose attributes resolve
@@ -101,9 +119,13 @@ static teexec_status *add_ir_node(inline_ctx *c, const tx_ir_graph *gr, const tx
     memset(&t, 0, sizeof t);
     teexec_status *st = NULL;
     if (call && n->name[0]) {
-        /* The body's own name while it is free (so converting a converted
-         * model writes the same names again), else a fresh variant. */
-        const char *nm = tx_rw_fresh_name(c->g, n->name);
+        /* The body's own name while no other node has it (so converting a
+         * converted model writes the same names again), else a fresh
+         * variant. Node names and value names are separate namespaces in
+         * ONNX: a body node named like its output (or any value) keeps its
+         * name, which the body's values, mapped before its nodes, would
+         * otherwise have taken from it. */
+        const char *nm = node_name_taken(c->g, n->name) ? tx_rw_fresh_name(c->g, n->name) : n->name;
         t.name = tx_rw_strdup(nm ? nm : NULL);
         if (!nm) free(t.name), t.name = NULL;
     } else {

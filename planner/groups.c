@@ -7,11 +7,32 @@
  * value has exactly one reader (this node's main input) and is no graph
  * output: so every value inside a chain is private to it and a fused kernel
  * may keep it in registers. Every other input of the node (extra inputs,
- * parameters) must come from the chain itself, from a graph input or
- * initializer, or from a node before the chain's first node; otherwise the
- * node starts a new chain. That last rule keeps the groups, in the order of
- * their first nodes, a topological order, with no cycle through an extra
- * tensor (TE forbids channels across fusers for the same reason).
+ * parameters, values its subgraphs capture) must come from the chain
+ * itself, from a graph input or initializer, or from an ancestor of the
+ * chain's first node (a node the first node depends on, through any path);
+ * otherwise the node starts a new chain.
+ *
+ * Why ancestors, and not "a node before the chain's first node" in the
+ * graph's node list: the executors run a group's fused kernel where its
+ * first node stands in the node order (and the groups in the order of their
+ * first nodes), so every input a chain reads from outside must be ready
+ * before the first node in that order; and the groups must be the same for
+ * every valid node order of one graph, or converting a model (which writes
+ * each group as one function call, moving nodes) and converting the result
+ * again would group, fuse and write it differently. An ancestor of the
+ * first node precedes it in every topological order, and a node that is no
+ * ancestor follows it in some order: so this is the widest rule that holds
+ * in all of them. It also keeps the group graph acyclic: an edge from group
+ * A to group B means a node of A is an ancestor of B's first node, so A's
+ * first node is one too, and "is an ancestor of" is a strict partial order
+ * (TE forbids channels across fusers for the same reason). A side input
+ * made by a parallel branch (GPT-NeoX's parallel residual: the attention
+ * output plus the MLP output) therefore starts a new chain at the add,
+ * whatever order the exporter wrote the branches in.
+ *
+ * The groups are numbered in the order of their first nodes: a
+ * topological order of the group graph, in which the numbering of a given
+ * graph changes only with the relative order of the first nodes.
  *
  * DotProductAttention and Embedding are groups of their own: in TE they are
  * modules outside te.ops (cuDNN attention, torch embedding) that break a
@@ -136,23 +157,71 @@ static teexec_status *push_node(chain_build *c, int32_t node)
     return NULL;
 }
 
-/* Every input of node ni other than its main input is available before
- * chain ch starts, or made inside it. */
-static bool side_inputs_ok(const tx_ir_graph *g, const int32_t *chain_of, int32_t ch,
+/* Reachability queries over the node graph (see the file comment): a
+ * stamp per node for "seen in the current query" and a stack, both sized
+ * for every node, so a query allocates nothing. */
+typedef struct reach {
+    uint32_t *seen;
+    int32_t *stack;
+    uint32_t stamp;
+} reach;
+
+static void reach_push(const tx_ir_graph *g, reach *r, int32_t v, int32_t *top)
+{
+    if (v < 0) return;
+    int32_t pr = g->values[v].producer;
+    if (pr < 0 || r->seen[pr] == r->stamp) return;
+    r->seen[pr] = r->stamp;
+    r->stack[(*top)++] = pr;
+}
+
+/* Does node `to` depend on node `from` (a path from -> ... -> to, through
+ * explicit or captured inputs)? Walks backward from `to`. The node list is
+ * in a topological order, so a node before `from` cannot depend on it and
+ * is not walked past: that bounds the walk and does not change the answer. */
+static bool is_ancestor(const tx_ir_graph *g, reach *r, int32_t from, int32_t to)
+{
+    if (from == to) return true;
+    if (from > to) return false;
+    if (++r->stamp == 0) { /* wrapped: forget every old mark */
+        memset(r->seen, 0, g->n_nodes * sizeof *r->seen);
+        r->stamp = 1;
+    }
+    int32_t top = 0;
+    r->seen[to] = r->stamp;
+    r->stack[top++] = to;
+    while (top > 0) {
+        int32_t ni = r->stack[--top];
+        if (ni == from) return true;
+        if (ni < from) continue;
+        const tx_ir_node *n = &g->nodes[ni];
+        for (size_t s = 0; s < n->n_inputs; s++) reach_push(g, r, n->inputs[s], &top);
+        for (size_t s = 0; s < n->n_implicit_inputs; s++)
+            reach_push(g, r, n->implicit_inputs[s], &top);
+    }
+    return false;
+}
+
+/* May chain ch, whose first node is chain_first, read value v from outside
+ * its main line: made inside the chain, outside the graph's nodes, or by an
+ * ancestor of the first node? */
+static bool side_value_ok(const tx_ir_graph *g, reach *r, const int32_t *chain_of, int32_t ch,
+                          int32_t chain_first, int32_t v)
+{
+    if (v < 0) return true;
+    int32_t pr = g->values[v].producer;
+    return pr < 0 || chain_of[pr] == ch || is_ancestor(g, r, pr, chain_first);
+}
+
+/* Every input of node ni other than its main input passes side_value_ok. */
+static bool side_inputs_ok(const tx_ir_graph *g, reach *r, const int32_t *chain_of, int32_t ch,
                            int32_t chain_first, int32_t ni)
 {
     const tx_ir_node *n = &g->nodes[ni];
-    for (size_t s = 1; s < n->n_inputs; s++) {
-        int32_t v = n->inputs[s];
-        if (v < 0) continue;
-        int32_t pr = g->values[v].producer;
-        if (pr < 0 || chain_of[pr] == ch || pr < chain_first) continue;
-        return false;
-    }
-    for (size_t s = 0; s < n->n_implicit_inputs; s++) {
-        int32_t pr = g->values[n->implicit_inputs[s]].producer;
-        if (pr >= 0 && chain_of[pr] != ch && pr >= chain_first) return false;
-    }
+    for (size_t s = 1; s < n->n_inputs; s++)
+        if (!side_value_ok(g, r, chain_of, ch, chain_first, n->inputs[s])) return false;
+    for (size_t s = 0; s < n->n_implicit_inputs; s++)
+        if (!side_value_ok(g, r, chain_of, ch, chain_first, n->implicit_inputs[s])) return false;
     return true;
 }
 
@@ -232,10 +301,11 @@ teexec_status *tx_plan_groups(const tx_ir_graph *g, const tx_plan_request *req, 
     int32_t *chain_of = malloc((nn ? nn : 1) * sizeof *chain_of);
     p->group_of_node = malloc((nn ? nn : 1) * sizeof *p->group_of_node);
     chain_build *cb = calloc(nn ? nn : 1, sizeof *cb);
+    reach r = {calloc(nn ? nn : 1, sizeof *r.seen), malloc((nn ? nn : 1) * sizeof *r.stack), 0};
     bool *ng = NULL;
     teexec_status *st = NULL;
     size_t n_groups = 0;
-    if (!chain_of || !p->group_of_node || !cb) {
+    if (!chain_of || !p->group_of_node || !cb || !r.seen || !r.stack) {
         st = tx_oom();
         goto done;
     }
@@ -260,7 +330,7 @@ teexec_status *tx_plan_groups(const tx_ir_graph *g, const tx_plan_request *req, 
                 const chain_build *c = &cb[ch];
                 const tx_te_op_schema *ps = tx_plan_node_schema(&g->nodes[pr]);
                 if (ps && !standalone_op(ps->id) && c->nodes[c->n - 1] == pr
-                    && side_inputs_ok(g, chain_of, ch, c->nodes[0], (int32_t)i))
+                    && side_inputs_ok(g, &r, chain_of, ch, c->nodes[0], (int32_t)i))
                     join = ch;
             }
         }
@@ -306,6 +376,8 @@ done:
         for (size_t i = 0; i < nn; i++) free(cb[i].nodes);
     free(cb);
     free(chain_of);
+    free(r.seen);
+    free(r.stack);
     free(ng);
     return st;
 }

@@ -1,6 +1,7 @@
 /* Tests for planner/groups.c: chains of te.ops ops with residuals (internal
  * channels) and forks, chain breaks at standard nodes, attention and
- * multi-reader values, the no-cycle rule for extra inputs, the chain's
+ * multi-reader values, the ancestor rule for extra inputs (groups the same
+ * in every valid node order, no cycle between groups), the chain's
  * extra inputs/outputs, and first_op_requiring_backward. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -75,9 +76,10 @@ static void fork_read_outside_is_an_extra_output(void **state)
     mb_free_all();
 }
 
-/* rms's output has two readers: the chain ends there. fq's chain may take
- * add, whose other input (from fk) is made before fq's chain starts; in the
- * other node order it may not (it would need fk, made after it started). */
+/* rms's output has two readers: the chain ends there. fq's chain may not
+ * take add, whose other input (from fk) is no ancestor of fq: in one of the
+ * two node orders below fk runs after fq, so add starts a chain of its own
+ * in both (the groups may not depend on the node order). */
 static void multi_reader_value_ends_the_chain(void **state)
 {
     (void)state;
@@ -101,28 +103,100 @@ static void multi_reader_value_ends_the_chain(void **state)
         fx f;
         fx_open_model(&f, m);
         fx_plan(&f, &(fx_req){.recipe = "none"});
+        assert_int_equal(f.plan->n_groups, 4);
         assert_int_equal(fx_group_of(&f, "rms")->n_nodes, 1);
         assert_int_equal(fx_group_of(&f, "fk")->n_nodes, 1);
-        const tx_plan_group *q = fx_group_of(&f, "fq");
-        if (order == 0) {
-            assert_int_equal(f.plan->n_groups, 3);
-            assert_int_equal(q->n_nodes, 2);
-            assert_string_equal(gname(&f, q, 1), "add");
-            assert_int_equal(q->n_extra_inputs, 1);
-            assert_string_equal(vname(&f, q->extra_inputs[0]), "k");
-        } else {
-            assert_int_equal(f.plan->n_groups, 4);
-            assert_int_equal(q->n_nodes, 1);
-            const tx_plan_group *a = fx_group_of(&f, "add");
-            assert_string_equal(vname(&f, a->main_input), "q");
-            assert_string_equal(vname(&f, a->extra_inputs[0]), "k");
-        }
+        assert_int_equal(fx_group_of(&f, "fq")->n_nodes, 1);
+        const tx_plan_group *a = fx_group_of(&f, "add");
+        assert_int_equal(a->n_nodes, 1);
+        assert_string_equal(vname(&f, a->main_input), "q");
+        assert_int_equal(a->n_extra_inputs, 1);
+        assert_string_equal(vname(&f, a->extra_inputs[0]), "k");
         /* groups in the order of their first nodes: a topological order */
         for (size_t i = 1; i < f.plan->n_groups; i++)
             assert_true(f.plan->groups[i - 1].nodes[0] < f.plan->groups[i].nodes[0]);
         fx_free(&f);
         mb_free_all();
     }
+}
+
+/* "a,b,c": the names of the nodes of the group holding node `name`, in the
+ * group's order. */
+static void group_text(const fx *f, const char *name, char *buf, size_t size)
+{
+    const tx_plan_group *grp = fx_group_of(f, name);
+    assert_non_null(grp);
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int32_t i = 0; i < grp->n_nodes; i++) {
+        int w = snprintf(buf + len, size - len, "%s%s", i ? "," : "", gname(f, grp, i));
+        assert_true(w > 0 && (size_t)w < size - len);
+        len += (size_t)w;
+    }
+}
+
+/* A parallel residual (GPT-NeoX, Phi: x + attn(ln1(x)) + mlp(ln2(x))) in
+ * two valid node orders: branch a first, or branch m first. With "made
+ * before the chain's first node" in node order, the second order let a's
+ * chain take add1 (its other input, m1, came first) and the first did not,
+ * so converting a model, which moves nodes, changed its groups. m1 is no
+ * ancestor of a's chain: add1 starts a chain in both orders, and add2 joins
+ * it, res (from fork) being an ancestor of add1. Same groups, same count,
+ * same numbering where the first nodes keep their order. */
+static void groups_do_not_depend_on_node_order(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"fork", "ln1", "fa", "ln2", "fm", "add1", "add2", "fo"};
+    static const char *const expect[] = {"fork", "ln1,fa", "ln1,fa", "ln2,fm", "ln2,fm",
+                                         "add1,add2,fo", "add1,add2,fo", "add1,add2,fo"};
+    char seen[2][8][128];
+    size_t n_groups[2];
+    for (int order = 0; order < 2; order++) {
+        Onnx__GraphProto *g;
+        Onnx__ModelProto *m = fx_model(&g, "parallel");
+        mb_input(g, "x", FX_FLOAT, "2,32");
+        mb_output(g, "y", FX_FLOAT, "2,32");
+        fx_param(g, "w1", "32");
+        fx_param(g, "b1", "32");
+        fx_param(g, "w2", "32");
+        fx_param(g, "b2", "32");
+        fx_param(g, "wa", "32,32");
+        fx_param(g, "wm", "32,32");
+        fx_param(g, "wo", "32,32");
+        fx_te(g, "fork", "MakeExtraOutput", "x", "h0,res");
+        for (int k = 0; k < 2; k++) {
+            if ((k == 0) == (order == 0)) {
+                fx_te(g, "ln1", "LayerNorm", "h0,w1,b1", "a0");
+                fx_te(g, "fa", "Linear", "a0,wa", "a1");
+            } else {
+                fx_te(g, "ln2", "LayerNorm", "h0,w2,b2", "m0");
+                fx_te(g, "fm", "Linear", "m0,wm", "m1");
+            }
+        }
+        fx_te(g, "add1", "AddExtraInput", "a1,m1", "s1");
+        fx_te(g, "add2", "AddExtraInput", "s1,res", "s2");
+        fx_te(g, "fo", "Linear", "s2,wo", "y");
+        fx f;
+        fx_open_model(&f, m);
+        fx_plan(&f, &(fx_req){.recipe = "none"});
+        n_groups[order] = f.plan->n_groups;
+        for (size_t i = 0; i < 8; i++) {
+            group_text(&f, names[i], seen[order][i], sizeof seen[order][i]);
+            assert_string_equal(seen[order][i], expect[i]);
+        }
+        const tx_plan_group *tail = fx_group_of(&f, "add1");
+        assert_string_equal(vname(&f, tail->main_input), "a1");
+        assert_int_equal(tail->n_extra_inputs, 2);
+        assert_string_equal(vname(&f, tail->extra_inputs[0]), "m1");
+        assert_string_equal(vname(&f, tail->extra_inputs[1]), "res");
+        for (size_t i = 1; i < f.plan->n_groups; i++)
+            assert_true(f.plan->groups[i - 1].nodes[0] < f.plan->groups[i].nodes[0]);
+        fx_free(&f);
+        mb_free_all();
+    }
+    assert_int_equal(n_groups[0], 4);
+    assert_int_equal(n_groups[1], n_groups[0]);
+    for (size_t i = 0; i < 8; i++) assert_string_equal(seen[1][i], seen[0][i]);
 }
 
 static void standard_nodes_and_attention_stand_alone(void **state)
@@ -247,6 +321,7 @@ int main(void)
         cmocka_unit_test(residual_stays_inside_one_chain),
         cmocka_unit_test(fork_read_outside_is_an_extra_output),
         cmocka_unit_test(multi_reader_value_ends_the_chain),
+        cmocka_unit_test(groups_do_not_depend_on_node_order),
         cmocka_unit_test(standard_nodes_and_attention_stand_alone),
         cmocka_unit_test(first_op_requiring_backward),
         cmocka_unit_test(unknown_te_op_is_refused),
