@@ -36,6 +36,7 @@
 #define TEEXEC_IMPORT_IR_H
 
 #include "base/status.h"
+#include "base/tensor.h"
 #include "format/onnx_load.h"
 
 #include <stdbool.h>
@@ -301,6 +302,13 @@ teexec_status *tx_ir_attr_strings(const tx_ir_node *node, const char *name,
 /* The TensorProto (not decoded: use tx_tensor_from_proto). */
 teexec_status *tx_ir_attr_tensor(const tx_ir_node *node, const char *name,
                                  const Onnx__TensorProto **out) TX_NODISCARD;
+/* The TENSOR attribute decoded into *out (owned by the caller: release with
+ * tx_tensor_release); *found says whether the node has it (when not, *out
+ * is zeroed and NULL is returned). `file` supplies external data. For
+ * executors, which must not read the TensorProto themselves. */
+teexec_status *tx_ir_attr_tensor_value(const tx_ir_node *node, const char *name,
+                                       const tx_onnx_file *file, tx_tensor *out,
+                                       bool *found) TX_NODISCARD;
 teexec_status *tx_ir_attr_graph(const tx_ir_node *node, const char *name,
                                 const tx_ir_graph **out) TX_NODISCARD;
 

@@ -5,6 +5,7 @@
 #include "import/ir_internal.h"
 
 #include "base/checked.h"
+#include "format/tensor_proto.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -247,6 +248,18 @@ teexec_status *tx_ir_attr_tensor(const tx_ir_node *node, const char *name,
     TX_TRY(attr_typed(node, name, TX_IR_ATTR_TENSOR, &a));
     if (a) *out = a->t;
     return NULL;
+}
+
+teexec_status *tx_ir_attr_tensor_value(const tx_ir_node *node, const char *name,
+                                       const tx_onnx_file *file, tx_tensor *out, bool *found)
+{
+    const Onnx__TensorProto *tp;
+    memset(out, 0, sizeof(*out));
+    *found = false;
+    TX_TRY(tx_ir_attr_tensor(node, name, &tp));
+    if (!tp) return NULL;
+    *found = true;
+    return tx_tensor_from_proto(tp, file, out);
 }
 
 teexec_status *tx_ir_attr_graph(const tx_ir_node *node, const char *name,
