@@ -61,6 +61,17 @@ bool tx_dtype_is_float(teexec_dtype dt)
     return tx_dtype_valid((int)dt) && dtype_table[dt].is_float;
 }
 
+bool tx_dtype_is_real(teexec_dtype dt)
+{
+    return dt == TEEXEC_DTYPE_FLOAT || dt == TEEXEC_DTYPE_FLOAT16 || dt == TEEXEC_DTYPE_BFLOAT16 ||
+           dt == TEEXEC_DTYPE_DOUBLE;
+}
+
+teexec_dtype tx_dtype_stat(teexec_dtype t)
+{
+    return t == TEEXEC_DTYPE_DOUBLE ? TEEXEC_DTYPE_DOUBLE : TEEXEC_DTYPE_FLOAT;
+}
+
 bool tx_dtype_is_integer(teexec_dtype dt)
 {
     return tx_dtype_valid((int)dt) && dtype_table[dt].is_int;

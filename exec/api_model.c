@@ -35,45 +35,6 @@ void teexec_model_destroy(teexec_model *model)
 
 /* ---- load-time checks */
 
-/* Decodes one stored tensor into a temporary and drops it: payload length,
- * dtype and external-data errors surface at load, naming the tensor, while
- * only one tensor's worth of memory is held at a time. */
-static teexec_status *check_tensor(const tx_onnx_file *file, const Onnx__TensorProto *tp)
-{
-    if (!tp) return NULL;
-    tx_tensor t;
-    memset(&t, 0, sizeof t);
-    TX_TRY(tx_tensor_from_proto(tp, file, &t));
-    tx_tensor_release(&t);
-    return NULL;
-}
-
-static teexec_status *check_graph_tensors(const tx_onnx_file *file, const tx_ir_graph *g)
-{
-    for (size_t i = 0; i < g->n_initializers; i++) {
-        const tx_ir_value *v = &g->values[g->initializers[i]];
-        TX_TRY(check_tensor(file, v->initializer));
-        if (v->sparse) {
-            TX_TRY(check_tensor(file, v->sparse->values));
-            TX_TRY(check_tensor(file, v->sparse->indices));
-        }
-    }
-    for (size_t n = 0; n < g->n_nodes; n++) {
-        const tx_ir_node *node = &g->nodes[n];
-        for (size_t a = 0; a < node->n_attrs; a++) {
-            const tx_ir_attr *at = &node->attrs[a];
-            teexec_status *st = check_tensor(file, at->t);
-            for (size_t k = 0; !st && k < at->n_tensors; k++)
-                st = check_tensor(file, at->tensors[k]);
-            if (!st && at->g) st = check_graph_tensors(file, at->g);
-            for (size_t k = 0; !st && k < at->n_graphs; k++)
-                if (at->graphs[k]) st = check_graph_tensors(file, at->graphs[k]);
-            if (st) return tx_status_with_node(st, node->label);
-        }
-    }
-    return NULL;
-}
-
 /* ---- introspection tables */
 
 static teexec_status *build_opsets(teexec_model *m)
@@ -203,32 +164,8 @@ static teexec_status *build_ops(teexec_model *m)
     return st;
 }
 
-/* Elements and bytes of one stored tensor (strings: their byte lengths). */
-static void tensor_size(const Onnx__TensorProto *tp, uint64_t *elements, uint64_t *bytes)
+static void add_param(teexec_param_stats *p, int dt, uint64_t elements, uint64_t bytes)
 {
-    *elements = 0;
-    *bytes = 0;
-    if (!tp) return;
-    uint64_t n;
-    if (!tx_dims_product(tp->dims, tp->n_dims, &n)) return;
-    *elements = n;
-    teexec_dtype dt = tp->has_data_type && tx_dtype_valid(tp->data_type)
-                          ? (teexec_dtype)tp->data_type
-                          : TEEXEC_DTYPE_UNDEFINED;
-    if (dt == TEEXEC_DTYPE_STRING) {
-        for (size_t i = 0; i < tp->n_string_data; i++)
-            if (!tx_add_u64(*bytes, tp->string_data[i].len, bytes)) return;
-        return;
-    }
-    int ok = 0;
-    uint64_t b = tx_dtype_storage_bytes(dt, n, &ok);
-    if (ok) *bytes = b;
-}
-
-static void add_param(teexec_param_stats *p, const Onnx__TensorProto *tp, uint64_t elements,
-                      uint64_t bytes)
-{
-    int dt = tp && tp->has_data_type && tx_dtype_valid(tp->data_type) ? tp->data_type : 0;
     /* Totals saturate rather than wrap: they are for display. */
     p->count++;
     if (!tx_add_u64(p->elements, elements, &p->elements)) p->elements = UINT64_MAX;
@@ -246,17 +183,10 @@ static void add_param(teexec_param_stats *p, const Onnx__TensorProto *tp, uint64
 static void count_params(teexec_param_stats *p, const tx_ir_graph *g)
 {
     for (size_t i = 0; i < g->n_initializers; i++) {
-        const tx_ir_value *v = &g->values[g->initializers[i]];
-        uint64_t e, b, e2, b2;
-        if (v->initializer) {
-            tensor_size(v->initializer, &e, &b);
-            add_param(p, v->initializer, e, b);
-        } else if (v->sparse) {
-            tensor_size(v->sparse->values, &e, &b);
-            tensor_size(v->sparse->indices, &e2, &b2);
-            if (!tx_add_u64(b, b2, &b)) b = UINT64_MAX;
-            add_param(p, v->sparse->values, e, b);
-        }
+        int dt;
+        uint64_t e, b;
+        if (tx_ir_initializer_size(&g->values[g->initializers[i]], &dt, &e, &b))
+            add_param(p, dt, e, b);
     }
     for (size_t n = 0; n < g->n_nodes; n++)
         for (size_t a = 0; a < g->nodes[n].n_attrs; a++) {
@@ -306,10 +236,10 @@ static teexec_status *finish_load(teexec_model *m)
 {
     TX_TRY(tx_ir_build(m->file, &m->ir));
     TX_TRY(tx_ir_validate(m->ir));
-    TX_TRY(check_graph_tensors(m->file, m->ir->graph));
+    TX_TRY(tx_ir_check_tensors(m->file, m->ir->graph));
     for (size_t f = 0; f < m->ir->n_functions; f++)
         if (m->ir->functions[f].body)
-            TX_TRY(check_graph_tensors(m->file, m->ir->functions[f].body));
+            TX_TRY(tx_ir_check_tensors(m->file, m->ir->functions[f].body));
     TX_TRY(build_opsets(m));
     TX_TRY(build_io(m));
     TX_TRY(build_ops(m));

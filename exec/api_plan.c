@@ -319,11 +319,18 @@ teexec_status *teexec_model_plan(const teexec_model *model, const teexec_plan_op
     if (!out_text) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "out_text is NULL");
     *out_text = NULL;
     if (!model) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "model is NULL");
-    if (format != TEEXEC_PLAN_TEXT && format != TEEXEC_PLAN_EXPLAIN && format != TEEXEC_PLAN_JSON)
+    if (format != TEEXEC_PLAN_TEXT && format != TEEXEC_PLAN_EXPLAIN && format != TEEXEC_PLAN_JSON &&
+        format != TEEXEC_PLAN_DOT)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "unknown plan format %d", (int)format);
     planned p;
     TX_TRY(plan_model(model, options, &p));
     const tx_ir_graph *g = p.lowered->ir->graph;
+    if (format == TEEXEC_PLAN_DOT) {
+        /* the graph alone: a file `dot` reads, no lowering or coverage text */
+        teexec_status *st = tx_fuser_plan_dot(p.plan, g, out_text);
+        planned_free(&p);
+        return st;
+    }
     char *body = NULL;
     tx_plan_coverage cov;
     teexec_status *st = tx_plan_coverage_compute(p.plan, g, p.vals, p.n_vals, &cov);

@@ -145,12 +145,8 @@ teexec_status *teexec_tensor_load_file(const char *path, teexec_tensor **out_ten
         void *bytes;
         size_t size;
         TX_TRY(read_all(path, &bytes, &size));
-        Onnx__TensorProto *tp = NULL;
-        teexec_status *st = tx_tensor_proto_parse(bytes, size, NULL, &tp);
+        teexec_status *st = tx_tensor_from_proto_bytes(bytes, size, &t);
         free(bytes);
-        if (st) return tx_status_with_file(st, path);
-        st = tx_tensor_from_proto(tp, NULL, &t);
-        tx_tensor_proto_free(tp);
         if (st) return tx_status_with_file(st, path);
     } else {
         return tx_status_new(TEEXEC_ERR_INVALID_ARGUMENT, path, NULL,

@@ -94,16 +94,15 @@ teexec_status *tx_cpu_op_constant(const tx_op_call *c) { return from_inference(c
 
 teexec_status *tx_cpu_op_constant_of_shape(const tx_op_call *c)
 {
-    const Onnx__TensorProto *tp;
-    TX_TRY(tx_ir_attr_tensor(c->node, "value", &tp));
     tx_tensor *y = OUT(c, 0);
-    if (!tp) {
+    tx_tensor v;
+    bool found;
+    TX_TRY(ERR(tx_ir_attr_tensor_value(c->node, "value", c->file, &v, &found)));
+    if (!found) {
         /* float zeros (arena buffers are not zero-filled) */
         if (y->nbytes) memset(y->data, 0, y->nbytes);
         return NULL;
     }
-    tx_tensor v;
-    TX_TRY(ERR(tx_tensor_from_proto(tp, c->file, &v)));
     teexec_status *st = NULL;
     if (v.numel != 1 || v.dtype != y->dtype)
         st = tx_error(TEEXEC_ERR_BAD_MODEL, "value must be a one-element %s tensor",

@@ -12,7 +12,7 @@
 #include "exec/prepare.h"
 #include "exec/tensor_internal.h"
 #include "exec/trainable.h"
-#include "format/atomic_write.h"
+#include "format/model_save.h"
 #include "format/tensor_proto.h"
 #include "import/shape_infer.h"
 #include "kernels/cpu/convert.h"
@@ -960,70 +960,29 @@ teexec_status *teexec_trainer_param(const teexec_trainer *t, const char *name, t
 
 /* ---- saving ------------------------------------------------------------ */
 
-/* The model is immutable, so saving packs a shallow copy of the ModelProto
- * and GraphProto whose initializer list points at fresh TensorProtos for
- * the trained parameters and at the original ones otherwise. */
+/* The trained value of initializer `name` (in the original layout), or
+ * NULL to keep the loaded one: tx_initializer_replace_fn for
+ * tx_model_save_replacing, which packs the rest of the model as loaded. */
+static teexec_status *trained_initializer(void *ctx, const char *name, const tx_tensor **out,
+                                          tx_tensor *scratch)
+{
+    const teexec_trainer *t = ctx;
+    const tx_param_source *src;
+    int32_t v = lowered_value(t, name, &src);
+    if (v < 0 || t->param_of[v] < 0) return NULL;
+    const tx_tensor *d = &t->params[t->param_of[v]].data;
+    if (src) {
+        TX_TRY(tx_param_to_original(src, d, scratch));
+        d = scratch;
+    }
+    *out = d;
+    return NULL;
+}
+
 teexec_status *teexec_trainer_save_model(const teexec_trainer *t, const char *path)
 {
     if (!t || !path) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "trainer or path is NULL");
     /* the trainer is logically const: syncing only refreshes its host copy */
     if (t->gpu) TX_TRY(gpu_sync_params((teexec_trainer *)t));
-    const Onnx__ModelProto *mp = t->user_model->file->model;
-    const Onnx__GraphProto *gp = mp->graph;
-    size_t ni = gp->n_initializer;
-    Onnx__TensorProto **inits = calloc(ni ? ni : 1, sizeof(*inits));
-    uint8_t **blobs = calloc(ni ? ni : 1, sizeof(*blobs));
-    Onnx__TensorProto **fresh = calloc(ni ? ni : 1, sizeof(*fresh));
-    teexec_status *st = NULL;
-    if (!inits || !blobs || !fresh) st = tx_oom();
-    for (size_t i = 0; i < ni && !st; i++) {
-        inits[i] = gp->initializer[i];
-        const tx_param_source *src;
-        int32_t v = lowered_value(t, gp->initializer[i]->name, &src);
-        if (v < 0 || t->param_of[v] < 0) continue;
-        const tx_tensor *d = &t->params[t->param_of[v]].data;
-        tx_tensor mapped;
-        memset(&mapped, 0, sizeof mapped);
-        if (src) {
-            st = tx_param_to_original(src, d, &mapped);
-            if (st) break;
-            d = &mapped;
-        }
-        size_t sz;
-        st = tx_tensor_to_proto_bytes(d, gp->initializer[i]->name, &blobs[i], &sz);
-        tx_tensor_release(&mapped);
-        if (st) break;
-        fresh[i] = onnx__tensor_proto__unpack(NULL, sz, blobs[i]);
-        if (!fresh[i]) {
-            st = tx_error(TEEXEC_ERR_INTERNAL, "re-reading initializer \"%s\" failed",
-                          gp->initializer[i]->name);
-            break;
-        }
-        inits[i] = fresh[i];
-    }
-    if (!st) {
-        Onnx__GraphProto g2 = *gp;
-        g2.initializer = inits;
-        Onnx__ModelProto m2 = *mp;
-        m2.graph = &g2;
-        size_t len = onnx__model_proto__get_packed_size(&m2);
-        uint8_t *buf = malloc(len ? len : 1);
-        if (!buf) {
-            st = tx_oom();
-        } else {
-            onnx__model_proto__pack(&m2, buf);
-            const void *pieces[1] = {buf};
-            size_t sizes[1] = {len};
-            st = tx_write_file_atomic(path, 1, pieces, sizes);
-            free(buf);
-        }
-    }
-    for (size_t i = 0; i < ni; i++) {
-        if (fresh && fresh[i]) onnx__tensor_proto__free_unpacked(fresh[i], NULL);
-        if (blobs) free(blobs[i]);
-    }
-    free(inits);
-    free(blobs);
-    free(fresh);
-    return st;
+    return tx_model_save_replacing(t->user_model->file, path, trained_initializer, (void *)t);
 }

@@ -87,7 +87,7 @@ static teexec_status *infer_norm(const char *op, const tx_te_infer_in *in, tx_te
     out->output = *in->input;
     tx_shape rows = leading(x, in->params[0]->shape.rank);
     for (int i = 0; i < n_stats; i++) {
-        out->aux[i].dtype = tx_te_stat_dtype(in->input->dtype);
+        out->aux[i].dtype = tx_dtype_stat(in->input->dtype);
         out->aux[i].shape = rows;
     }
     return NULL;
@@ -107,7 +107,7 @@ static teexec_status *infer_l2(const tx_te_infer_in *in, tx_te_infer_out *out)
 {
     TX_TRY(need_rank_ge("L2Normalization", "x", &in->input->shape, 1));
     out->output = *in->input;
-    out->aux[0].dtype = tx_te_stat_dtype(in->input->dtype);
+    out->aux[0].dtype = tx_dtype_stat(in->input->dtype);
     out->aux[0].shape = leading(&in->input->shape, 1);
     return NULL;
 }
@@ -298,7 +298,7 @@ static teexec_status *infer_dpa(const tx_te_infer_in *in, tx_te_infer_out *out)
     out->output.shape.dims[0] = qs->dims[0];
     out->output.shape.dims[1] = qs->dims[1];
     out->output.shape.dims[2] = hd;
-    out->aux[0].dtype = tx_te_stat_dtype(in->input->dtype);
+    out->aux[0].dtype = tx_dtype_stat(in->input->dtype);
     out->aux[0].shape.rank = 3;
     out->aux[0].shape.dims[0] = q[0];
     out->aux[0].shape.dims[1] = q[2];
@@ -745,17 +745,6 @@ teexec_status *tx_te_param_count(const tx_te_op_schema *s, const tx_te_attr_valu
     return NULL;
 }
 
-bool tx_te_is_real_dtype(teexec_dtype dt)
-{
-    return dt == TEEXEC_DTYPE_FLOAT || dt == TEEXEC_DTYPE_FLOAT16 || dt == TEEXEC_DTYPE_BFLOAT16 ||
-           dt == TEEXEC_DTYPE_DOUBLE;
-}
-
-teexec_dtype tx_te_stat_dtype(teexec_dtype t)
-{
-    return t == TEEXEC_DTYPE_DOUBLE ? TEEXEC_DTYPE_DOUBLE : TEEXEC_DTYPE_FLOAT;
-}
-
 /* Does dtype dt match a port type like "T", "int64|int32", "bool|T"? */
 static bool type_matches(const char *type, teexec_dtype dt)
 {
@@ -764,7 +753,7 @@ static bool type_matches(const char *type, teexec_dtype dt)
         const char *e = strchr(p, '|');
         size_t len = e ? (size_t)(e - p) : strlen(p);
         if (len == 1 && p[0] == 'T') {
-            if (tx_te_is_real_dtype(dt)) return true;
+            if (tx_dtype_is_real(dt)) return true;
         } else {
             const char *name = teexec_dtype_name(dt);
             if (strlen(name) == len && strncmp(name, p, len) == 0) return true;

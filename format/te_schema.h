@@ -19,6 +19,7 @@
 #ifndef TEEXEC_FORMAT_TE_SCHEMA_H
 #define TEEXEC_FORMAT_TE_SCHEMA_H
 
+#include "base/dtype.h"
 #include "base/shape.h"
 #include "base/status.h"
 
@@ -237,12 +238,8 @@ teexec_status *tx_te_param_count(const tx_te_op_schema *s, const tx_te_attr_valu
 teexec_status *tx_te_infer(const tx_te_op_schema *s, const tx_te_infer_in *in,
                            tx_te_infer_out *out) TX_NODISCARD;
 
-/* True for float32, float16, bfloat16, float64 (the "T" of the ports). */
-bool tx_te_is_real_dtype(teexec_dtype dt);
-
-/* The dtype of statistics an op saves for backward: float64 when T is
- * float64 (so finite differences are meaningful), else float32. */
-teexec_dtype tx_te_stat_dtype(teexec_dtype t);
+/* The "T" of the ports is tx_dtype_is_real (base/dtype.h); the dtype of
+ * saved statistics is tx_dtype_stat (base/dtype.h). */
 
 /* The spec as text: markdown (docs/te-ops.md) or a compact table. A new
  * malloc'd NUL-terminated string in *out (free() it). */

@@ -312,6 +312,17 @@ void tx_tensor_proto_free(Onnx__TensorProto *tp)
     if (tp) protobuf_c_message_free_unpacked(&tp->base, NULL);
 }
 
+teexec_status *tx_tensor_from_proto_bytes(const void *data, size_t size, tx_tensor *out)
+{
+    if (!out) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "out is NULL");
+    memset(out, 0, sizeof(*out));
+    Onnx__TensorProto *tp = NULL;
+    TX_TRY(tx_tensor_proto_parse(data, size, NULL, &tp));
+    teexec_status *st = tx_tensor_from_proto(tp, NULL, out);
+    tx_tensor_proto_free(tp);
+    return st;
+}
+
 teexec_status *tx_tensor_to_proto_bytes(const tx_tensor *t, const char *name,
                                         uint8_t **out_bytes, size_t *out_size)
 {

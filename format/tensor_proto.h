@@ -31,6 +31,13 @@ teexec_status *tx_tensor_proto_parse(const void *data, size_t size,
                                      Onnx__TensorProto **out) TX_NODISCARD;
 void tx_tensor_proto_free(Onnx__TensorProto *tp);
 
+/* Parses and decodes a serialized TensorProto in one step (no external
+ * data; default budgets), so callers outside format/ never hold the
+ * protobuf struct. *out is owned by the caller (tx_tensor_release); on
+ * failure it is zeroed. */
+teexec_status *tx_tensor_from_proto_bytes(const void *data, size_t size,
+                                          tx_tensor *out) TX_NODISCARD;
+
 /* Serializes a host tensor as a TensorProto with raw_data (name may be NULL).
  * *out_bytes is malloc'd and owned by the caller. */
 teexec_status *tx_tensor_to_proto_bytes(const tx_tensor *t, const char *name,

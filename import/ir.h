@@ -36,6 +36,7 @@
 #define TEEXEC_IMPORT_IR_H
 
 #include "base/status.h"
+#include "base/tensor.h"
 #include "format/onnx_load.h"
 
 #include <stdbool.h>
@@ -301,8 +302,28 @@ teexec_status *tx_ir_attr_strings(const tx_ir_node *node, const char *name,
 /* The TensorProto (not decoded: use tx_tensor_from_proto). */
 teexec_status *tx_ir_attr_tensor(const tx_ir_node *node, const char *name,
                                  const Onnx__TensorProto **out) TX_NODISCARD;
+/* The TENSOR attribute decoded into *out (owned by the caller: release with
+ * tx_tensor_release); *found says whether the node has it (when not, *out
+ * is zeroed and NULL is returned). `file` supplies external data. For
+ * executors, which must not read the TensorProto themselves. */
+teexec_status *tx_ir_attr_tensor_value(const tx_ir_node *node, const char *name,
+                                       const tx_onnx_file *file, tx_tensor *out,
+                                       bool *found) TX_NODISCARD;
 teexec_status *tx_ir_attr_graph(const tx_ir_node *node, const char *name,
                                 const tx_ir_graph **out) TX_NODISCARD;
+
+/* Decodes every stored tensor of g and its nested graphs (initializers and
+ * their sparse parts, TENSOR/TENSORS attributes) into a temporary and drops
+ * it, one at a time: payload, dtype and external-data errors surface at
+ * load, naming the node. */
+teexec_status *tx_ir_check_tensors(const tx_onnx_file *file, const tx_ir_graph *g) TX_NODISCARD;
+
+/* An initializer value's size as stored, for statistics: *dtype (0 when the
+ * file gives no valid one), *elements (sparse: the stored values) and *bytes
+ * (sparse: values + indices; strings: their byte lengths; saturating).
+ * False, with zeros, when v is no initializer. */
+bool tx_ir_initializer_size(const tx_ir_value *v, int *dtype, uint64_t *elements,
+                            uint64_t *bytes);
 
 /* A required attribute that is absent: the standard error
  * `node "X" (Op) needs attribute "name"` (BAD_MODEL, node set). */

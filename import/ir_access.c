@@ -5,6 +5,8 @@
 #include "import/ir_internal.h"
 
 #include "base/checked.h"
+#include "base/dtype.h"
+#include "format/tensor_proto.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -249,6 +251,18 @@ teexec_status *tx_ir_attr_tensor(const tx_ir_node *node, const char *name,
     return NULL;
 }
 
+teexec_status *tx_ir_attr_tensor_value(const tx_ir_node *node, const char *name,
+                                       const tx_onnx_file *file, tx_tensor *out, bool *found)
+{
+    const Onnx__TensorProto *tp;
+    memset(out, 0, sizeof(*out));
+    *found = false;
+    TX_TRY(tx_ir_attr_tensor(node, name, &tp));
+    if (!tp) return NULL;
+    *found = true;
+    return tx_tensor_from_proto(tp, file, out);
+}
+
 teexec_status *tx_ir_attr_graph(const tx_ir_node *node, const char *name,
                                 const tx_ir_graph **out)
 {
@@ -257,4 +271,90 @@ teexec_status *tx_ir_attr_graph(const tx_ir_node *node, const char *name,
     TX_TRY(attr_typed(node, name, TX_IR_ATTR_GRAPH, &a));
     if (a) *out = a->g;
     return NULL;
+}
+
+/* ---- stored tensors ------------------------------------------------------ */
+
+/* Decodes one stored tensor into a temporary and drops it: payload length,
+ * dtype and external-data errors surface at load, naming the tensor, while
+ * only one tensor's worth of memory is held at a time. */
+static teexec_status *check_tensor(const tx_onnx_file *file, const Onnx__TensorProto *tp)
+{
+    if (!tp) return NULL;
+    tx_tensor t;
+    memset(&t, 0, sizeof t);
+    TX_TRY(tx_tensor_from_proto(tp, file, &t));
+    tx_tensor_release(&t);
+    return NULL;
+}
+
+teexec_status *tx_ir_check_tensors(const tx_onnx_file *file, const tx_ir_graph *g)
+{
+    for (size_t i = 0; i < g->n_initializers; i++) {
+        const tx_ir_value *v = &g->values[g->initializers[i]];
+        TX_TRY(check_tensor(file, v->initializer));
+        if (v->sparse) {
+            TX_TRY(check_tensor(file, v->sparse->values));
+            TX_TRY(check_tensor(file, v->sparse->indices));
+        }
+    }
+    for (size_t n = 0; n < g->n_nodes; n++) {
+        const tx_ir_node *node = &g->nodes[n];
+        for (size_t a = 0; a < node->n_attrs; a++) {
+            const tx_ir_attr *at = &node->attrs[a];
+            teexec_status *st = check_tensor(file, at->t);
+            for (size_t k = 0; !st && k < at->n_tensors; k++)
+                st = check_tensor(file, at->tensors[k]);
+            if (!st && at->g) st = tx_ir_check_tensors(file, at->g);
+            for (size_t k = 0; !st && k < at->n_graphs; k++)
+                if (at->graphs[k]) st = tx_ir_check_tensors(file, at->graphs[k]);
+            if (st) return tx_status_with_node(st, node->label);
+        }
+    }
+    return NULL;
+}
+
+/* Elements and bytes of one stored tensor (strings: their byte lengths). */
+static void tensor_size(const Onnx__TensorProto *tp, uint64_t *elements, uint64_t *bytes)
+{
+    *elements = 0;
+    *bytes = 0;
+    if (!tp) return;
+    uint64_t n;
+    if (!tx_dims_product(tp->dims, tp->n_dims, &n)) return;
+    *elements = n;
+    teexec_dtype dt = tp->has_data_type && tx_dtype_valid(tp->data_type)
+                          ? (teexec_dtype)tp->data_type
+                          : TEEXEC_DTYPE_UNDEFINED;
+    if (dt == TEEXEC_DTYPE_STRING) {
+        for (size_t i = 0; i < tp->n_string_data; i++)
+            if (!tx_add_u64(*bytes, tp->string_data[i].len, bytes)) return;
+        return;
+    }
+    int ok = 0;
+    uint64_t b = tx_dtype_storage_bytes(dt, n, &ok);
+    if (ok) *bytes = b;
+}
+
+static int stored_dtype(const Onnx__TensorProto *tp)
+{
+    return tp && tp->has_data_type && tx_dtype_valid(tp->data_type) ? tp->data_type : 0;
+}
+
+bool tx_ir_initializer_size(const tx_ir_value *v, int *dtype, uint64_t *elements, uint64_t *bytes)
+{
+    *dtype = 0;
+    *elements = *bytes = 0;
+    if (v->initializer) {
+        tensor_size(v->initializer, elements, bytes);
+        *dtype = stored_dtype(v->initializer);
+        return true;
+    }
+    if (!v->sparse) return false;
+    uint64_t e2, b2;
+    tensor_size(v->sparse->values, elements, bytes);
+    tensor_size(v->sparse->indices, &e2, &b2);
+    if (!tx_add_u64(*bytes, b2, bytes)) *bytes = UINT64_MAX;
+    *dtype = stored_dtype(v->sparse->values);
+    return true;
 }

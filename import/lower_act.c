@@ -686,7 +686,7 @@ static teexec_status *lower_op(tx_rw_graph *g, size_t i, tx_lower_report *r)
     tx_shape sh;
     bool known = false;
     TX_TRY(tx_lower_type_of(g, n->inputs[0], &dt, &sh, &known));
-    if (known && dt != TEEXEC_DTYPE_UNDEFINED && !tx_te_is_real_dtype(dt))
+    if (known && dt != TEEXEC_DTYPE_UNDEFINED && !tx_dtype_is_real(dt))
         return tx_lower_note_add(r, pattern, n->name, false,
                                  "the input is not a float tensor");
     act_match m;

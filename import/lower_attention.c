@@ -669,7 +669,7 @@ static teexec_status *mask_cone(tx_rw_graph *g, const char *value, bool *ok, cha
         tx_rw_value_type vt;
         bool typed = tx_rw_value_type_of(g, v, &vt);
         if (tx_rw_is_graph_input(g, v)) {
-            if (!typed || tx_te_is_real_dtype(vt.dtype)) {
+            if (!typed || tx_dtype_is_real(vt.dtype)) {
                 snprintf(why, whysz, "it depends on the float (or untyped) graph input '%s'", v);
                 good = false;
             }
@@ -678,7 +678,7 @@ static teexec_status *mask_cone(tx_rw_graph *g, const char *value, bool *ok, cha
         if (tx_rw_is_initializer(g, v)) {
             uint64_t numel = 1;
             for (int32_t i = 0; typed && i < vt.rank; i++) numel *= (uint64_t)vt.dims[i];
-            if (!typed || (tx_te_is_real_dtype(vt.dtype) && numel > 1)) {
+            if (!typed || (tx_dtype_is_real(vt.dtype) && numel > 1)) {
                 snprintf(why, whysz, "it reads the float tensor '%s'", v);
                 good = false;
             }
@@ -696,7 +696,7 @@ static teexec_status *mask_cone(tx_rw_graph *g, const char *value, bool *ok, cha
         if (is_op(p, "Constant")) {
             tx_tensor t;
             if (tx_rw_constant(g, v, &t)) {
-                if (tx_te_is_real_dtype(t.dtype) && t.numel > 1) {
+                if (tx_dtype_is_real(t.dtype) && t.numel > 1) {
                     snprintf(why, whysz, "it reads the float tensor '%s'", v);
                     good = false;
                 }
@@ -985,7 +985,7 @@ static teexec_status *plan_mask(tx_rw_graph *g, match *m, plan *pl, bool *ok)
             fail(m, "the Where condition '%s' is not bool", m->mask_value);
             return NULL;
         }
-        if (m->mask_kind == 1 && dt != TEEXEC_DTYPE_UNDEFINED && !tx_te_is_real_dtype(dt)) {
+        if (m->mask_kind == 1 && dt != TEEXEC_DTYPE_UNDEFINED && !tx_dtype_is_real(dt)) {
             fail(m, "the additive mask '%s' is not a float tensor", m->mask_value);
             return NULL;
         }
@@ -1653,7 +1653,7 @@ static teexec_status *try_attention_op(tx_rw_graph *g, size_t ai, tx_lower_repor
             m.mask_kind = 2; /* Where(mask, S, -inf): true = attend */
             m.where_masked_is_true = false;
             m.where_fill = -INFINITY;
-        } else if (mk && tx_te_is_real_dtype(dt)) {
+        } else if (mk && tx_dtype_is_real(dt)) {
             m.mask_kind = 1;
         } else {
             st = note(r, lbl, false, "the mask's type cannot be derived");

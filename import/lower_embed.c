@@ -37,7 +37,7 @@ static const char *analyze(tx_rw_graph *g, size_t i)
     const char *table = n->inputs[0];
     tx_rw_value_type t;
     bool typed = tx_rw_value_type_of(g, table, &t);
-    if (!typed || !tx_te_is_real_dtype(t.dtype)) return ""; /* ints: shape arithmetic */
+    if (!typed || !tx_dtype_is_real(t.dtype)) return ""; /* ints: shape arithmetic */
     if (tx_rw_is_graph_input(g, table))
         return "the table is a graph input, which callers may override";
     if (!tx_rw_is_initializer(g, table)) {

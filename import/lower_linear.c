@@ -220,7 +220,7 @@ static const char *analyze(tx_rw_graph *g, size_t i, lin_plan *p, char *buf, siz
         return buf;
     }
     tx_rw_value_type wt;
-    if (!tx_rw_value_type_of(g, p->w, &wt) || wt.rank != 2 || !tx_te_is_real_dtype(wt.dtype)) {
+    if (!tx_rw_value_type_of(g, p->w, &wt) || wt.rank != 2 || !tx_dtype_is_real(wt.dtype)) {
         snprintf(buf, bufsz, "weight \"%s\" is not a rank-2 float32/float16/bfloat16/float64 tensor",
                  p->w);
         return buf;

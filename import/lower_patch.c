@@ -93,7 +93,7 @@ static const char *analyze(tx_rw_graph *g, size_t i, patch_plan *p, char *why, s
     p->out = n->outputs[0];
     if (!tx_lm_is_param(g, p->w)) return "the weight is not an initializer";
     tx_rw_value_type wt;
-    if (!tx_rw_value_type_of(g, p->w, &wt) || wt.rank != 4 || !tx_te_is_real_dtype(wt.dtype))
+    if (!tx_rw_value_type_of(g, p->w, &wt) || wt.rank != 4 || !tx_dtype_is_real(wt.dtype))
         return "the weight is not a 4-D float tensor (only 2-D patch Convs are lowered)";
     if (tx_lm_sole_reader(g, p->w) != (int64_t)i)
         return "the weight is read by other nodes too (its layout changes here)";

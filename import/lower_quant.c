@@ -119,7 +119,7 @@ static const char *trace(tx_rw_graph *g, int64_t q, int64_t dq, char **entry, ch
     if (exit_dt != TEEXEC_DTYPE_UNDEFINED && entry_dt != TEEXEC_DTYPE_UNDEFINED &&
         exit_dt != entry_dt)
         return "removing the pair would change the value's type";
-    if (entry_dt != TEEXEC_DTYPE_UNDEFINED && !tx_te_is_real_dtype(entry_dt))
+    if (entry_dt != TEEXEC_DTYPE_UNDEFINED && !tx_dtype_is_real(entry_dt))
         return "the quantized value is not a float tensor";
     *entry = dupstr(in);
     *exit_ = dupstr(out);
@@ -140,7 +140,7 @@ static const char *gemm_problem(tx_rw_graph *g, size_t gi, const char *w)
     if (!tx_rw_is_initializer(g, w) || tx_rw_is_graph_input(g, w))
         return "the quantized weight is not a float initializer";
     tx_rw_value_type t;
-    if (!tx_rw_value_type_of(g, w, &t) || t.rank != 2 || !tx_te_is_real_dtype(t.dtype))
+    if (!tx_rw_value_type_of(g, w, &t) || t.rank != 2 || !tx_dtype_is_real(t.dtype))
         return "the quantized weight is not a rank-2 float tensor";
     if (readers(g, w) != 1) return "the float weight has other readers";
     if (is_std(n, "Gemm")) {

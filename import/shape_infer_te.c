@@ -122,7 +122,7 @@ teexec_status *tx_te_infer_node(const tx_ir_node *n, const tx_infer_value *const
              * known: every output is T, the first real-float input (the
              * trainer needs it to see that the node is differentiable). */
             for (size_t i = 0; i < n->n_inputs; i++) {
-                if (inputs[i] && tx_te_is_real_dtype(inputs[i]->dtype)) {
+                if (inputs[i] && tx_dtype_is_real(inputs[i]->dtype)) {
                     for (size_t j = 0; j < n->n_outputs; j++) outputs[j].dtype = inputs[i]->dtype;
                     break;
                 }

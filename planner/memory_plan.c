@@ -343,7 +343,7 @@ static teexec_status *aux_bytes(const mem_build *b, const tx_ir_node *n, const t
     if (!xs || !xv) return node_error(n, TEEXEC_ERR_INVALID_ARGUMENT, "input shape unknown");
     uint64_t numel, rows, inner = 1;
     TX_TRY(tx_shape_numel(xs, &numel));
-    uint64_t stat = tx_te_stat_dtype(xv->dtype) == TEEXEC_DTYPE_DOUBLE ? 8 : 4;
+    uint64_t stat = tx_dtype_stat(xv->dtype) == TEEXEC_DTYPE_DOUBLE ? 8 : 4;
     switch (s->id) {
     case TX_TE_LAYER_NORM:
     case TX_TE_RMS_NORM: {

@@ -23,8 +23,8 @@
  *              peaks                                    (planner/memory_plan.c)
  *
  * The planner launches nothing and allocates no device memory; the CPU and
- * CUDA backends execute what it decides. Layer rule: planner uses format/
- * and import/, never exec/.
+ * CUDA backends execute what it decides. Layer rule: planner uses base/,
+ * format/ and import/, never kernels/ or exec/ (scripts/check_layers.py).
  *
  * Ownership: a tx_fuser_plan owns everything it points to (free with
  * tx_fuser_plan_free); it borrows nothing from the request after
@@ -36,11 +36,11 @@
 #ifndef TEEXEC_PLANNER_PLAN_H
 #define TEEXEC_PLANNER_PLAN_H
 
+#include "base/quant_config.h"
 #include "base/status.h"
 #include "format/te_schema.h"
 #include "import/ir.h"
 #include "import/shape_infer.h"
-#include "kernels/cpu/qtensor.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -314,6 +314,12 @@ teexec_status *tx_fuser_plan_text(const tx_fuser_plan *p, const tx_ir_graph *g, 
 /* The same as one JSON object (`teexec plan --json`; golden tests pin it). */
 teexec_status *tx_fuser_plan_json(const tx_fuser_plan *p, const tx_ir_graph *g,
                                   char **out) TX_NODISCARD;
+/* The same as a Graphviz digraph (`teexec plan --dot`, plan_dot.c): a
+ * cluster per group with its forward and backward layouts side by side,
+ * quantized GEMM operands as edges labelled with their format, declined
+ * fusions as notes with their reasons. Malloc'd NUL-terminated text. */
+teexec_status *tx_fuser_plan_dot(const tx_fuser_plan *p, const tx_ir_graph *g,
+                                 char **out) TX_NODISCARD;
 
 /* ---- cache --------------------------------------------------------------------- */
 

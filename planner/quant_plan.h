@@ -37,7 +37,7 @@ const tx_plan_quant *tx_plan_quant_find(const tx_fuser_plan *p, int32_t node, tx
 
 /* Bytes of a quantized copy of a (rows x cols) matrix in q's format with the
  * given usages: data plus the compact scale arrays TE allocates
- * (kernels/cpu/qtensor.h), NVFP4 with its FP32 global amax per usage,
+ * (base/quant_config.h), NVFP4 with its FP32 global amax per usage,
  * FP8 per-tensor with one FP32 scale_inv. 0 when q is not quantized or
  * usage is 0. LIMIT on overflow. */
 teexec_status *tx_plan_quant_bytes(const tx_plan_quant *q, uint64_t rows, uint64_t cols,

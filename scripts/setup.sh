@@ -9,7 +9,7 @@
 
 TEEXEC_PACKAGES="meson ninja-build pkg-config gcc protobuf-c-compiler libprotobuf-c-dev \
 libonnx-dev libonnx-testdata libcmocka-dev zlib1g-dev libopenblas-dev clang \
-libclang-rt-14-dev"
+libclang-rt-14-dev graphviz"
 
 teexec_missing_packages() {
     missing=""

@@ -25,7 +25,7 @@ static const char recipe_help[] =
 static void plan_usage(FILE *f)
 {
     fprintf(f, "usage: teexec plan MODEL.onnx [--train] [--recipe R] [--device D]\n"
-               "                  [--deterministic] [--dim NAME=VALUE]... [--explain] [--json]\n"
+               "                  [--deterministic] [--dim NAME=VALUE]... [--explain | --json | --dot]\n"
                "\n"
                "Lowers the model (PyTorch-exported subgraphs -> TE ops), splits it into\n"
                "fuser groups and shows, per group, the forward and (with --train) the\n"
@@ -40,6 +40,11 @@ static void plan_usage(FILE *f)
                "  --dim NAME=VALUE  value of a symbolic input dim (default 1)\n"
                "  --explain         also list every fusion and pattern not used, with why\n"
                "  --json            print one JSON object (includes the --explain details)\n"
+               "  --dot             print a Graphviz graph of the plan: a cluster per group\n"
+               "                    with its forward and backward layouts side by side,\n"
+               "                    each quantized GEMM operand an edge labelled with its\n"
+               "                    format, each declined fusion a note with its reason\n"
+               "                    (render: teexec plan M.onnx --train --dot | dot -Tsvg)\n"
                "  -h, --help        show this help\n",
             recipe_help);
 }
@@ -116,12 +121,12 @@ static int plan_option(const char *cmd, teexec_plan_options *o, int argc, char *
 }
 
 /* Parses the arguments both commands share into o and the positional
- * arguments (max_pos of them); --explain / --json only where those flags
+ * arguments (max_pos of them); --explain / --json / --dot only where those flags
  * are given (plan). Returns -1 after printing the help, otherwise an exit
  * status: CLI_EXIT_OK to go on. */
 static int parse_args(const char *cmd, int argc, char **argv, void (*usage)(FILE *),
                       teexec_plan_options *o, const char **pos, int max_pos, int *explain,
-                      int *json)
+                      int *json, int *dot)
 {
     int n_pos = 0;
     for (int i = 1; i < argc; i++) {
@@ -135,6 +140,7 @@ static int parse_args(const char *cmd, int argc, char **argv, void (*usage)(FILE
         if (r > 0) continue;
         if (explain && strcmp(a, "--explain") == 0) *explain = 1;
         else if (json && strcmp(a, "--json") == 0) *json = 1;
+        else if (dot && strcmp(a, "--dot") == 0) *dot = 1;
         else if (a[0] == '-' && a[1]) return cli_usage_error(cmd, "unknown option '%s'", a);
         else if (n_pos < max_pos) pos[n_pos++] = a;
         else return cli_usage_error(cmd, "unexpected argument '%s'", a);
@@ -148,11 +154,13 @@ static int parse_args(const char *cmd, int argc, char **argv, void (*usage)(FILE
 int cmd_plan(int argc, char **argv)
 {
     const char *path = NULL;
-    int explain = 0, json = 0;
+    int explain = 0, json = 0, dot = 0;
     teexec_plan_options *o = NULL;
     teexec_status *st = teexec_plan_options_create(&o);
     if (st) return cli_report(st, NULL);
-    int rc = parse_args("plan", argc, argv, plan_usage, o, &path, 1, &explain, &json);
+    int rc = parse_args("plan", argc, argv, plan_usage, o, &path, 1, &explain, &json, &dot);
+    if (rc == CLI_EXIT_OK && dot && json)
+        rc = cli_usage_error("plan", "--dot and --json are different outputs: give one");
     if (rc != CLI_EXIT_OK) {
         teexec_plan_options_destroy(o);
         return rc < 0 ? CLI_EXIT_OK : rc;
@@ -161,8 +169,10 @@ int cmd_plan(int argc, char **argv)
     st = teexec_model_load_file(path, NULL, &m);
     char *text = NULL;
     if (!st)
-        st = teexec_model_plan(m, o, json ? TEEXEC_PLAN_JSON
-                                          : explain ? TEEXEC_PLAN_EXPLAIN : TEEXEC_PLAN_TEXT,
+        st = teexec_model_plan(m, o,
+                               dot    ? TEEXEC_PLAN_DOT
+                               : json ? TEEXEC_PLAN_JSON
+                                      : explain ? TEEXEC_PLAN_EXPLAIN : TEEXEC_PLAN_TEXT,
                                &text);
     teexec_plan_options_destroy(o);
     teexec_model_destroy(m);
@@ -180,7 +190,7 @@ int cmd_convert(int argc, char **argv)
     teexec_plan_options *o = NULL;
     teexec_status *st = teexec_plan_options_create(&o);
     if (st) return cli_report(st, NULL);
-    int rc = parse_args("convert", argc, argv, convert_usage, o, files, 2, NULL, NULL);
+    int rc = parse_args("convert", argc, argv, convert_usage, o, files, 2, NULL, NULL, NULL);
     if (rc != CLI_EXIT_OK) {
         teexec_plan_options_destroy(o);
         return rc < 0 ? CLI_EXIT_OK : rc;

@@ -323,11 +323,10 @@ static teexec_status *prep_constant_of_shape(tx_cuda_std_node *n, const tx_cuda_
     if (es != 1 && es != 2 && es != 4 && es != 8)
         return UNSUP("cannot fill %s", teexec_dtype_name(y->dtype));
     memset(n->fill, 0, sizeof n->fill);
-    const Onnx__TensorProto *tp;
-    TX_TRY(tx_ir_attr_tensor(n->node, "value", &tp));
-    if (!tp) return NULL; /* float zeros */
     tx_tensor v;
-    TX_TRY(tx_std_at(n, tx_tensor_from_proto(tp, d->file, &v)));
+    bool found;
+    TX_TRY(tx_std_at(n, tx_ir_attr_tensor_value(n->node, "value", d->file, &v, &found)));
+    if (!found) return NULL; /* float zeros */
     teexec_status *st = NULL;
     if (v.numel != 1)
         st = UNSUP("value must be a one-element %s tensor", teexec_dtype_name(y->dtype));

@@ -677,7 +677,10 @@ TEEXEC_API teexec_status *teexec_plan_options_set_dim(teexec_plan_options *optio
 typedef enum teexec_plan_format {
     TEEXEC_PLAN_TEXT = 0,    /* groups, layouts, quantization, memory */
     TEEXEC_PLAN_EXPLAIN = 1, /* the same plus every declined fusion and pattern, with why */
-    TEEXEC_PLAN_JSON = 2     /* one JSON object with everything EXPLAIN shows */
+    TEEXEC_PLAN_JSON = 2,    /* one JSON object with everything EXPLAIN shows */
+    TEEXEC_PLAN_DOT = 3      /* a Graphviz digraph: a cluster per group with its forward and
+                                backward layouts, quantized operands as labelled edges,
+                                declined fusions with their reasons */
 } teexec_plan_format;
 
 /* Lowers the model (standard ONNX subgraphs -> te.ops), plans it for

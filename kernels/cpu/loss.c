@@ -3,8 +3,8 @@
  */
 #include "kernels/cpu/loss.h"
 
+#include "base/dtype.h"
 #include "base/shape.h"
-#include "format/te_schema.h"
 #include "kernels/cpu/te_common.h"
 
 #include <math.h>
@@ -14,7 +14,7 @@ static teexec_status *check_float(const char *op, const char *what, const tx_ten
 {
     if (!t || !t->data)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: %s is missing", op, what);
-    if (!tx_te_is_real_dtype(t->dtype))
+    if (!tx_dtype_is_real(t->dtype))
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                         "%s: %s has type %s, expected float32, float16, bfloat16 or float64", op,
                         what, teexec_dtype_name(t->dtype));

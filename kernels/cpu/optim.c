@@ -3,8 +3,8 @@
  */
 #include "kernels/cpu/optim.h"
 
+#include "base/dtype.h"
 #include "base/shape.h"
-#include "format/te_schema.h"
 #include "kernels/cpu/te_common.h"
 
 #include <math.h>
@@ -60,7 +60,7 @@ teexec_status *tx_optim_slot_init(tx_optim_slot *s, const tx_optim_config *c, co
 {
     memset(s, 0, sizeof *s);
     TX_TRY(tx_optim_config_check(c));
-    if (!param || !param->data || !tx_te_is_real_dtype(param->dtype))
+    if (!param || !param->data || !tx_dtype_is_real(param->dtype))
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                         "optimizer: parameters must be float32, float16, bfloat16 or float64");
     teexec_dtype state = param->dtype == TEEXEC_DTYPE_DOUBLE ? TEEXEC_DTYPE_DOUBLE : TEEXEC_DTYPE_FLOAT;
@@ -89,8 +89,8 @@ teexec_status *tx_optim_step(tx_optim_slot *s, const tx_optim_config *c, tx_tens
                              const tx_tensor *grad)
 {
     TX_TRY(tx_optim_config_check(c));
-    if (!param || !param->data || !grad || !grad->data || !tx_te_is_real_dtype(grad->dtype) ||
-        !tx_te_is_real_dtype(param->dtype))
+    if (!param || !param->data || !grad || !grad->data || !tx_dtype_is_real(grad->dtype) ||
+        !tx_dtype_is_real(param->dtype))
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                         "optimizer: parameter and gradient must be float tensors");
     tx_shape ps = tx_shape_of(param);

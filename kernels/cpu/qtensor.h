@@ -51,28 +51,14 @@
 #ifndef TEEXEC_KERNELS_CPU_QTENSOR_H
 #define TEEXEC_KERNELS_CPU_QTENSOR_H
 
+/* The kinds, usages, scale layouts and tx_quant_config are in base/ (the
+ * planner names them without depending on these kernels). */
+#include "base/quant_config.h"
 #include "base/status.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-typedef enum tx_qkind {
-    TX_QKIND_FP8_TENSOR = 1, /* fp8-delayed and fp8-current */
-    TX_QKIND_FP8_BLOCK = 2,  /* fp8-block: FP32 scale per 1x128 / 128x128 */
-    TX_QKIND_MXFP8 = 3,      /* E8M0 scale per 32 (1x32 / 32x1 / 32x32) */
-    TX_QKIND_NVFP4 = 4       /* E2M1 data, E4M3 scale per 16, FP32 global */
-} tx_qkind;
-
-enum {
-    TX_QUSAGE_ROWWISE = 1u,
-    TX_QUSAGE_COLUMNWISE = 2u
-};
-
-typedef enum tx_scale_layout {
-    TX_SCALE_COMPACT = 0,
-    TX_SCALE_SWIZZLED = 1 /* cuBLAS 128x4 tiles (MXFP8, NVFP4) */
-} tx_scale_layout;
 
 /* One representation (rowwise or columnwise). */
 typedef struct tx_qdata {
@@ -101,29 +87,6 @@ typedef struct tx_qtensor {
     float scale, scale_inv, amax;
 } tx_qtensor;
 
-/* How to quantize. Zero-initialise and set what you need. */
-typedef struct tx_quant_config {
-    tx_qkind kind;
-    teexec_dtype fmt;          /* FP8 kinds: FLOAT8E4M3FN or FLOAT8E5M2;
-                                  NVFP4: FLOAT4E2M1 (0 means the default) */
-    unsigned usage;            /* TX_QUSAGE_* (0 means both) */
-    bool block_2d;             /* FP8_BLOCK 128x128, MXFP8 32x32, NVFP4 16x16 */
-    tx_scale_layout scale_layout;
-    /* FP8_TENSOR (delayed scaling): use this scale instead of one from the
-     * amax; the amax is still measured and returned. */
-    bool use_given_scale;
-    float given_scale;
-    /* FP8_TENSOR (current) and FP8_BLOCK: compute_scale_from_amax options. */
-    bool power_2_scale;
-    float amax_epsilon;
-    /* NVFP4 */
-    bool rht;                  /* Hadamard on the columnwise operand */
-    bool stochastic_rounding;
-    uint64_t seed;             /* Philox key for stochastic rounding */
-    uint64_t sr_offset;        /* added to every Philox counter (per step) */
-    bool use_given_amax;       /* NVFP4: global amax(es) given (e.g. all-reduced) */
-    float given_amax_row, given_amax_col;
-} tx_quant_config;
 
 /* Allocates the arrays for a (rows x cols) source under cfg (shapes from
  * the table above), zero-filled; checks the shape rules (MXFP8: rows and

@@ -71,7 +71,7 @@ static teexec_status *geom_of(tx_te_op_id op, const tx_te_attr_value *attrs, con
     g->mask = mask;
     g->mb = g->mh = 1;
     if (mask) {
-        if (!mask->data || (mask->dtype != TEEXEC_DTYPE_BOOL && !tx_te_is_real_dtype(mask->dtype)) ||
+        if (!mask->data || (mask->dtype != TEEXEC_DTYPE_BOOL && !tx_dtype_is_real(mask->dtype)) ||
             mask->rank != 4 || (mask->dims[0] != 1 && mask->dims[0] != g->b) ||
             (mask->dims[1] != 1 && mask->dims[1] != g->h) || mask->dims[2] != g->sq ||
             mask->dims[3] != g->skv)
@@ -88,7 +88,7 @@ static teexec_status *check_lse(tx_te_op_id op, const attn_geom *g, const tx_ten
                                 teexec_dtype t)
 {
     tx_shape s = {3, {g->b, g->h, g->sq}};
-    return tx_te_check_out(op, "softmax_lse", lse, tx_te_stat_dtype(t), &s);
+    return tx_te_check_out(op, "softmax_lse", lse, tx_dtype_stat(t), &s);
 }
 
 static tx_shape out_shape(const attn_geom *g)

@@ -25,7 +25,7 @@ static teexec_status *missing(tx_te_op_id op, const char *what)
 teexec_status *tx_te_check_real(tx_te_op_id op, const char *what, const tx_tensor *t)
 {
     if (!t || !t->data) return missing(op, what);
-    if (!tx_te_is_real_dtype(t->dtype))
+    if (!tx_dtype_is_real(t->dtype))
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                         "te.ops %s: %s has type %s, expected float32, float16, bfloat16 or float64",
                         tx_te_name(op), what, teexec_dtype_name(t->dtype));

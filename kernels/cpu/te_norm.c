@@ -54,7 +54,7 @@ static teexec_status *norm_check_fwd(const tx_te_fwd_args *a, int *inner_rank)
         for (int i = 0; i < n_stats(k); i++)
             if (a->aux[i])
                 TX_TRY(tx_te_check_out(a->op, "saved statistics", a->aux[i],
-                                       tx_te_stat_dtype(x->dtype), &rs));
+                                       tx_dtype_stat(x->dtype), &rs));
     }
     return NULL;
 }
@@ -111,7 +111,7 @@ static teexec_status *norm_bwd(const tx_te_bwd_args *a)
     }
     tx_shape rs = tx_te_leading(x, inner_rank);
     for (int i = want - n_stats(k); i < want; i++)
-        TX_TRY(tx_te_check_out(a->op, "saved statistics", a->saved[i], tx_te_stat_dtype(x->dtype), &rs));
+        TX_TRY(tx_te_check_out(a->op, "saved statistics", a->saved[i], tx_dtype_stat(x->dtype), &rs));
     if (a->grad_input) TX_TRY(tx_te_check_real_shape(a->op, "dx", a->grad_input, &s));
     return x->dtype == TEEXEC_DTYPE_DOUBLE ? norm_bwd_f64(a, inner_rank)
                                            : norm_bwd_f32(a, inner_rank);

@@ -137,7 +137,7 @@ static void cpu_reference(const attn_case *c, ref_run *r)
     make(&r->v, c->dt, 4, kd, -1.0, 1.0);
     make(&r->dy, c->dt, 3, yd, -1.0, 1.0);
     TG_OK(tx_tensor_alloc(&r->y, c->dt, 3, yd));
-    TG_OK(tx_tensor_alloc(&r->lse, tx_te_stat_dtype(c->dt), 3, ld));
+    TG_OK(tx_tensor_alloc(&r->lse, tx_dtype_stat(c->dt), 3, ld));
     TG_OK(tx_tensor_alloc(&r->dq, c->dt, 4, qd));
     TG_OK(tx_tensor_alloc(&r->dk, c->dt, 4, kd));
     TG_OK(tx_tensor_alloc(&r->dv, c->dt, 4, kd));

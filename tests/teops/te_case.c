@@ -171,7 +171,7 @@ static void weights_tensor(tx_tensor *t, const tx_tensor *like, const double *w)
 
 static bool takes_grad(const tx_te_port *p, const tx_tensor *t)
 {
-    return !(p->flags & TX_TE_PORT_NO_GRAD) && tx_te_is_real_dtype(t->dtype);
+    return !(p->flags & TX_TE_PORT_NO_GRAD) && tx_dtype_is_real(t->dtype);
 }
 
 /* Compares an analytic gradient with central differences of the loss. */
@@ -275,7 +275,7 @@ void tc_gradcheck(te_case *c, double tol)
 static void clone_as(const tx_tensor *src, tx_tensor *dst, teexec_dtype dt)
 {
     if (!src->data) return;
-    if (!tx_te_is_real_dtype(src->dtype)) {
+    if (!tx_dtype_is_real(src->dtype)) {
         assert_null(tx_tensor_clone(src, dst));
         return;
     }

@@ -357,6 +357,18 @@ static void plan_explains_gpt2_block(void **state)
     assert_true(r.out[0] == '{');
     assert_non_null(strstr(r.out, "\"lowering\""));
     run_free(&r);
+    /* --dot prints the graph alone (structure: tests/planner/test_plan_dot.c) */
+    const char *g[] = {"plan", model_path("mlp"), "--dot", "--train", NULL};
+    r = run(g);
+    assert_int_equal(r.exit_code, 0);
+    assert_int_equal(strncmp(r.out, "digraph plan {\n", 15), 0);
+    assert_non_null(strstr(r.out, "subgraph cluster_g0 {"));
+    run_free(&r);
+    const char *h[] = {"plan", "--help", NULL};
+    r = run(h);
+    assert_int_equal(r.exit_code, 0);
+    assert_non_null(strstr(r.out, "--dot             print a Graphviz graph of the plan"));
+    run_free(&r);
 }
 
 static void plan_bad_options_exit_2(void **state)
@@ -365,8 +377,9 @@ static void plan_bad_options_exit_2(void **state)
     const char *a[] = {"plan", model_path("mlp"), "--recipe", "fp9", NULL};
     const char *b[] = {"plan", model_path("mlp"), "--device", "sm_7", NULL};
     const char *d[] = {"plan", model_path("mlp"), "--dim", "novalue", NULL};
-    const char *const *cases[] = {a, b, d};
-    for (size_t i = 0; i < 3; i++) {
+    const char *e[] = {"plan", model_path("mlp"), "--dot", "--json", NULL};
+    const char *const *cases[] = {a, b, d, e};
+    for (size_t i = 0; i < 4; i++) {
         run_result r = run(cases[i]);
         assert_int_equal(r.exit_code, 2);
         assert_one_error_line(&r);
