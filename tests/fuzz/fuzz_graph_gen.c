@@ -49,6 +49,7 @@ static int64_t fz_range(fz *s, int64_t lo, int64_t hi) { return lo + (int64_t)fz
 
 typedef struct fg_val {
     char name[16];
+    char op[24]; /* the op that made it ("" for a graph input) */
     teexec_dtype dt;
     int32_t rank;
     int64_t dims[FG_MAX_RANK + 2];
@@ -146,9 +147,10 @@ static int node_out(fg *g, Onnx__NodeProto *n, teexec_dtype dt, int32_t rank, co
     }
     fg_val *v = &g->vals[g->n_vals];
     fresh_name(g, 'v', v->name, sizeof v->name);
+    snprintf(v->op, sizeof v->op, "%s", n->op_type);
     v->dt = dt;
     v->rank = rank;
-    memcpy(v->dims, dims, sizeof(int64_t) * (size_t)rank);
+    if (rank) memcpy(v->dims, dims, sizeof(int64_t) * (size_t)rank);
     char *s = tx_mw_strdup(g->w, v->name);
     if (!s) g->oom = true;
     n->output[n->n_output++] = s;
@@ -618,12 +620,13 @@ static void gen_reshape(fg *g)
     int64_t od[FG_MAX_RANK + 2], spec[FG_MAX_RANK + 2];
     int32_t r = refactor(g, numel, od);
     memcpy(spec, od, sizeof spec);
-    unsigned how = fz_below(&g->src, 3);
+    /* te.ops Reshape takes its shape as written (an attribute, no 0 = copy). */
+    bool te = xv.dt == TEEXEC_DTYPE_FLOAT && fz_below(&g->src, 4) == 0;
+    unsigned how = fz_below(&g->src, te ? 2 : 3);
     if (how == 1) spec[fz_below(&g->src, (unsigned)r)] = -1;
     if (how == 2)
         for (int32_t i = 0; i < r && i < xv.rank; i++)
             if (od[i] == xv.dims[i] && fz_bool(&g->src)) spec[i] = 0;
-    bool te = xv.dt == TEEXEC_DTYPE_FLOAT && fz_below(&g->src, 4) == 0;
     const char *sh = te ? "" : init_i64(g, 1, spec, r);
     Onnx__NodeProto *n = sh ? node_new(g, "Reshape", te ? TX_TE_DOMAIN : NULL) : NULL;
     if (!n) return;
@@ -812,7 +815,9 @@ static void gen_slice(fg *g)
         if (big == 2) e = INT64_MIN;
         if (big == 3) s = INT64_MIN;
         int64_t len;
-        if (st > 0) {
+        if (d == 0) {
+            len = 0; /* nothing to take, whatever the clamping says */
+        } else if (st > 0) {
             int64_t cs = slice_clamp(s, d, 0, d), ce = slice_clamp(e, d, 0, d);
             len = ce > cs ? (ce - cs + st - 1) / st : 0;
         } else {
@@ -1239,6 +1244,23 @@ static bool build(fg *g, fg_model *m)
         }
     }
     if (g->oom) return false;
+    const char *verbose = getenv("TEEXEC_FUZZ_GRAPH_VERBOSE");
+    if (verbose && *verbose == '2') { /* the graph, node by node, with the shapes expected */
+        for (size_t i = 0; i < g->n_nodes; i++) {
+            fprintf(stderr, "fuzz_graph: %s(", g->nodes[i]->op_type);
+            for (size_t k = 0; k < g->nodes[i]->n_input; k++)
+                fprintf(stderr, "%s%s", k ? ", " : "", g->nodes[i]->input[k]);
+            fprintf(stderr, ") ->");
+            for (size_t k = 0; k < g->nodes[i]->n_output; k++) fprintf(stderr, " %s", g->nodes[i]->output[k]);
+            fprintf(stderr, "\n");
+        }
+        for (int i = 0; i < g->n_vals; i++) {
+            fprintf(stderr, "fuzz_graph:   %s %s [", g->vals[i].name, teexec_dtype_name(g->vals[i].dt));
+            for (int32_t k = 0; k < g->vals[i].rank; k++)
+                fprintf(stderr, "%s%lld", k ? "," : "", (long long)g->vals[i].dims[k]);
+            fprintf(stderr, "]\n");
+        }
+    }
 
     /* Outputs: the newest value, and another node output sometimes. */
     m->n_outputs = 1;
@@ -1297,6 +1319,14 @@ static bool build(fg *g, fg_model *m)
 
 /* ---- through the API --------------------------------------------------- */
 
+/* TEEXEC_FUZZ_GRAPH_VERBOSE=1: each refusal on stderr (for looking at
+ * what the library declines; never set while fuzzing). */
+static void refused(const char *stage, const teexec_status *st)
+{
+    const char *v = getenv("TEEXEC_FUZZ_GRAPH_VERBOSE");
+    if (v && *v == '1') fprintf(stderr, "fuzz_graph: %s refused: %s\n", stage, teexec_status_message(st));
+}
+
 static void note(char *buf, const char *what, const teexec_status *st)
 {
     snprintf(buf, 256, "%s: %s", what, st ? teexec_status_message(st) : "");
@@ -1316,6 +1346,7 @@ static void plan(fg *g, const teexec_model *model, tx_fuzz_graph_stats *stats)
     char *text = NULL;
     st = teexec_model_plan(model, po, (teexec_plan_format)fz_below(&g->src, 3), &text);
     if (!st && stats) stats->planned++;
+    if (st) refused("plan", st);
     teexec_status_destroy(st);
     teexec_string_free(text);
     teexec_plan_options_destroy(po);
@@ -1346,8 +1377,8 @@ static void check_output(const fg_val *want, const teexec_tensor *got, tx_fuzz_g
     for (int32_t i = 0; i < teexec_tensor_rank(got); i++)
         snprintf(h + strlen(h), sizeof h - strlen(h), "%s%lld", i ? "," : "",
                  (long long)teexec_tensor_dims(got)[i]);
-    snprintf(stats->last_mismatch, sizeof stats->last_mismatch, "%s: want %s [%s], got %s [%s]",
-             want->name, teexec_dtype_name(want->dt), w, teexec_dtype_name(teexec_tensor_dtype(got)), h);
+    snprintf(stats->last_mismatch, sizeof stats->last_mismatch, "%s (%s): want %s [%s], got %s [%s]",
+             want->name, want->op, teexec_dtype_name(want->dt), w, teexec_dtype_name(teexec_tensor_dtype(got)), h);
 }
 
 static void run_session(fg *g, const teexec_model *model, const fg_model *m,
@@ -1361,7 +1392,7 @@ static void run_session(fg *g, const teexec_model *model, const fg_model *m,
     teexec_session *s = NULL;
     st = teexec_session_create(model, so, &s);
     teexec_session_options_destroy(so);
-    if (st) { teexec_status_destroy(st); return; }
+    if (st) { refused("session", st); teexec_status_destroy(st); return; }
     if (stats) stats->sessions++;
     teexec_tensor *in[2] = {NULL, NULL}, *out[2] = {NULL, NULL};
     const char *names[2] = {m->inputs[0].name, m->n_inputs > 1 ? m->inputs[1].name : NULL};
@@ -1371,6 +1402,8 @@ static void run_session(fg *g, const teexec_model *model, const fg_model *m,
         if (!st) {
             if (stats) stats->ran++;
             for (int i = 0; i < m->n_outputs; i++) check_output(&m->outputs[i], out[i], stats);
+        } else {
+            refused("run", st);
         }
         teexec_status_destroy(st);
     }
@@ -1408,6 +1441,7 @@ static void train_step(fg *g, const teexec_model *model, const fg_model *m,
             st = teexec_trainer_step(tr, (size_t)m->n_inputs + 1, names,
                                      (const teexec_tensor *const *)t, &loss);
             if (!st && stats) stats->trained++;
+            if (st) refused("step", st);
         }
         teexec_status_destroy(st);
     }
@@ -1450,6 +1484,7 @@ int tx_fuzz_graph_one(const uint8_t *data, size_t size, tx_fuzz_graph_stats *sta
     st = teexec_model_load_memory(m.bytes, m.len, NULL, NULL, &model);
     free(m.bytes);
     if (st) {
+        refused("load", st);
         if (stats) note(stats->last_load_error, "load", st);
         teexec_status_destroy(st);
         free(g);
