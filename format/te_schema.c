@@ -112,8 +112,12 @@ static teexec_status *infer_l2(const tx_te_infer_in *in, tx_te_infer_out *out)
     return NULL;
 }
 
+/* Plain activations work row-wise on [..., H] (the CPU and CUDA kernels
+ * refuse a scalar), so the rule does too: a rank-0 x is refused when a
+ * session is created, not on its first run. */
 static teexec_status *infer_unary(const tx_te_infer_in *in, tx_te_infer_out *out)
 {
+    TX_TRY(need_rank_ge("activation", "x", &in->input->shape, 1));
     return infer_same(in, out);
 }
 

@@ -183,6 +183,32 @@ static void shape_rules_refuse_bad_shapes(void **state)
     tc_free(&c);
 }
 
+/* Found by tests/fuzz/fuzz_graph: a rank-0 x passed the plain activations'
+ * shape rule (so a session was created) and was refused only by the
+ * kernel on the first run. */
+static void activation_rules_need_rank_1(void **state)
+{
+    (void)state;
+    static const tx_te_op_id ops[] = {TX_TE_GELU, TX_TE_QGELU, TX_TE_RELU, TX_TE_SRELU,
+                                      TX_TE_SILU};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        const tx_te_op_schema *s = tx_te_schema(ops[i]);
+        tx_te_attr_value attrs[TX_TE_MAX_ATTRS];
+        tx_te_attr_defaults(s, attrs);
+        tx_te_tinfo x = {TEEXEC_DTYPE_FLOAT, {0, {0}}};
+        tx_te_infer_in in = {attrs, &x, NULL, 0, NULL, 0};
+        tx_te_infer_out out;
+        teexec_status *st = tx_te_infer(s, &in, &out);
+        if (!st) fail_msg("%s accepted a rank-0 x", s->name);
+        assert_int_equal(teexec_status_code(st), TEEXEC_ERR_INVALID_ARGUMENT);
+        teexec_status_destroy(st);
+        x.shape.rank = 1;
+        x.shape.dims[0] = 3;
+        assert_null(tx_te_infer(s, &in, &out));
+        assert_int_equal(out.output.shape.rank, 1);
+    }
+}
+
 static void setup_context_drops_unneeded(void **state)
 {
     (void)state;
@@ -312,6 +338,7 @@ int main(void)
         cmocka_unit_test(attr_indices_match_names),
         cmocka_unit_test(attribute_defaults_and_enums),
         cmocka_unit_test(shape_rules_refuse_bad_shapes),
+        cmocka_unit_test(activation_rules_need_rank_1),
         cmocka_unit_test(setup_context_drops_unneeded),
         cmocka_unit_test(docs_match_registry),
         cmocka_unit_test(cli_prints_the_spec),
