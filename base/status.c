@@ -144,6 +144,7 @@ const char *teexec_code_name(teexec_code code)
     case TEEXEC_ERR_DEVICE: return "device error";
     case TEEXEC_ERR_NO_MEMORY: return "out of memory";
     case TEEXEC_ERR_INTERNAL: return "internal error";
+    case TEEXEC_ERR_CANCELLED: return "cancelled";
     }
     return "unknown error";
 }

@@ -13,8 +13,10 @@
  * It exits 0 when every status carried what it should.
  *
  * Errors always come back as statuses; the log callback carries extra
- * detail the caller did not ask for (today: CUDA GEMM tuning choices at the
- * debug level, so on the CPU it stays silent). The library never prints.
+ * detail the caller did not ask for (today, at the debug level: the start of
+ * each run that got past its input checks, and CUDA GEMM tuning choices;
+ * with a run tag from teexec_run_options, each tagged with its run). The
+ * library never prints.
  */
 #include <teexec/teexec.h>
 

@@ -29,6 +29,11 @@ teexec_status *tx_gpu_graph_run(tx_gpu_graph *g, const tx_tensor *const *inputs,
     return none();
 }
 
+void tx_gpu_graph_set_run_options(tx_gpu_graph *g, const teexec_run_options *ro)
+{
+    (void)g, (void)ro;
+}
+
 size_t tx_gpu_graph_output_count(const tx_gpu_graph *g) { (void)g; return 0; }
 const char *tx_gpu_graph_output_name(const tx_gpu_graph *g, size_t j) { (void)g, (void)j; return NULL; }
 const char *tx_gpu_graph_graphs_off_reason(const tx_gpu_graph *g) { (void)g; return NULL; }

@@ -9,7 +9,9 @@
 #include "exec/cpu_te_ops.h"
 #include "exec/op_gaps.h"
 #include "exec/prepare.h"
+#include "exec/run_options.h"
 #include "exec/tensor_internal.h"
+#include "base/log.h"
 #include "format/tensor_proto.h"
 
 #include <stdint.h>
@@ -684,8 +686,19 @@ static teexec_status *infer_now(teexec_session *s, const tx_ir_node *n, const tx
     return tx_exec_infer_node(n, s->model->file, pins, outs);
 }
 
-static teexec_status *execute(teexec_session *s, tx_plan *p, const tx_tensor **bound,
-                              const tx_tensor **cur, tx_tensor *store)
+/* The cancellation of a CPU run before node i: names the node and how far
+ * the run got, so a caller sees where it stopped. */
+static teexec_status *cancelled_at(const tx_ir_graph *g, size_t i)
+{
+    const tx_ir_node *n = &g->nodes[i];
+    char where[256];
+    snprintf(where, sizeof where, "before node \"%s\" (%s, node %zu of %zu)", n->label,
+             n->op_type, i + 1, g->n_nodes);
+    return tx_run_cancelled_status(where, n->label);
+}
+
+static teexec_status *execute(teexec_session *s, const teexec_run_options *ro, tx_plan *p,
+                              const tx_tensor **bound, const tx_tensor **cur, tx_tensor *store)
 {
     if (s->plan_only)
         return tx_error(TEEXEC_ERR_INTERNAL, "a planning-only session has no memory to run in");
@@ -697,6 +710,8 @@ static teexec_status *execute(teexec_session *s, tx_plan *p, const tx_tensor **b
     tx_infer_value *dyn = s->sc_out_vals;
     for (size_t i = 0; i < g->n_nodes; i++) {
         if (p->skip[i]) continue;
+        /* one atomic load per node: the cancel point of a CPU run */
+        if (tx_run_cancelled(ro)) return cancelled_at(g, i);
         const tx_ir_node *n = &g->nodes[i];
         bool need_infer = false;
         for (size_t k = 0; k < n->n_inputs; k++) {
@@ -735,14 +750,42 @@ static teexec_status *execute(teexec_session *s, tx_plan *p, const tx_tensor **b
     return NULL;
 }
 
+static teexec_status *session_run(teexec_session *s, const teexec_run_options *ro,
+                                  size_t n_inputs, const char *const *input_names,
+                                  const teexec_tensor *const *input_tensors, size_t n_outputs,
+                                  const char *const *output_names, teexec_tensor **out_tensors);
+
 teexec_status *teexec_session_run(teexec_session *s, size_t n_inputs,
                                   const char *const *input_names,
+                                  const teexec_tensor *const *input_tensors, size_t n_outputs,
+                                  const char *const *output_names, teexec_tensor **out_tensors)
+{
+    return teexec_session_run_with(s, NULL, n_inputs, input_names, input_tensors, n_outputs,
+                                   output_names, out_tensors);
+}
+
+teexec_status *teexec_session_run_with(teexec_session *s, const teexec_run_options *ro,
+                                       size_t n_inputs, const char *const *input_names,
+                                       const teexec_tensor *const *input_tensors,
+                                       size_t n_outputs, const char *const *output_names,
+                                       teexec_tensor **out_tensors)
+{
+    const char *prev = tx_run_begin(ro);
+    teexec_status *st = session_run(s, ro, n_inputs, input_names, input_tensors, n_outputs,
+                                    output_names, out_tensors);
+    return tx_run_end(ro, prev, st);
+}
+
+static teexec_status *session_run(teexec_session *s, const teexec_run_options *ro,
+                                  size_t n_inputs, const char *const *input_names,
                                   const teexec_tensor *const *input_tensors, size_t n_outputs,
                                   const char *const *output_names, teexec_tensor **out_tensors)
 {
     if (out_tensors)
         for (size_t j = 0; j < n_outputs; j++) out_tensors[j] = NULL;
     if (!s) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "session is NULL");
+    /* a run cancelled before it starts does no work at all */
+    if (tx_run_cancelled(ro)) return tx_run_cancelled_status("before the run started", NULL);
     if (n_outputs && !out_tensors)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "out_tensors is NULL");
     const tx_ir_graph *g = s->g;
@@ -776,10 +819,16 @@ teexec_status *teexec_session_run(teexec_session *s, size_t n_inputs,
      * which are still on the device */
     bool reuse = s->cuda && n_inputs == 0 && s->n_in > 0;
     if (!st && !reuse) st = bind_inputs(s, n_inputs, input_names, input_tensors, bound);
-    if (!st && s->cuda) st = tx_session_cuda_run(s, reuse ? NULL : bound, n_outputs, want, out_tensors);
+    /* the start of the work proper: what a log reader (or a test waiting
+     * to cancel a run in flight) keys on */
+    if (!st && tx_log_enabled(TEEXEC_LOG_DEBUG))
+        tx_log(TEEXEC_LOG_DEBUG, "session run started (%s, %zu nodes)",
+               teexec_session_device_name(s), g->n_nodes);
+    if (!st && s->cuda)
+        st = tx_session_cuda_run(s, ro, reuse ? NULL : bound, n_outputs, want, out_tensors);
     tx_plan *p = NULL;
     if (!st && !s->cuda) st = find_plan(s, bound, &p);
-    if (!st && !s->cuda) st = execute(s, p, bound, cur, store);
+    if (!st && !s->cuda) st = execute(s, ro, p, bound, cur, store);
     for (size_t j = 0; !st && !s->cuda && j < n_outputs; j++) {
         int32_t v = want[j];
         tx_tensor t;

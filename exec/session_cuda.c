@@ -5,6 +5,7 @@
 #include "exec/session_cuda.h"
 
 #include "exec/cuda/gpu_graph.h"
+#include "exec/run_options.h"
 #include "exec/tensor_internal.h"
 #include "planner/plan.h"
 
@@ -201,7 +202,8 @@ void tx_session_cuda_free(teexec_session *s)
 
 size_t tx_session_cuda_plan_count(const teexec_session *s) { return s->n_gpu; }
 
-teexec_status *tx_session_cuda_run(teexec_session *s, const tx_tensor **bound, size_t n_outputs,
+teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *ro,
+                                   const tx_tensor **bound, size_t n_outputs,
                                    const int32_t *want, teexec_tensor **out)
 {
     tx_gpu_graph *g = NULL;
@@ -248,7 +250,17 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const tx_tensor **bound, s
             slot[j] = k;
         }
     }
-    if (!st) st = tx_gpu_graph_run(g, bound, n_outputs ? outs : NULL, mask);
+    /* planning and capturing a new shape may take long: the last cancel
+     * point before anything reaches the device (a captured graph's replay
+     * cannot be interrupted; without graphs the executor checks again
+     * before each kernel) */
+    if (!st && tx_run_cancelled(ro))
+        st = tx_run_cancelled_status("before launching the model on the CUDA device", NULL);
+    if (!st) {
+        tx_gpu_graph_set_run_options(g, ro);
+        st = tx_gpu_graph_run(g, bound, n_outputs ? outs : NULL, mask);
+        tx_gpu_graph_set_run_options(g, NULL);
+    }
     for (size_t j = 0; !st && j < n_outputs; j++) {
         size_t k = slot[j];
         tx_tensor t;

@@ -28,10 +28,13 @@ teexec_status *tx_session_cuda_init(teexec_session *s, const teexec_session_opti
 void tx_session_cuda_free(teexec_session *s);
 size_t tx_session_cuda_plan_count(const teexec_session *s);
 
-/* bound: the session inputs (in_vals order), or NULL: the previous run's,
+/* ro: the run options (may be NULL), checked for a cancel before the
+ * executor launches and, with CUDA graphs off, between kernel launches;
+ * bound: the session inputs (in_vals order), or NULL: the previous run's,
  * still on the device; want: value indices of the requested outputs; out:
  * n_outputs new public tensors. */
-teexec_status *tx_session_cuda_run(teexec_session *s, const tx_tensor **bound, size_t n_outputs,
+teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *ro,
+                                   const tx_tensor **bound, size_t n_outputs,
                                    const int32_t *want, teexec_tensor **out) TX_NODISCARD;
 
 #endif

@@ -2,6 +2,7 @@
  * every value, loss, reverse-topological backward walk, optimizer step. */
 #include "exec/train_internal.h"
 
+#include "base/log.h"
 #include "base/shape.h"
 #include "exec/cpu_ops.h"
 #include "exec/cpu_te_ops.h"
@@ -10,6 +11,7 @@
 #include "exec/model_internal.h"
 #include "exec/op_gaps.h"
 #include "exec/prepare.h"
+#include "exec/run_options.h"
 #include "exec/tensor_internal.h"
 #include "exec/trainable.h"
 #include "format/model_save.h"
@@ -806,17 +808,49 @@ static teexec_status *bind(teexec_trainer *t, size_t count, const char *const *n
     return NULL;
 }
 
+static teexec_status *trainer_step(teexec_trainer *t, const teexec_run_options *ro, size_t count,
+                                   const char *const *names, const teexec_tensor *const *tensors,
+                                   double *out_loss);
+
 teexec_status *teexec_trainer_step(teexec_trainer *t, size_t count, const char *const *names,
                                    const teexec_tensor *const *tensors, double *out_loss)
 {
+    return teexec_trainer_step_with(t, NULL, count, names, tensors, out_loss);
+}
+
+teexec_status *teexec_trainer_step_with(teexec_trainer *t, const teexec_run_options *ro,
+                                        size_t count, const char *const *names,
+                                        const teexec_tensor *const *tensors, double *out_loss)
+{
+    const char *prev = tx_run_begin(ro);
+    teexec_status *st = trainer_step(t, ro, count, names, tensors, out_loss);
+    return tx_run_end(ro, prev, st);
+}
+
+/* Cancel points of a CPU step: between its phases, never inside the
+ * optimizer update, so a cancelled step leaves every parameter as it was. */
+static teexec_status *check_step_cancel(const teexec_run_options *ro, const char *where)
+{
+    return tx_run_cancelled(ro) ? tx_run_cancelled_status(where, NULL) : NULL;
+}
+
+static teexec_status *trainer_step(teexec_trainer *t, const teexec_run_options *ro, size_t count,
+                                   const char *const *names, const teexec_tensor *const *tensors,
+                                   double *out_loss)
+{
     if (out_loss) *out_loss = NAN; /* out-parameters say nothing on failure */
     if (!t) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "trainer is NULL");
+    TX_TRY(check_step_cancel(ro, "before the step started"));
+    if (tx_log_enabled(TEEXEC_LOG_DEBUG))
+        tx_log(TEEXEC_LOG_DEBUG, "trainer step started (%s)", teexec_trainer_device_name(t));
+    /* one launch on the device (forward, backward, update): no later point */
     if (t->cuda) return gpu_step(t, count, names, tensors, out_loss);
     clear_step(t);
     t->stepped = false;
     const tx_tensor *label;
     TX_TRY(bind(t, count, names, tensors, &label));
     TX_TRY(tx_status_with_file(forward(t), model_path(t)));
+    TX_TRY(check_step_cancel(ro, "after the forward"));
     const tx_tensor *pred = &t->vals[t->loss_value];
     tx_tensor lg;
     TX_TRY(tx_tensor_alloc(&lg, TEEXEC_DTYPE_DOUBLE, pred->rank, pred->dims));
@@ -840,6 +874,7 @@ teexec_status *teexec_trainer_step(teexec_trainer *t, size_t count, const char *
         return tx_error(TEEXEC_ERR_INTERNAL, "loss gradient not owned");
     }
     TX_TRY(tx_status_with_file(backward(t), model_path(t)));
+    TX_TRY(check_step_cancel(ro, "after the backward, before the optimizer update"));
     for (size_t i = 0; i < t->n_params; i++) {
         tx_param *p = &t->params[i];
         TX_TRY(grad_buf(t, p->value, p->data.numel));

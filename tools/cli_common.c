@@ -22,6 +22,8 @@ int cli_exit_code(const teexec_status *st)
     case TEEXEC_ERR_IO:
     case TEEXEC_ERR_NO_MEMORY:
     case TEEXEC_ERR_INTERNAL:
+    /* the CLI never cancels its runs */
+    case TEEXEC_ERR_CANCELLED:
         return CLI_EXIT_BAD_INPUT;
     }
     return CLI_EXIT_BAD_INPUT;

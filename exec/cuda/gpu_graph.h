@@ -71,6 +71,14 @@ void tx_gpu_graph_destroy(tx_gpu_graph *g);
 teexec_status *tx_gpu_graph_run(tx_gpu_graph *g, const tx_tensor *const *inputs,
                                 tx_tensor *outputs, const bool *want) TX_NODISCARD;
 
+/* The run options (may be NULL; borrowed until replaced) that the next
+ * runs check for a cancel: before every node's kernels when the run is not
+ * captured (CUDA graphs off, the profile, the first tuning call) and before
+ * a graph launch, never during a capture. A cancelled run waits for the
+ * work already queued and returns TEEXEC_ERR_CANCELLED naming the node.
+ * Training steps never read them. */
+void tx_gpu_graph_set_run_options(tx_gpu_graph *g, const teexec_run_options *ro);
+
 /* The graph outputs run returns, in order, by name. */
 size_t tx_gpu_graph_output_count(const tx_gpu_graph *g);
 const char *tx_gpu_graph_output_name(const tx_gpu_graph *g, size_t j);

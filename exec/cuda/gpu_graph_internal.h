@@ -175,6 +175,11 @@ struct tx_gpu_graph {
     size_t n_prof;
     uint64_t calls_done;       /* finished run / step calls */
     cudaEvent_t ev[2];
+    /* cancellation (tx_gpu_graph_set_run_options): the current run's
+     * options, and whether run_body is being captured (no cancel points
+     * inside a capture: the captured graph must be whole) */
+    const teexec_run_options *run_opts;
+    bool capturing;
 };
 
 

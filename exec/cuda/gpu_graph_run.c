@@ -4,6 +4,7 @@
 #include "exec/cuda/gpu_graph_internal.h"
 
 #include "exec/cuda/te_cuda_linear.h"
+#include "exec/run_options.h"
 #include "exec/train_internal.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cuda/elementwise.h"
@@ -95,12 +96,27 @@ static teexec_status *add_acc(tx_gpu_graph *g, gnode *n)
     return NULL;
 }
 
+/* A cancel point of an uncaptured run: the cancel asked for by the run
+ * options, once the kernels already queued have finished (nothing of this
+ * run is left running when the caller gets the status). */
+static teexec_status *check_cancel(tx_gpu_graph *g, const tx_ir_node *before)
+{
+    if (g->capturing || !tx_run_cancelled(g->run_opts)) return NULL;
+    CU(cudaStreamSynchronize(g->stream), "finishing a cancelled run");
+    if (!before) return tx_run_cancelled_status("before launching the CUDA graph", NULL);
+    char where[256];
+    snprintf(where, sizeof where, "on the CUDA device before node \"%s\" (%s)", before->label,
+             before->op_type);
+    return tx_run_cancelled_status(where, before->label);
+}
+
 static teexec_status *run_forward(tx_gpu_graph *g)
 {
     uint64_t step = g->steps;
     for (size_t i = 0; i < g->n_nodes; i++) {
         gnode *n = &g->nodes[i];
         if (n->kind == GN_FOLDED || n->fwd_covered || n->te_alias) continue;
+        TX_TRY(check_cancel(g, n->ir));
         if (g->cfg.training) n->fa.rng_offset = tx_train_rng_offset(g->topt.seed, step, g->n_nodes, i);
         char name[128];
         if (g->cfg.profile) kernel_name(g, n, false, name, sizeof name);
@@ -234,7 +250,9 @@ static teexec_status *launch(tx_gpu_graph *g)
     if (!g->graph_exec) {
         cudaGraph_t graph = NULL;
         CU(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal), "graph capture");
+        g->capturing = true;
         teexec_status *st = run_body(g);
+        g->capturing = false;
         cudaError_t e = cudaStreamEndCapture(g->stream, &graph);
         if (st) {
             if (graph) cudaGraphDestroy(graph);
@@ -248,6 +266,8 @@ static teexec_status *launch(tx_gpu_graph *g)
             return cuda_err(e, "graph instantiate");
         }
     }
+    /* the capture (first call) may take long: the last point to stop */
+    TX_TRY(check_cancel(g, NULL));
     CU(cudaGraphLaunch(g->graph_exec, g->stream), "graph launch");
     return NULL;
 }
@@ -457,6 +477,11 @@ teexec_status *tx_gpu_graph_step(tx_gpu_graph *g, const tx_tensor *const *inputs
 }
 
 /* ---- parameters by the user's names ---------------------------------------------- */
+
+void tx_gpu_graph_set_run_options(tx_gpu_graph *g, const teexec_run_options *ro)
+{
+    g->run_opts = ro;
+}
 
 size_t tx_gpu_graph_output_count(const tx_gpu_graph *g) { return g->ir->n_outputs; }
 

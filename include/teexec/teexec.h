@@ -66,7 +66,8 @@ typedef enum teexec_code {
     TEEXEC_ERR_UNSUPPORTED = 5,      /* valid, but teexec cannot run it     */
     TEEXEC_ERR_DEVICE = 6,           /* a CUDA/cuBLASLt/cuDNN failure       */
     TEEXEC_ERR_NO_MEMORY = 7,        /* an allocation failed                */
-    TEEXEC_ERR_INTERNAL = 8          /* a bug in teexec: please report it   */
+    TEEXEC_ERR_INTERNAL = 8,         /* a bug in teexec: please report it   */
+    TEEXEC_ERR_CANCELLED = 9         /* the run was cancelled (run options) */
 } teexec_code;
 
 typedef struct teexec_status teexec_status;
@@ -82,7 +83,7 @@ TEEXEC_API const char *teexec_status_node(const teexec_status *status);
 TEEXEC_API const char *teexec_status_file(const teexec_status *status);
 /* Releases a status. Accepts NULL. */
 TEEXEC_API void teexec_status_destroy(teexec_status *status);
-/* A short constant name for a code, e.g. "bad model". Never NULL. */
+/* A short constant name for a code, e.g. "bad model", "cancelled". Never NULL. */
 TEEXEC_API const char *teexec_code_name(teexec_code code);
 
 /* ------------------------------------------------------------------ */
@@ -103,7 +104,12 @@ typedef void (*teexec_log_fn)(void *user_data, teexec_log_level level,
  * default) and the most verbose level delivered. The callback may be called
  * from any thread that uses the library and must be thread-safe itself.
  * Setting the callback is not synchronized with concurrent library calls:
- * set it before using the library from several threads. */
+ * set it before using the library from several threads.
+ *
+ * During a run given run options with a tag (teexec_run_options_set_tag),
+ * every message the library logs on the running thread is delivered as
+ * `run "<tag>": <message>`; at TEEXEC_LOG_DEBUG each session run also logs
+ * one message when it starts (after its inputs are checked). */
 TEEXEC_API void teexec_set_log_callback(teexec_log_fn fn, void *user_data,
                                         teexec_log_level max_level);
 
@@ -489,6 +495,62 @@ TEEXEC_API teexec_status *teexec_session_run(teexec_session *session, size_t n_i
                                              const char *const *output_names,
                                              teexec_tensor **out_tensors);
 
+/* ------------------------------------------------------------------ */
+/* Run options                                                         */
+/* ------------------------------------------------------------------ */
+
+/* Per-run settings for teexec_session_run_with / teexec_trainer_step_with:
+ * a tag and a cancellation flag.
+ *
+ * Cancellation: teexec_run_options_cancel() may be called from any thread,
+ * also while runs using the options are in flight (several runs, even of
+ * different sessions, may share one options object: one cancel stops them
+ * all). A run checks the flag when it starts and, on the CPU, before every
+ * node; a CUDA run checks it before launching its work on the device and,
+ * with CUDA graphs off, before every kernel launch. A captured CUDA graph
+ * is replayed as one launch that cannot be interrupted: a cancel arriving
+ * during the replay takes effect at the next run. A cancelled run returns
+ * TEEXEC_ERR_CANCELLED, its message saying where it stopped ("before node
+ * X", with the node also in teexec_status_node, or "before the run
+ * started"), and produces no outputs; the session stays usable and its
+ * next run gives the same outputs as if the cancelled run never happened.
+ * The flag is sticky: every later run with the same options is cancelled
+ * at its start until teexec_run_options_reset() clears it.
+ *
+ * Tag: a string copied into the options, put on the log messages of the
+ * run (see teexec_set_log_callback) and before the message of a failed
+ * run's status: `run "<tag>": <message>`.
+ *
+ * Thread-safety: cancel, reset and is_cancelled are safe from any thread at
+ * any time; set_tag and destroy only while no run uses the options. */
+typedef struct teexec_run_options teexec_run_options;
+
+/* A new options object: no tag, not cancelled. Owned by the caller. */
+TEEXEC_API teexec_status *teexec_run_options_create(teexec_run_options **out_options);
+/* Releases it. Accepts NULL. No run may be using it. */
+TEEXEC_API void teexec_run_options_destroy(teexec_run_options *options);
+/* Sets (a copy of) the tag, at most 255 bytes; NULL removes it. */
+TEEXEC_API teexec_status *teexec_run_options_set_tag(teexec_run_options *options,
+                                                     const char *tag);
+/* Asks every run using these options to stop. Any thread; never blocks. */
+TEEXEC_API teexec_status *teexec_run_options_cancel(teexec_run_options *options);
+/* Clears the cancel flag, so the options can serve the next runs. Any
+ * thread; a run already in flight may or may not see the reset. */
+TEEXEC_API teexec_status *teexec_run_options_reset(teexec_run_options *options);
+/* 1 while the cancel flag is set, else 0 (also for NULL). Any thread. */
+TEEXEC_API int teexec_run_options_is_cancelled(const teexec_run_options *options);
+
+/* teexec_session_run with run options (NULL: none, exactly
+ * teexec_session_run). */
+TEEXEC_API teexec_status *teexec_session_run_with(teexec_session *session,
+                                                  const teexec_run_options *run_options,
+                                                  size_t n_inputs,
+                                                  const char *const *input_names,
+                                                  const teexec_tensor *const *input_tensors,
+                                                  size_t n_outputs,
+                                                  const char *const *output_names,
+                                                  teexec_tensor **out_tensors);
+
 /* The device a session runs on: "cpu" or "cuda". Static string. */
 TEEXEC_API const char *teexec_session_device_name(const teexec_session *session);
 
@@ -596,6 +658,18 @@ TEEXEC_API teexec_status *teexec_trainer_step(teexec_trainer *trainer, size_t co
                                               const char *const *names,
                                               const teexec_tensor *const *tensors,
                                               double *out_loss);
+
+/* teexec_trainer_step with run options (NULL: exactly teexec_trainer_step).
+ * A CPU trainer checks the cancel flag when the step starts, after the
+ * forward and after the backward, never during the optimizer update: a
+ * cancelled step changes no parameter. A CUDA trainer checks it only when
+ * the step starts (the step is then one launch on the device: forward,
+ * backward and update). */
+TEEXEC_API teexec_status *teexec_trainer_step_with(teexec_trainer *trainer,
+                                                   const teexec_run_options *run_options,
+                                                   size_t count, const char *const *names,
+                                                   const teexec_tensor *const *tensors,
+                                                   double *out_loss);
 
 /* Trainable initializers, in the model's initializer order. The name lives
  * as long as the trainer; NULL when index is out of range. */
