@@ -181,6 +181,7 @@ teexec_status *tx_sgroups_build(teexec_session *s, tx_plan *p)
     req.deterministic = s->deterministic;
     req.vals = p->vals;
     req.n_vals = g->n_values;
+    req.skip_memory = true; /* the session's own buffer plan places the values */
     TX_TRY(tx_fuser_plan_build(g, &req, &p->fplan));
     const tx_fuser_plan *fp = p->fplan;
     p->sg = calloc(1, sizeof(*p->sg));
