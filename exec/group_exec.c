@@ -54,8 +54,11 @@ static teexec_status *at_op(teexec_status *st, const tx_gx_run *r, int32_t i, co
 {
     if (!st) return NULL;
     const tx_gx_op *o = op_at(r, i);
-    return tx_status_prefix(st, "group op %d (%s %s), %s", (int)i, tx_te_name(o->op),
-                            o->name ? o->name : "", what);
+    st = tx_status_prefix(st, "group op %d (%s %s), %s", (int)i, tx_te_name(o->op),
+                          o->name ? o->name : "", what);
+    /* name the graph node, as a node-by-node run does */
+    if (o->name && !teexec_status_node(st)) st = tx_status_with_node(st, o->name);
+    return st;
 }
 
 static teexec_status *alloc_like_info(tx_tensor *t, const tx_te_tinfo *ti)

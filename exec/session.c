@@ -1,6 +1,8 @@
 /* session.c - sessions: preparation (kernels, inference, folding, buffer
- * plans per input-shape signature) and runs; the public session API. A
- * session runs the model's lowered copy (exec/prepare.h). */
+ * plans and the fuser plan per input-shape signature) and runs; the public
+ * session API. A session runs the model's lowered copy (exec/prepare.h):
+ * the fuser plan's CHAIN groups through the group executor, every other
+ * node by its own kernel (exec/session_groups.h). */
 #include "exec/session_cuda.h"
 #include "exec/session_internal.h"
 
@@ -10,6 +12,7 @@
 #include "exec/op_gaps.h"
 #include "exec/prepare.h"
 #include "exec/run_options.h"
+#include "exec/session_groups.h"
 #include "exec/tensor_internal.h"
 #include "base/log.h"
 #include "format/tensor_proto.h"
@@ -98,6 +101,7 @@ static void plan_free(const teexec_session *s, tx_plan *p)
     free(p->offset);
     free(p->sig_dtype);
     free(p->sig_shape);
+    tx_sgroups_free(p);
     if (p->arena) s->be.vt->free(s->be.state, p->arena);
     free(p);
 }
@@ -297,6 +301,9 @@ static teexec_status *make_plan(teexec_session *s, const teexec_dtype *dts, cons
         }
     }
     if (!st) st = plan_buffers(s, p);
+    /* what runs: the fuser plan for these shapes (a planning-only session
+     * runs nothing) */
+    if (!st && !s->plan_only) st = tx_sgroups_build(s, p);
     if (st) {
         plan_free(s, p);
         return tx_status_with_file(st, model_file(s));
@@ -474,19 +481,26 @@ teexec_status *teexec_session_create(const teexec_model *model,
     teexec_device dev = options ? options->device : TEEXEC_DEVICE_AUTO;
     bool use_cuda = false;
     TX_TRY(tx_resolve_device(dev, options ? options->recipe : NULL,
-                             options ? options->dtype : TEEXEC_DTYPE_UNDEFINED, &use_cuda));
+                             options ? options->dtype : TEEXEC_DTYPE_UNDEFINED, true, &use_cuda));
     const teexec_model *run = NULL;
     TX_TRY(tx_status_with_file(tx_model_runnable(model, &run, NULL),
                                model->file ? model->file->path : NULL));
     teexec_session *s = calloc(1, sizeof(*s));
     if (!s) return tx_oom();
+    teexec_status *st = NULL;
     s->user_model = model;
     s->model = run;
     s->plan_only = use_cuda || (options && options->plan_only);
     s->g = run->ir->graph;
+    s->deterministic = options ? options->deterministic : tx_env_deterministic();
+    st = tx_recipe_parse(options && options->recipe ? options->recipe : "none", &s->recipe);
+    if (st) {
+        free(s);
+        return st;
+    }
     s->be.vt = &tx_backend_cpu;
     tx_backend_config cfg = {.threads = options ? options->threads : 0};
-    teexec_status *st = s->be.vt->create(&cfg, &s->be.state);
+    st = s->be.vt->create(&cfg, &s->be.state);
     if (st) {
         free(s);
         return st;
@@ -521,6 +535,8 @@ void teexec_session_destroy(teexec_session *s)
     free(s->sc_ins);
     free(s->sc_outs);
     free(s->sc_out_vals);
+    free(s->trace);
+    if (s->has_delayed) tx_delayed_free(&s->delayed);
     if (s->be.vt && s->be.state) s->be.vt->destroy(s->be.state);
     free(s);
 }
@@ -708,10 +724,20 @@ static teexec_status *execute(teexec_session *s, const teexec_run_options *ro, t
     const tx_tensor **ins = s->sc_ins;
     tx_tensor **outs = s->sc_outs;
     tx_infer_value *dyn = s->sc_out_vals;
+    s->n_trace = 0;
+    s->last_fplan = p->fplan;
     for (size_t i = 0; i < g->n_nodes; i++) {
         if (p->skip[i]) continue;
-        /* one atomic load per node: the cancel point of a CPU run */
+        int role = tx_sgroups_role(p, i);
+        if (role < 0) continue;
+        /* one atomic load per node or fuser group: the cancel point of a
+         * CPU run */
         if (tx_run_cancelled(ro)) return cancelled_at(g, i);
+        if (role > 0) {
+            TX_TRY(tx_sgroups_run(s, p, i, cur, store));
+            continue;
+        }
+        TX_TRY(tx_sgroups_trace_node(s, p, i));
         const tx_ir_node *n = &g->nodes[i];
         bool need_infer = false;
         for (size_t k = 0; k < n->n_inputs; k++) {
@@ -747,6 +773,8 @@ static teexec_status *execute(teexec_session *s, const teexec_run_options *ro, t
                            .n_out = n->n_outputs, .out = outs};
         TX_TRY(s->be.vt->run_node(s->be.state, s->fns[i], &call));
     }
+    tx_sgroups_after_run(s);
+    s->n_runs++;
     return NULL;
 }
 

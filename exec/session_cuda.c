@@ -75,7 +75,7 @@ bool tx_env_deterministic(void)
 /* ---- device choice ----------------------------------------------------------- */
 
 teexec_status *tx_resolve_device(teexec_device asked, const char *recipe, teexec_dtype dtype,
-                                 bool *use_cuda)
+                                 bool cpu_recipes, bool *use_cuda)
 {
     *use_cuda = false;
     bool quantized = false;
@@ -86,10 +86,10 @@ teexec_status *tx_resolve_device(teexec_device asked, const char *recipe, teexec
     }
     switch (asked) {
     case TEEXEC_DEVICE_CPU:
-        if (quantized)
+        if (quantized && !cpu_recipes)
             return tx_error(TEEXEC_ERR_UNSUPPORTED,
-                            "recipe \"%s\" runs on the CUDA device only (the CPU runs recipes in "
-                            "the planner's group executor, not in sessions)", recipe);
+                            "recipe \"%s\" trains on the CUDA device only (CPU sessions run "
+                            "every recipe; the CPU trainer runs none)", recipe);
         if (dtype != TEEXEC_DTYPE_UNDEFINED)
             return tx_error(TEEXEC_ERR_UNSUPPORTED,
                             "casting the compute dtype is a CUDA option; the CPU runs the model's "
@@ -105,9 +105,11 @@ teexec_status *tx_resolve_device(teexec_device asked, const char *recipe, teexec
         return NULL;
     default:
         *use_cuda = tx_gpu_available();
-        if (!*use_cuda && (quantized || dtype != TEEXEC_DTYPE_UNDEFINED))
+        if (!*use_cuda && ((quantized && !cpu_recipes) || dtype != TEEXEC_DTYPE_UNDEFINED))
             return tx_error(TEEXEC_ERR_UNSUPPORTED,
-                            "no CUDA device: a recipe or a compute dtype needs one");
+                            "no CUDA device: %s needs one",
+                            dtype != TEEXEC_DTYPE_UNDEFINED ? "a compute dtype"
+                                                            : "training under a recipe");
         return NULL;
     }
 }

@@ -17,10 +17,11 @@
 bool tx_env_deterministic(void);
 
 /* The device to use: CPU, CUDA (fails when none is usable), or AUTO (the
- * GPU when one is usable). Recipes other than "none" and a compute dtype
- * need the GPU. */
+ * GPU when one is usable, else the CPU). A compute dtype needs the GPU;
+ * so does a recipe other than "none" unless cpu_recipes (CPU sessions run
+ * every recipe through the group executor; the CPU trainer does not). */
 teexec_status *tx_resolve_device(teexec_device asked, const char *recipe, teexec_dtype dtype,
-                                 bool *use_cuda) TX_NODISCARD;
+                                 bool cpu_recipes, bool *use_cuda) TX_NODISCARD;
 
 /* Called by teexec_session_create once the CPU-side pieces (binding,
  * shape checks) exist; plans the declared shapes on the device. */

@@ -8,7 +8,8 @@
  * (initializers, Constant/Shape/Size outputs and small subgraphs over them,
  * folded at plan time), which nodes are therefore skipped at run time, and
  * the buffer plan: one arena with an offset per intermediate value, reused
- * across values whose lifetimes do not overlap. Values whose shape depends
+ * across values whose lifetimes do not overlap, and the fuser plan
+ * (planner/plan.h) whose CHAIN groups the run executes. Values whose shape depends
  * on data only known at run time are allocated during the run.
  *
  * Ownership: the session owns its plans, the arenas and the decoded
@@ -21,7 +22,9 @@
 
 #include "exec/backend.h"
 #include "exec/model_internal.h"
+#include "exec/recipe_delayed.h"
 #include "import/shape_infer.h"
+#include "planner/plan.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -43,6 +46,11 @@ typedef struct tx_plan {
     size_t *offset;           /* per value: arena offset, or SIZE_MAX */
     void *arena;
     size_t arena_bytes;
+    /* The fuser plan for this signature (planner/plan.h), and how each of
+     * its CHAIN groups runs (exec/session_groups.h); NULL in planning-only
+     * sessions. */
+    tx_fuser_plan *fplan;
+    struct tx_sgroups *sg;
 } tx_plan;
 
 struct teexec_session_options {
@@ -68,6 +76,14 @@ struct teexec_session_options {
 
 struct tx_gpu_graph;
 
+/* One kernel a CPU run executed for a CHAIN group: the group's id in the
+ * fuser plan and the kernel (fusion, first op, op count) -- the debug
+ * record that tests compare with the plan's forward layouts. */
+typedef struct tx_run_kernel {
+    int32_t group;
+    tx_plan_kernel k;
+} tx_run_kernel;
+
 struct teexec_session {
     /* What runs: the user's model's lowered copy (exec/prepare.h), which
      * `g` and every node, value and file reference below belong to. */
@@ -88,6 +104,18 @@ struct teexec_session {
     tx_shape *gpu_shapes[TX_MAX_GPU_GRAPHS];
     size_t n_gpu;
     size_t last_gpu;         /* the executor of the last run */
+    /* CPU sessions: the recipe and determinism every fuser plan is built
+     * for, the fp8-delayed scaling state (one per session, rolled after
+     * each run as TE does under fp8_autocast), the number of runs so far
+     * and the kernels of the last run (tx_session_last_kernels). */
+    tx_recipe recipe;
+    bool deterministic;
+    tx_delayed_state delayed;
+    bool has_delayed;
+    uint64_t n_runs;
+    tx_run_kernel *trace;
+    size_t n_trace, cap_trace;
+    const tx_fuser_plan *last_fplan;   /* the plan of the last run (borrowed) */
     tx_tensor *init;         /* per value: decoded initializer (data NULL otherwise) */
     int32_t *in_vals;        /* graph inputs the caller feeds, model->inputs order */
     size_t n_in;
@@ -111,5 +139,11 @@ struct teexec_session {
  * value's type and the values folded before running. */
 teexec_status *tx_session_plan_for(teexec_session *s, const teexec_dtype *dts,
                                    const tx_shape *shapes, const tx_plan **out) TX_NODISCARD;
+
+/* Debug query: the kernels the last successful CPU run executed for the
+ * plan's CHAIN groups, in execution order (*n entries; borrowed until the
+ * next run), and the fuser plan that run followed (*plan, may be NULL). */
+const tx_run_kernel *tx_session_last_kernels(const teexec_session *s, size_t *n,
+                                             const tx_fuser_plan **plan);
 
 #endif

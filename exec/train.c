@@ -594,7 +594,7 @@ teexec_status *teexec_trainer_create(const teexec_model *model, const teexec_tra
     }
     st = list_user_params(t);
     if (st) goto fail;
-    st = tx_resolve_device(t->opt.device, t->opt.recipe, t->opt.dtype, &t->cuda);
+    st = tx_resolve_device(t->opt.device, t->opt.recipe, t->opt.dtype, false, &t->cuda);
     if (st) goto fail;
     if (t->opt.recipe) {
         t->recipe = strdup(t->opt.recipe);

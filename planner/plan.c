@@ -105,7 +105,7 @@ teexec_status *tx_fuser_plan_build(const tx_ir_graph *g, const tx_plan_request *
     teexec_status *st = tx_plan_groups(g, req, p);
     if (!st) st = tx_plan_fusions(g, req, p);
     if (!st) st = tx_plan_quantization(g, req, p);
-    if (!st) st = tx_plan_memory(g, req, p);
+    if (!st && !req->skip_memory) st = tx_plan_memory(g, req, p);
     if (st) {
         tx_fuser_plan_free(p);
         return tx_status_prefix(st, "planning graph \"%s\"", g->name);

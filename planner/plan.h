@@ -122,6 +122,10 @@ typedef struct tx_plan_request {
      * inference; borrowed during the build only. */
     const tx_infer_value *vals;
     size_t n_vals;
+    /* Leave the memory plan empty: for an executor that places its own
+     * buffers (the CPU session) and may run graphs whose shapes depend on
+     * data, which the memory plan cannot size. */
+    bool skip_memory;
 } tx_plan_request;
 
 /* ---- fusion catalog ----------------------------------------------------- */

@@ -413,10 +413,13 @@ TEEXEC_API teexec_status *teexec_session_options_set_threads(teexec_session_opti
  * signature is planned once and cached). Setting a name again replaces it. */
 TEEXEC_API teexec_status *teexec_session_options_set_dim(teexec_session_options *options,
                                                          const char *dim_name, int64_t value);
-/* The quantization recipe a CUDA session runs the model's Linears under:
+/* The quantization recipe a session runs the model's Linears under:
  * "none" (default), "fp8-delayed", "fp8-current", "fp8-block", "mxfp8",
  * "nvfp4" (":hybrid" for E5M2 grads), as teexec_plan_options_set_recipe.
- * CPU sessions accept "none" only (TEEXEC_ERR_UNSUPPORTED at creation). */
+ * CPU sessions run every recipe (the plan's fuser groups, bit-exact CPU
+ * quantizers, FP32 GEMMs on the dequantized operands; fp8-delayed state
+ * per session, rolled after each run); CPU trainers accept "none" only
+ * (TEEXEC_ERR_UNSUPPORTED at creation). */
 TEEXEC_API teexec_status *teexec_session_options_set_recipe(teexec_session_options *options,
                                                             const char *recipe);
 /* Deterministic mode: only kernels whose results do not depend on
@@ -626,8 +629,8 @@ typedef struct teexec_train_options {
      * (non-finite or |x| >= 1e30) are never trained. */
     const char *freeze;
     /* Where and how (the same meanings as the session options):
-     * device [AUTO: the GPU when usable], recipe [NULL = "none"; a CUDA
-     * trainer only], dtype [UNDEFINED = the model's], deterministic
+     * device [AUTO: the GPU when usable], recipe [NULL = "none"; other
+     * recipes: a CUDA trainer only], dtype [UNDEFINED = the model's], deterministic
      * [0, or 1 when TEEXEC_DETERMINISTIC=1], cuda_graphs [1], profile [0]. */
     teexec_device device;
     const char *recipe;

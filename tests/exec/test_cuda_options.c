@@ -56,7 +56,8 @@ static void option_values_are_checked(void **state)
     teexec_session_options_destroy(o);
 }
 
-/* The CPU runs the model's own dtypes without recipes; it says so. */
+/* The CPU runs the model's own dtypes; sessions run every recipe, the
+ * trainer none only; it says so. */
 static void cpu_refuses_gpu_only_options(void **state)
 {
     (void)state;
@@ -66,8 +67,10 @@ static void cpu_refuses_gpu_only_options(void **state)
     assert_null(teexec_session_options_set_device(o, TEEXEC_DEVICE_CPU));
     assert_null(teexec_session_options_set_recipe(o, "fp8-current"));
     teexec_session *s = NULL;
-    expect(teexec_session_create(m, o, &s), TEEXEC_ERR_UNSUPPORTED, "CUDA device only");
-    assert_null(s);
+    assert_null(teexec_session_create(m, o, &s));
+    assert_string_equal(teexec_session_device_name(s), "cpu");
+    teexec_session_destroy(s);
+    s = NULL;
     assert_null(teexec_session_options_set_recipe(o, "none"));
     assert_null(teexec_session_options_set_dtype(o, TEEXEC_DTYPE_BFLOAT16));
     expect(teexec_session_create(m, o, &s), TEEXEC_ERR_UNSUPPORTED, "compute dtype");
@@ -103,8 +106,9 @@ static void cpu_refuses_gpu_only_options(void **state)
     teexec_model_destroy(m);
 }
 
-/* Without a usable GPU: CUDA is refused at creation, AUTO runs on the CPU,
- * and AUTO with a recipe says that it needs a GPU. */
+/* Without a usable GPU: CUDA is refused at creation, AUTO runs on the CPU
+ * (a recipe too), and AUTO training under a recipe says that it needs a
+ * GPU. */
 static void no_gpu_behaviour(void **state)
 {
     (void)state;
@@ -124,13 +128,19 @@ static void no_gpu_behaviour(void **state)
     assert_string_equal(teexec_session_device_name(s), "cpu");
     teexec_session_destroy(s);
     assert_null(teexec_session_options_set_recipe(o, "mxfp8"));
-    expect(teexec_session_create(m, o, &s), TEEXEC_ERR_UNSUPPORTED, "no CUDA device");
+    assert_null(teexec_session_create(m, o, &s));
+    assert_string_equal(teexec_session_device_name(s), "cpu");
+    teexec_session_destroy(s);
     teexec_session_options_destroy(o);
 
     teexec_train_options to;
     teexec_train_options_init(&to);
-    to.device = TEEXEC_DEVICE_CUDA;
+    to.recipe = "mxfp8";
     teexec_trainer *t = NULL;
+    expect(teexec_trainer_create(m, &to, &t), TEEXEC_ERR_UNSUPPORTED, "no CUDA device");
+    assert_null(t);
+    to.recipe = NULL;
+    to.device = TEEXEC_DEVICE_CUDA;
     st = teexec_trainer_create(m, &to, &t);
     assert_non_null(st);
     assert_null(t);

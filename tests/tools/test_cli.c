@@ -884,17 +884,29 @@ static void exec_options_usage_errors(void **state)
     run_free(&r);
 }
 
-/* The shared options reach the library: the CPU refuses a recipe and a
- * compute dtype (exit 3, as teexec.h documents), keeps no profile (a note,
- * exit 0), and deterministic mode comes from the flag or the environment. */
+/* The shared options reach the library: the CPU runs a recipe for
+ * inference but refuses one for training and a compute dtype (exit 3, as
+ * teexec.h documents), keeps no profile (a note, exit 0), and
+ * deterministic mode comes from the flag or the environment. */
 static void exec_options_reach_the_library(void **state)
 {
     (void)state;
     const char *mlp = model_path("mlp");
-    const char *refused[][10] = {
+    char mlp_data[1100];
+    snprintf(mlp_data, sizeof mlp_data, "%s/models/mlp/train.npz", getenv("TEEXEC_SOURCE_ROOT"));
+    const char *accepted[][10] = {
         {"bench", mlp, "--device", "cpu", "--iters", "1", "--recipe", "fp8-current", NULL},
+        {"run", mlp, "--device", "cpu", "--recipe", "nvfp4", NULL},
+    };
+    for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++) {
+        run_result r = run(accepted[i]);
+        if (r.exit_code != 0) fprintf(stderr, "case %zu: exit %d: %s\n", i, r.exit_code, r.err);
+        assert_int_equal(r.exit_code, 0);
+        run_free(&r);
+    }
+    const char *refused[][10] = {
         {"bench", mlp, "--device", "cpu", "--iters", "1", "--train", "--recipe", "mxfp8", NULL},
-        {"run", mlp, "--device", "cpu", "--recipe", "fp8-current", NULL},
+        {"train", mlp, "--data", mlp_data, "--device", "cpu", "--recipe", "fp8-current", NULL},
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         run_result r = run(refused[i]);

@@ -1,0 +1,55 @@
+/*
+ * session_groups.h - the CPU session runs the fuser plan (planner/plan.h):
+ * each CHAIN group of te.ops basic ops runs through the group executor
+ * (exec/group_exec.h) with the plan's forward layout and quantization plan
+ * under the session's recipe; every other node (STANDARD groups) runs node
+ * by node as before.
+ *
+ * A group runs where its first node stands in the node order (groups.c:
+ * every input it reads from outside is ready there) and writes the values
+ * that leave it: its main output and the forks (extra output 0) of its
+ * ops. The values inside a chain have no other reader, so nothing else of
+ * the run needs them.
+ *
+ * A CHAIN group runs node by node instead (and its kernels are recorded as
+ * one unfused kernel per op) only where the group executor cannot take it:
+ * a node of it was folded at plan time, it has no main input or output,
+ * one of its extra inputs is a value made inside the chain that is not a
+ * fork, or a node has a second extra output. The trace makes this visible:
+ * a plan with a fusion in such a group does not match what ran.
+ *
+ * Ownership: the tx_sgroups belongs to its tx_plan (tx_sgroups_free); the
+ * tensors a group run writes belong to the run's store. Thread-safety: as
+ * the session (one thread).
+ */
+#ifndef TEEXEC_EXEC_SESSION_GROUPS_H
+#define TEEXEC_EXEC_SESSION_GROUPS_H
+
+#include "exec/session_internal.h"
+
+/* Builds p->fplan for p->vals (inference, the session's recipe, device
+ * "cpu") and decides how each CHAIN group runs. Also sets up the
+ * session's fp8-delayed state on the first plan. */
+teexec_status *tx_sgroups_build(teexec_session *s, tx_plan *p) TX_NODISCARD;
+void tx_sgroups_free(tx_plan *p);
+
+/* For node i of the graph: 1 when it starts a group that runs through the
+ * group executor, -1 when it belongs to such a group but does not start it
+ * (skip it), 0 when it runs on its own. */
+int tx_sgroups_role(const tx_plan *p, size_t node);
+
+/* Runs the group that node `first` starts: reads its inputs from cur
+ * (per value), writes the values leaving it into store (owned tensors) and
+ * points cur at them. Appends its kernels to the session's trace. */
+teexec_status *tx_sgroups_run(teexec_session *s, const tx_plan *p, size_t first,
+                              const tx_tensor **cur, tx_tensor *store) TX_NODISCARD;
+
+/* Appends the unfused kernel of node `node` to the trace when the node is
+ * part of a CHAIN group that runs node by node. */
+teexec_status *tx_sgroups_trace_node(teexec_session *s, const tx_plan *p,
+                                     size_t node) TX_NODISCARD;
+
+/* After a run: rolls the fp8-delayed state (no-op for other recipes). */
+void tx_sgroups_after_run(teexec_session *s);
+
+#endif
