@@ -235,7 +235,8 @@ def main():
                     r["errors"].append(f"teexec {exporter} {c}: {e}")
             r["teexec"][exporter] = t
         results.append(r)
-        print(f"timed {job[0]} at {time.time() - t0:.0f} s", flush=True)
+        print(f"timed {job[0]} at {time.time() - t0:.0f} s: " + json.dumps(
+            {k: r[k] for k in ("torch_eager", "torch_compile", "teexec")}), flush=True)
         for e in r["errors"]:
             print("  " + e.replace("\n", " | "), flush=True)
 
