@@ -25,7 +25,7 @@ static void table_is_complete(void **state)
     static const char *const names[] = {
         "Linear", "Bias", "LayerNorm", "RMSNorm", "L2Normalization", "GELU", "QGELU", "ReLU",
         "SReLU", "SiLU", "GLU", "GEGLU", "QGEGLU", "ReGLU", "SReGLU", "SwiGLU", "ClampedSwiGLU",
-        "ScaledSwiGLU", "ScaledSReLU", "Dropout", "Quantize", "Reshape", "Identity",
+        "ScaledSwiGLU", "ScaledSReLU", "SiTUGLU", "ScaledSiTUGLU", "ScaledClampedQGeGLU", "Dropout", "Quantize", "Reshape", "Identity",
         "ConstantScale", "AddExtraInput", "MakeExtraOutput", "GroupedLinear",
         "DotProductAttention", "RotaryEmbedding", "Embedding", "AllGather", "AllReduce",
         "ReduceScatter"};
