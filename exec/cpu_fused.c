@@ -83,6 +83,7 @@ teexec_status *tx_fused_dequantize(const tx_qtensor *q, unsigned usage, const tx
 
 /* ---- activations (te_activation.c's float pass, restated) ------------------- */
 
+/* The schema's act fn, GELU split by its approximate attribute. */
 typedef enum act_fn { F_GELU_TANH, F_GELU_ERF, F_QGELU, F_RELU, F_SRELU, F_SILU, F_SIGMOID } act_fn;
 
 typedef struct act_desc {
@@ -90,26 +91,26 @@ typedef struct act_desc {
     bool gated, scaled, ok;
 } act_desc;
 
+/* From the schema entry (class bits, act fn, cap): ok for the functions
+ * restated below with no cap; ClampedSwiGLU and the SiTU family run
+ * unfused. */
 static act_desc describe(tx_te_op_id op, const tx_te_attr_value *attrs)
 {
-    act_desc d = {F_RELU, false, false, true};
-    switch (op) {
-    case TX_TE_GELU:
-    case TX_TE_GEGLU:
+    act_desc d = {F_RELU, false, false, false};
+    const tx_te_op_schema *s = tx_te_schema(op);
+    if (!s || !(s->op_class & TX_TE_CLASS_ACTIVATION) || s->act_cap != TX_TE_CAP_NONE) return d;
+    d.gated = (s->op_class & TX_TE_CLASS_GATED) != 0;
+    d.scaled = (s->op_class & TX_TE_CLASS_ROW_SCALED) != 0;
+    d.ok = true;
+    switch (s->act_fn) {
+    case TX_TE_ACT_GELU:
         d.fn = attrs && attrs[TX_TE_A_GELU_APPROX].i == TX_TE_GELU_ERF ? F_GELU_ERF : F_GELU_TANH;
-        d.gated = op == TX_TE_GEGLU;
         break;
-    case TX_TE_QGELU: d.fn = F_QGELU; break;
-    case TX_TE_RELU: d.fn = F_RELU; break;
-    case TX_TE_SRELU: d.fn = F_SRELU; break;
-    case TX_TE_SILU: d.fn = F_SILU; break;
-    case TX_TE_GLU: d = (act_desc){F_SIGMOID, true, false, true}; break;
-    case TX_TE_QGEGLU: d = (act_desc){F_QGELU, true, false, true}; break;
-    case TX_TE_REGLU: d = (act_desc){F_RELU, true, false, true}; break;
-    case TX_TE_SREGLU: d = (act_desc){F_SRELU, true, false, true}; break;
-    case TX_TE_SWIGLU: d = (act_desc){F_SILU, true, false, true}; break;
-    case TX_TE_SCALED_SWIGLU: d = (act_desc){F_SILU, true, true, true}; break;
-    case TX_TE_SCALED_SRELU: d = (act_desc){F_SRELU, false, true, true}; break;
+    case TX_TE_ACT_QGELU: d.fn = F_QGELU; break;
+    case TX_TE_ACT_RELU: d.fn = F_RELU; break;
+    case TX_TE_ACT_SRELU: d.fn = F_SRELU; break;
+    case TX_TE_ACT_SILU: d.fn = F_SILU; break;
+    case TX_TE_ACT_SIGMOID: d.fn = F_SIGMOID; break;
     default: d.ok = false; break;
     }
     return d;
@@ -421,7 +422,7 @@ teexec_status *tx_fused_scale_grad(const tx_tensor *dy, double s, tx_tensor *out
 teexec_status *tx_fused_norm_bwd_add(const tx_te_bwd_args *a, teexec_dtype norm_dx_dtype,
                                      const tx_tensor *extra_grad)
 {
-    if (a->op != TX_TE_LAYER_NORM && a->op != TX_TE_RMS_NORM)
+    if (!tx_te_op_is(a->op, TX_TE_CLASS_NORM))
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "fused norm bwd+add: %s is not a norm",
                         tx_te_name(a->op));
     if (!a->grad_input) return tx_te_cpu_backward(a);

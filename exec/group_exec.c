@@ -133,8 +133,8 @@ int32_t tx_gx_first_op_requiring_backward(const tx_gx_group *g)
 
 /* ---- layouts ---------------------------------------------------------------- */
 
-static bool is_norm(tx_te_op_id op) { return op == TX_TE_LAYER_NORM || op == TX_TE_RMS_NORM; }
-static bool is_act(tx_te_op_id op) { return op >= TX_TE_GELU && op <= TX_TE_SCALED_SRELU; }
+static bool is_norm(tx_te_op_id op) { return tx_te_op_is(op, TX_TE_CLASS_NORM); }
+static bool is_act(tx_te_op_id op) { return tx_te_op_is(op, TX_TE_CLASS_ACTIVATION); }
 
 /* Does fusion k's pattern fit the ops it covers? NULL or why not. */
 static const char *pattern_mismatch(const tx_gx_group *g, const tx_plan_kernel *k)
@@ -152,7 +152,7 @@ static const char *pattern_mismatch(const tx_gx_group *g, const tx_plan_kernel *
         bool bias = c == 4;
         if ((c != 3 && c != 4) || OP(0) != TX_TE_LINEAR || OP(c - 1) != TX_TE_LINEAR ||
             (bias && OP(1) != TX_TE_BIAS) || !is_act(OP(c - 2)) ||
-            OP(c - 2) == TX_TE_SCALED_SWIGLU || OP(c - 2) == TX_TE_SCALED_SRELU ||
+            tx_te_op_is(OP(c - 2), TX_TE_CLASS_ROW_SCALED) ||
             !tx_fused_act_supported(OP(c - 2)))
             return "pattern is Linear, [Bias,] activation, Linear";
         return NULL;
@@ -182,9 +182,8 @@ static const char *pattern_mismatch(const tx_gx_group *g, const tx_plan_kernel *
         return c == 2 && OP(0) == TX_TE_LINEAR && OP(1) == TX_TE_CONSTANT_SCALE
                    ? NULL : "pattern is Linear, ConstantScale";
     case TX_FUSION_BWD_ACT_BIAS:
-        return c == 2 && OP(0) == TX_TE_BIAS && is_act(OP(1)) && tx_fused_act_supported(OP(1)) &&
-                       OP(1) != TX_TE_SCALED_SWIGLU && OP(1) != TX_TE_SCALED_SRELU &&
-                       !(OP(1) >= TX_TE_GLU && OP(1) <= TX_TE_SWIGLU)
+        return c == 2 && OP(0) == TX_TE_BIAS && tx_te_op_is_elementwise_act(OP(1)) &&
+                       tx_fused_act_supported(OP(1))
                    ? NULL : "pattern is Bias, a plain activation";
     case TX_FUSION_BWD_ADD_NORM:
         return c == 2 && OP(0) == TX_TE_MAKE_EXTRA_OUTPUT && is_norm(OP(1))

@@ -135,6 +135,21 @@ static teexec_status *infer_gated(const tx_te_infer_in *in, tx_te_infer_out *out
     return NULL;
 }
 
+/* SiTU's soft caps divide by beta1 and beta2: both must be finite and > 0
+ * (TE refuses others the same way). */
+static teexec_status *check_situ_betas(const tx_te_infer_in *in)
+{
+    for (int i = TX_TE_A_SITU_BETA1; i <= TX_TE_A_SITU_BETA2; i++) {
+        double b = in->attrs[i].f;
+        if (!(b > 0.0 && b <= 1e300)) {
+            char buf[64];
+            snprintf(buf, sizeof buf, "%s = %g", i == TX_TE_A_SITU_BETA1 ? "beta1" : "beta2", b);
+            return bad("SiTUGLU", "beta1 and beta2 must be finite and > 0, got ", buf);
+        }
+    }
+    return NULL;
+}
+
 static teexec_status *check_row_scales(const char *op, const tx_te_infer_in *in)
 {
     const tx_shape *x = &in->input->shape;
@@ -149,11 +164,23 @@ static teexec_status *check_row_scales(const char *op, const tx_te_infer_in *in)
     return NULL;
 }
 
-static teexec_status *infer_scaled_swiglu(const tx_te_infer_in *in, tx_te_infer_out *out)
+static teexec_status *infer_scaled_gated(const tx_te_infer_in *in, tx_te_infer_out *out)
 {
-    TX_TRY(need_rank_ge("ScaledSwiGLU", "x", &in->input->shape, 1));
-    TX_TRY(check_row_scales("ScaledSwiGLU", in));
+    TX_TRY(need_rank_ge("scaled gated activation", "x", &in->input->shape, 1));
+    TX_TRY(check_row_scales("scaled gated activation", in));
     return infer_gated(in, out);
+}
+
+static teexec_status *infer_situ(const tx_te_infer_in *in, tx_te_infer_out *out)
+{
+    TX_TRY(check_situ_betas(in));
+    return infer_gated(in, out);
+}
+
+static teexec_status *infer_scaled_situ(const tx_te_infer_in *in, tx_te_infer_out *out)
+{
+    TX_TRY(check_situ_betas(in));
+    return infer_scaled_gated(in, out);
 }
 
 static teexec_status *infer_scaled_srelu(const tx_te_infer_in *in, tx_te_infer_out *out)
@@ -414,6 +441,10 @@ static const tx_te_attr_schema clamped_attrs[] = {
     {"alpha", TX_TE_ATTR_FLOAT, false, 0, 1.702, NULL, "sigmoid slope of the gate"},
     {"offset", TX_TE_ATTR_FLOAT, false, 0, 1.0, NULL, "added to the clamped up half"}};
 
+static const tx_te_attr_schema situ_attrs[] = {
+    {"beta1", TX_TE_ATTR_FLOAT, false, 0, 4.0, NULL, "gate soft cap (> 0)"},
+    {"beta2", TX_TE_ATTR_FLOAT, false, 0, 25.0, NULL, "up soft cap (> 0)"}};
+
 static const tx_te_port scales_in[] = {
     {"scales", "T", "[rows] = y.shape[:-1]", 0, "per-row output scale (e.g. MoE router probabilities)"}};
 static const tx_te_saved_schema scaled_saved[] = {
@@ -508,28 +539,47 @@ static const tx_te_saved_schema emb_saved[] = {{"indices", TX_TE_SRC_INPUT, 0, T
     "dx = dy·(0.5·x·(1 − t²)·(0.79788456 + 0.1070322243·x²) + 0.5·(1 + t)), t = tanh(...) above\n" \
     "dx = dy·(0.5·(1 + erf(x/√2)) + x·exp(−x²/2)/√(2π))  (approximate=none)"
 
-#define ACT_ENTRY(ID, NAME, SUMMARY, FWD, BWD)                                               \
+#define ACT_ENTRY(ID, FN, NAME, SUMMARY, FWD, BWD)                                            \
     {ID, NAME, SUMMARY, X_IN, NONE, NONE, Y_OUT, NONE, NONE, NONE, LIST(act_saved), NONE,     \
-     "y has the shape and type of x", FWD, BWD, infer_unary}
+     "y has the shape and type of x", FWD, BWD, infer_unary, TX_TE_CLASS_ACTIVATION, FN,      \
+     TX_TE_CAP_NONE}
 
-#define GATED_ENTRY(ID, NAME, ATTRS, NATTRS, FWD, BWD)                                      \
+#define GATED_ENTRY_R(ID, NAME, ATTRS, NATTRS, FN, CAP, FWD, BWD, INFER)                   \
     {ID, NAME, "gated activation: x = [a | b] on the last dim, y = act(a)·b",               \
      {"x", "T", "[..., 2H] = [a | b]", 0, "main input: a = first half (gate), b = second half"}, \
      NONE, NONE, {"y", "T", "[..., H]", 0, "main output"}, NONE, NONE, ATTRS, NATTRS,         \
      LIST(act_saved), NONE, "x's last dim must be even; y = x with the last dim halved", FWD, \
-     BWD, infer_gated}
+     BWD, INFER, TX_TE_CLASS_ACTIVATION | TX_TE_CLASS_GATED, FN, CAP}
+#define GATED_ENTRY(ID, NAME, ATTRS, NATTRS, FN, CAP, FWD, BWD) \
+    GATED_ENTRY_R(ID, NAME, ATTRS, NATTRS, FN, CAP, FWD, BWD, infer_gated)
+
+/* A gated activation with a per-row output scale (extra input 0). */
+#define SCALED_GATED_ENTRY(ID, NAME, SUMMARY, ATTRS, NATTRS, FN, CAP, FWD, BWD, INFER)     \
+    {ID, NAME, SUMMARY, {"x", "T", "[..., 2H] = [a | b]", 0, "main input"}, LIST(scales_in),  \
+     NONE, {"y", "T", "[..., H]", 0, "main output"}, NONE, NONE, ATTRS, NATTRS,               \
+     LIST(scaled_saved), NONE, "as the unscaled op; scales = y.shape[:-1]", FWD, BWD,         \
+     INFER,                                                                                   \
+     TX_TE_CLASS_ACTIVATION | TX_TE_CLASS_GATED | TX_TE_CLASS_ROW_SCALED, FN, CAP}
+
+#define SITU_FWD(SCALE) \
+    "y = β1·tanh(a/β1)·σ(a) · β2·tanh(b/β2)" SCALE
+#define SITU_BWD(SCALE) \
+    "t = tanh(a/β1), u = tanh(b/β2), s = σ(a);  g = dy" SCALE ";\n" \
+    "da = g·β2·u·((1 − t²)·s + β1·t·s·(1 − s));  db = g·β1·t·s·(1 − u²)" 
 
 static const tx_te_op_schema table[TX_TE_OP_COUNT] = {
     {TX_TE_LINEAR, "Linear", "matrix multiply with a [N, K] weight (TE BasicLinear; no bias)",
      {"x", "T", "[..., K]", 0, "main input"}, NONE, LIST(linear_params),
      {"y", "T", "[..., N]", 0, "main output"}, NONE, NONE, NONE, LIST(linear_saved),
      LIST(linear_q), "y = x with the last dim K replaced by N; weight must be [N, K]",
-     "Y = X · Wᵀ over X = x flattened to [M, K]", "dX = dY · W;  dW = dYᵀ · X", infer_linear},
+     "Y = X · Wᵀ over X = x flattened to [M, K]", "dX = dY · W;  dW = dYᵀ · X", infer_linear, 0, TX_TE_ACT_NONE,
+     TX_TE_CAP_NONE},
     {TX_TE_BIAS, "Bias", "add a bias along the last dim",
      {"x", "T", "[..., N]", 0, "main input"}, NONE, LIST(bias_params),
      {"y", "T", "[..., N]", 0, "main output"}, NONE, NONE, NONE, NONE, NONE,
      "y has the shape and type of x; bias is [last dim of x]", "y = x + bias",
-     "dx = dy;  dbias = Σ over all but the last dim of dy", infer_bias},
+     "dx = dy;  dbias = Σ over all but the last dim of dy", infer_bias, 0, TX_TE_ACT_NONE,
+     TX_TE_CAP_NONE},
     {TX_TE_LAYER_NORM, "LayerNorm", "layer normalisation over the trailing dims given by weight",
      X_IN, NONE, LIST(ln_params), Y_OUT, NONE, LIST(ln_aux), LIST(norm_attrs), LIST(ln_saved), NONE,
      "y has the shape and type of x; weight and bias equal the trailing dims of x; mu and "
@@ -537,39 +587,42 @@ static const tx_te_op_schema table[TX_TE_OP_COUNT] = {
      "mu = mean(x), rsigma = 1/sqrt(var(x) + eps) (population variance) per row;\n"
      "x̂ = (x − mu)·rsigma;  y = x̂·γ' + bias,  γ' = weight (or 1 + weight if zero_centered_gamma)",
      "g = dy·γ';  dx = rsigma·(g − mean(g) − x̂·mean(g·x̂));\n"
-     "dweight = Σ_rows dy·x̂;  dbias = Σ_rows dy", infer_layer_norm},
+     "dweight = Σ_rows dy·x̂;  dbias = Σ_rows dy", infer_layer_norm, TX_TE_CLASS_NORM,
+     TX_TE_ACT_NONE, TX_TE_CAP_NONE},
     {TX_TE_RMS_NORM, "RMSNorm", "root-mean-square normalisation over the trailing dims",
      X_IN, NONE, LIST(rms_params), Y_OUT, NONE, LIST(rms_aux), LIST(norm_attrs), LIST(rms_saved), NONE,
      "y has the shape and type of x; weight equals the trailing dims of x",
      "rsigma = 1/sqrt(mean(x²) + eps) per row;  x̂ = x·rsigma;  y = x̂·γ'",
-     "g = dy·γ';  dx = rsigma·(g − x̂·mean(g·x̂));  dweight = Σ_rows dy·x̂", infer_rms_norm},
+     "g = dy·γ';  dx = rsigma·(g − x̂·mean(g·x̂));  dweight = Σ_rows dy·x̂", infer_rms_norm, TX_TE_CLASS_NORM,
+     TX_TE_ACT_NONE, TX_TE_CAP_NONE},
     {TX_TE_L2_NORMALIZATION, "L2Normalization", "scale each row to unit L2 norm",
      X_IN, NONE, NONE, Y_OUT, NONE, LIST(l2_aux), LIST(l2_attrs), LIST(l2_saved), NONE,
      "y has the shape and type of x",
      "r = 1/sqrt(Σ_last x² + eps);  y = x·r",
-     "dx = r·(dy − x·Σ(x·dy)/(Σx² + eps))", infer_l2},
+     "dx = r·(dy − x·Σ(x·dy)/(Σx² + eps))", infer_l2, 0, TX_TE_ACT_NONE,
+     TX_TE_CAP_NONE},
     {TX_TE_GELU, "GELU", "Gaussian error linear unit", X_IN, NONE, NONE, Y_OUT, NONE, NONE,
      LIST(gelu_attrs), LIST(act_saved), NONE, "y has the shape and type of x", GELU_FWD, GELU_BWD,
-     infer_unary},
-    ACT_ENTRY(TX_TE_QGELU, "QGELU", "quick GELU", "y = x·σ(1.702·x)",
+     infer_unary, TX_TE_CLASS_ACTIVATION, TX_TE_ACT_GELU, TX_TE_CAP_NONE},
+    ACT_ENTRY(TX_TE_QGELU, TX_TE_ACT_QGELU, "QGELU", "quick GELU", "y = x·σ(1.702·x)",
               "dx = dy·(1.702·x·σ·(1 − σ) + σ),  σ = σ(1.702·x)"),
-    ACT_ENTRY(TX_TE_RELU, "ReLU", "rectified linear unit", "y = max(x, 0)",
+    ACT_ENTRY(TX_TE_RELU, TX_TE_ACT_RELU, "ReLU", "rectified linear unit", "y = max(x, 0)",
               "dx = dy·(x > 0 ? 1 : 0)"),
-    ACT_ENTRY(TX_TE_SRELU, "SReLU", "squared ReLU", "y = x > 0 ? x² : 0",
+    ACT_ENTRY(TX_TE_SRELU, TX_TE_ACT_SRELU, "SReLU", "squared ReLU", "y = x > 0 ? x² : 0",
               "dx = dy·max(2x, 0)"),
-    ACT_ENTRY(TX_TE_SILU, "SiLU", "sigmoid linear unit (swish)", "y = x·σ(x)",
+    ACT_ENTRY(TX_TE_SILU, TX_TE_ACT_SILU, "SiLU", "sigmoid linear unit (swish)", "y = x·σ(x)",
               "dx = dy·(x·σ·(1 − σ) + σ)"),
-    GATED_ENTRY(TX_TE_GLU, "GLU", NULL, 0, "y = σ(a)·b",
+    GATED_ENTRY(TX_TE_GLU, "GLU", NULL, 0, TX_TE_ACT_SIGMOID, TX_TE_CAP_NONE, "y = σ(a)·b",
                 "da = dy·b·σ(a)·(1 − σ(a));  db = dy·σ(a)"),
-    GATED_ENTRY(TX_TE_GEGLU, "GEGLU", gelu_attrs, N_OF(gelu_attrs), "y = gelu(a)·b  (gelu as GELU, same approximate)",
+    GATED_ENTRY(TX_TE_GEGLU, "GEGLU", gelu_attrs, N_OF(gelu_attrs), TX_TE_ACT_GELU, TX_TE_CAP_NONE, "y = gelu(a)·b  (gelu as GELU, same approximate)",
                 "da = dy·b·gelu'(a);  db = dy·gelu(a)"),
-    GATED_ENTRY(TX_TE_QGEGLU, "QGEGLU", NULL, 0, "y = qgelu(a)·b", "da = dy·b·qgelu'(a);  db = dy·qgelu(a)"),
-    GATED_ENTRY(TX_TE_REGLU, "ReGLU", NULL, 0, "y = relu(a)·b", "da = dy·b·(a > 0);  db = dy·relu(a)"),
-    GATED_ENTRY(TX_TE_SREGLU, "SReGLU", NULL, 0, "y = srelu(a)·b",
+    GATED_ENTRY(TX_TE_QGEGLU, "QGEGLU", NULL, 0, TX_TE_ACT_QGELU, TX_TE_CAP_NONE, "y = qgelu(a)·b", "da = dy·b·qgelu'(a);  db = dy·qgelu(a)"),
+    GATED_ENTRY(TX_TE_REGLU, "ReGLU", NULL, 0, TX_TE_ACT_RELU, TX_TE_CAP_NONE, "y = relu(a)·b", "da = dy·b·(a > 0);  db = dy·relu(a)"),
+    GATED_ENTRY(TX_TE_SREGLU, "SReGLU", NULL, 0, TX_TE_ACT_SRELU, TX_TE_CAP_NONE, "y = srelu(a)·b",
                 "da = dy·b·max(2a, 0);  db = dy·srelu(a)"),
-    GATED_ENTRY(TX_TE_SWIGLU, "SwiGLU", NULL, 0, "y = silu(a)·b",
+    GATED_ENTRY(TX_TE_SWIGLU, "SwiGLU", NULL, 0, TX_TE_ACT_SILU, TX_TE_CAP_NONE, "y = silu(a)·b",
                 "da = dy·b·silu'(a);  db = dy·silu(a)"),
-    GATED_ENTRY(TX_TE_CLAMPED_SWIGLU, "ClampedSwiGLU", clamped_attrs, N_OF(clamped_attrs),
+    GATED_ENTRY(TX_TE_CLAMPED_SWIGLU, "ClampedSwiGLU", clamped_attrs, N_OF(clamped_attrs), TX_TE_ACT_QGELU, TX_TE_CAP_CLAMP,
                 "ã = min(a, limit);  b̃ = clamp(b, −limit, limit) + offset;\n"
                 "y = ã·σ(alpha·ã)·b̃",
                 "da = dy·b̃·(a <= limit ? d/dã[ã·σ(alpha·ã)] : 0);\n"
@@ -580,41 +633,64 @@ static const tx_te_op_schema table[TX_TE_OP_COUNT] = {
      "as SwiGLU; scales = y.shape[:-1]",
      "y[r, :] = silu(a[r, :])·b[r, :]·scales[r]",
      "da = scales·dy·b·silu'(a);  db = scales·dy·silu(a);\n"
-     "dscales[r] = Σ_j dy[r, j]·silu(a[r, j])·b[r, j]", infer_scaled_swiglu},
+     "dscales[r] = Σ_j dy[r, j]·silu(a[r, j])·b[r, j]", infer_scaled_gated,
+     TX_TE_CLASS_ACTIVATION | TX_TE_CLASS_GATED | TX_TE_CLASS_ROW_SCALED, TX_TE_ACT_SILU,
+     TX_TE_CAP_NONE},
     {TX_TE_SCALED_SRELU, "ScaledSReLU", "squared ReLU with a per-row output scale", X_IN,
      LIST(scales_in), NONE, Y_OUT, NONE, NONE, NONE, LIST(scaled_saved), NONE,
      "y has the shape and type of x; scales = x.shape[:-1]",
      "y[r, :] = srelu(x[r, :])·scales[r]",
-     "dx = scales·dy·max(2x, 0);  dscales[r] = Σ_j dy[r, j]·srelu(x[r, j])", infer_scaled_srelu},
+     "dx = scales·dy·max(2x, 0);  dscales[r] = Σ_j dy[r, j]·srelu(x[r, j])", infer_scaled_srelu,
+     TX_TE_CLASS_ACTIVATION | TX_TE_CLASS_ROW_SCALED, TX_TE_ACT_SRELU, TX_TE_CAP_NONE},
+    GATED_ENTRY_R(TX_TE_SITUGLU, "SiTUGLU", situ_attrs, N_OF(situ_attrs), TX_TE_ACT_SITU,
+                  TX_TE_CAP_SOFTCAP, SITU_FWD(""), SITU_BWD(""), infer_situ),
+    SCALED_GATED_ENTRY(TX_TE_SCALED_SITUGLU, "ScaledSiTUGLU", "SiTUGLU with a per-row output scale",
+                       situ_attrs, N_OF(situ_attrs), TX_TE_ACT_SITU, TX_TE_CAP_SOFTCAP,
+                       SITU_FWD("·scales[r]"),
+                       SITU_BWD("·scales[r]") ";\ndscales[r] = Σ_j dy[r, j]·β1·tanh(a/β1)·σ(a)·"
+                       "β2·tanh(b/β2)", infer_scaled_situ),
+    SCALED_GATED_ENTRY(TX_TE_SCALED_CLAMPED_QGEGLU, "ScaledClampedQGeGLU",
+                       "ClampedSwiGLU with a per-row output scale", clamped_attrs,
+                       N_OF(clamped_attrs), TX_TE_ACT_QGELU, TX_TE_CAP_CLAMP,
+                       "y[r, :] = ClampedSwiGLU(x[r, :])·scales[r] (same attributes)",
+                       "as ClampedSwiGLU with dy·scales[r];\n"
+                       "dscales[r] = Σ_j dy[r, j]·ClampedSwiGLU(x)[r, j]", infer_scaled_gated),
     {TX_TE_DROPOUT, "Dropout", "seeded inverted dropout (identity in inference)", X_IN, NONE,
      NONE, Y_OUT, NONE, LIST(dropout_aux), LIST(dropout_attrs), LIST(dropout_saved), NONE,
      "y has the shape and type of x; p in [0, 1)",
      "training: element i is dropped iff byte (i mod 16) of Philox4x32-10(counter = {i/16, "
      "offset}, key = seed) (little-endian bytes of the four words) < floor(p·256);\n"
      "y = kept ? x/(1 − p) : 0.  inference: y = x",
-     "dx = dy·mask/(1 − p)", infer_dropout},
+     "dx = dy·mask/(1 − p)", infer_dropout, 0, TX_TE_ACT_NONE,
+     TX_TE_CAP_NONE},
     {TX_TE_QUANTIZE, "Quantize", "exposes a quantizer to its neighbours", X_IN, NONE, NONE,
      Y_OUT, NONE, NONE, LIST(quantize_attrs), NONE, LIST(quantize_q),
      "y has the shape and type of x",
      "y = q(x) with the recipe's forward quantizer (iff forward=1); identity without a recipe",
-     "dx = q_bwd(dy) (iff backward=1); identity without a recipe", infer_same},
+     "dx = q_bwd(dy) (iff backward=1); identity without a recipe", infer_same, 0, TX_TE_ACT_NONE,
+     TX_TE_CAP_NONE},
     {TX_TE_RESHAPE, "Reshape", "view with another shape", X_IN, NONE, NONE,
      {"y", "T", "shape", 0, "main output"}, NONE, NONE, LIST(reshape_attrs), NONE, NONE,
      "y = x reshaped to shape (same element count)", "y = reshape(x, shape)",
-     "dx = reshape(dy, x.shape)", infer_reshape},
+     "dx = reshape(dy, x.shape)", infer_reshape, 0, TX_TE_ACT_NONE,
+     TX_TE_CAP_NONE},
     {TX_TE_IDENTITY, "Identity", "pass-through", X_IN, NONE, NONE, Y_OUT, NONE, NONE, NONE,
-     NONE, NONE, "y has the shape and type of x", "y = x", "dx = dy", infer_same},
+     NONE, NONE, "y has the shape and type of x", "y = x", "dx = dy", infer_same, 0, TX_TE_ACT_NONE,
+     TX_TE_CAP_NONE},
     {TX_TE_CONSTANT_SCALE, "ConstantScale", "multiply by a constant", X_IN, NONE, NONE, Y_OUT,
      NONE, NONE, LIST(scale_attrs), NONE, NONE, "y has the shape and type of x", "y = scale·x",
-     "dx = scale·dy", infer_same},
+     "dx = scale·dy", infer_same, 0, TX_TE_ACT_NONE,
+     TX_TE_CAP_NONE},
     {TX_TE_ADD_EXTRA_INPUT, "AddExtraInput", "add a tensor from outside the chain (residual)",
      X_IN, LIST(add_extra_in), NONE, Y_OUT, NONE, NONE, NONE, NONE, NONE,
      "y has the shape and type of x; extra has x's shape", "y = x + extra",
-     "dx = dy;  dextra = dy", infer_add_extra},
+     "dx = dy;  dextra = dy", infer_add_extra, 0, TX_TE_ACT_NONE,
+     TX_TE_CAP_NONE},
     {TX_TE_MAKE_EXTRA_OUTPUT, "MakeExtraOutput", "fork the main value out of the chain", X_IN,
      NONE, NONE, Y_OUT, LIST(make_extra_out), NONE, NONE, NONE, NONE,
      "y and extra have the shape and type of x", "y = x;  extra = x",
-     "dx = dy + dextra (an absent dextra counts as 0)", infer_make_extra},
+     "dx = dy + dextra (an absent dextra counts as 0)", infer_make_extra, 0, TX_TE_ACT_NONE,
+     TX_TE_CAP_NONE},
     {TX_TE_GROUPED_LINEAR, "GroupedLinear", "one Linear (+ bias) per group of consecutive rows (MoE experts)",
      {"x", "T", "[..., K]", 0, "main input, flattened to [M, K]"}, LIST(gl_extra_in),
      LIST(gl_params), {"y", "T", "[..., N]", 0, "main output"}, NONE, NONE, LIST(gl_attrs),
@@ -624,7 +700,8 @@ static const tx_te_op_schema table[TX_TE_OP_COUNT] = {
      "rows are split in order by split_sizes: Y_g = X_g · W_gᵀ + b_g;\n"
      "rows past sum(split_sizes) belong to no group: y = 0 there",
      "dX_g = dY_g · W_g;  dW_g = dY_gᵀ · X_g;  db_g = Σ_rows dY_g;\n"
-     "rows past sum(split_sizes): dx = 0, no parameter gradient", infer_grouped_linear},
+     "rows past sum(split_sizes): dx = 0, no parameter gradient", infer_grouped_linear, 0, TX_TE_ACT_NONE,
+     TX_TE_CAP_NONE},
     {TX_TE_DOT_PRODUCT_ATTENTION, "DotProductAttention",
      "scaled dot-product attention with GQA, causal and explicit masks",
      {"q", "T", "[b, s_q, h, d] (bshd) | [s_q, b, h, d] (sbhd)", 0, "queries (main input)"},
@@ -638,7 +715,8 @@ static const tx_te_op_schema table[TX_TE_OP_COUNT] = {
      "logsumexp(S) per row; a fully masked row gives O = 0",
      "P recomputed from q, k and softmax_lse;  D = rowsum(dO ∘ O);  dV = Pᵀ·dO;\n"
      "dS = P ∘ (dO·Vᵀ − D);  dQ = scale·dS·K;  dK = scale·dSᵀ·Q (summed over the query heads "
-     "sharing a kv head)", infer_dpa},
+     "sharing a kv head)", infer_dpa, 0, TX_TE_ACT_NONE,
+     TX_TE_CAP_NONE},
     {TX_TE_ROTARY_EMBEDDING, "RotaryEmbedding", "rotary position embedding (RoPE) on q or k",
      {"x", "T", "[b, s, h, d] (bshd) | [s, b, h, d] (sbhd)", 0, "main input"},
      LIST(rope_extra_in), NONE, {"y", "T", "x.shape", 0, "main output"}, NONE, NONE,
@@ -650,30 +728,51 @@ static const tx_te_op_schema table[TX_TE_OP_COUNT] = {
      "x[j − r/2] (j >= r/2), or for pairs rot(x)[2i] = −x[2i+1], rot(x)[2i+1] = x[2i];\n"
      "channels >= r pass through",
      "dx = dy·cos f + rotᵀ(dy·sin f) on the first r channels (rotᵀ = −rot);  dx = dy on the "
-     "rest;  no gradient for freqs", infer_rope},
+     "rest;  no gradient for freqs", infer_rope, 0, TX_TE_ACT_NONE,
+     TX_TE_CAP_NONE},
     {TX_TE_EMBEDDING, "Embedding", "table lookup",
      {"indices", "int64|int32", "[...]", TX_TE_PORT_NO_GRAD, "row numbers, 0 <= i < V"}, NONE,
      LIST(emb_params), {"y", "T", "[..., D]", 0, "main output, the table's dtype"}, NONE, NONE,
      NONE, LIST(emb_saved), NONE, "y = indices.shape + [D], the dtype of weight",
      "y[..., :] = weight[indices[...], :]", "dweight[v, :] = Σ over positions with index v of dy",
-     infer_embedding},
+     infer_embedding, 0, TX_TE_ACT_NONE,
+     TX_TE_CAP_NONE},
     {TX_TE_ALL_GATHER, "AllGather", "gather along dim 0 over the tensor-parallel group", X_IN,
      NONE, NONE, Y_OUT, NONE, NONE, NONE, NONE, NONE,
      "world size 1: y has the shape and type of x", "y = all_gather(x) (world size 1: y = x)",
-     "dx = reduce_scatter(dy) (world size 1: dx = dy)", infer_same},
+     "dx = reduce_scatter(dy) (world size 1: dx = dy)", infer_same, 0, TX_TE_ACT_NONE,
+     TX_TE_CAP_NONE},
     {TX_TE_ALL_REDUCE, "AllReduce", "sum over the tensor-parallel group", X_IN, NONE, NONE,
      Y_OUT, NONE, NONE, NONE, NONE, NONE, "y has the shape and type of x",
-     "y = all_reduce_sum(x) (world size 1: y = x)", "dx = dy", infer_same},
+     "y = all_reduce_sum(x) (world size 1: y = x)", "dx = dy", infer_same, 0, TX_TE_ACT_NONE,
+     TX_TE_CAP_NONE},
     {TX_TE_REDUCE_SCATTER, "ReduceScatter", "sum and split along dim 0 over the group", X_IN,
      NONE, NONE, Y_OUT, NONE, NONE, NONE, NONE, NONE,
      "world size 1: y has the shape and type of x", "y = reduce_scatter_sum(x) (world size 1: y = x)",
-     "dx = all_gather(dy) (world size 1: dx = dy)", infer_same},
+     "dx = all_gather(dy) (world size 1: dx = dy)", infer_same, 0, TX_TE_ACT_NONE,
+     TX_TE_CAP_NONE},
 };
 
 const tx_te_op_schema *tx_te_schema(tx_te_op_id id)
 {
     if ((int)id < 0 || id >= TX_TE_OP_COUNT) return NULL;
     return &table[id];
+}
+
+bool tx_te_op_is(tx_te_op_id id, unsigned classes)
+{
+    const tx_te_op_schema *s = tx_te_schema(id);
+    return s && (s->op_class & classes) == classes;
+}
+
+bool tx_te_op_is_unscaled_act(tx_te_op_id id)
+{
+    return tx_te_op_is(id, TX_TE_CLASS_ACTIVATION) && !tx_te_op_is(id, TX_TE_CLASS_ROW_SCALED);
+}
+
+bool tx_te_op_is_elementwise_act(tx_te_op_id id)
+{
+    return tx_te_op_is_unscaled_act(id) && !tx_te_op_is(id, TX_TE_CLASS_GATED);
 }
 
 const tx_te_op_schema *tx_te_schema_find(const char *name)

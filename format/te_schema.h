@@ -57,6 +57,9 @@ typedef enum tx_te_op_id {
     TX_TE_CLAMPED_SWIGLU,
     TX_TE_SCALED_SWIGLU,
     TX_TE_SCALED_SRELU,
+    TX_TE_SITUGLU,
+    TX_TE_SCALED_SITUGLU,
+    TX_TE_SCALED_CLAMPED_QGEGLU,
     TX_TE_DROPOUT,
     TX_TE_QUANTIZE,
     TX_TE_RESHAPE,
@@ -186,6 +189,44 @@ typedef struct tx_te_infer_out {
 
 typedef teexec_status *(*tx_te_infer_fn)(const tx_te_infer_in *in, tx_te_infer_out *out);
 
+/* ---- op classes ------------------------------------------------------ */
+
+/* What an op is, for every pass that treats a family of ops alike (the
+ * planner's matchers, the executors' dispatch, the backends' activation
+ * tables): they ask the table, so a new op of a family is its table entry
+ * plus its math, not an edit of each pass. */
+enum {
+    TX_TE_CLASS_ACTIVATION = 1u << 0, /* elementwise on x: y = f(x), or gated (below) */
+    TX_TE_CLASS_GATED = 1u << 1,      /* x = [a | b] on the last dim (TE's order: a is the
+                                         gate); y = f(a)·up(b), half x's width */
+    TX_TE_CLASS_ROW_SCALED = 1u << 2, /* extra input 0 "scales" [rows]: y is scaled per row and
+                                         the backward gives dscales */
+    TX_TE_CLASS_NORM = 1u << 3        /* LayerNorm / RMSNorm: per-row normalisation with a
+                                         weight and saved row statistics */
+};
+
+/* An activation's scalar function f (of the gate a, when gated). Backends
+ * index their (f, f') tables by it. */
+typedef enum tx_te_act_fn {
+    TX_TE_ACT_NONE = 0, /* not an activation */
+    TX_TE_ACT_GELU,     /* tanh or erf form, by attribute approximate (TX_TE_A_GELU_APPROX) */
+    TX_TE_ACT_QGELU,    /* x·σ(alpha·x), alpha 1.702 (CLAMP: attribute alpha) */
+    TX_TE_ACT_RELU,
+    TX_TE_ACT_SRELU,
+    TX_TE_ACT_SILU,
+    TX_TE_ACT_SIGMOID,  /* GLU's gate */
+    TX_TE_ACT_SITU,     /* β1·tanh(x/β1)·σ(x), β1 = attribute beta1 (TX_TE_A_SITU_BETA1) */
+    TX_TE_ACT_FN_COUNT
+} tx_te_act_fn;
+
+/* How a gated activation bounds its halves before y = f(ã)·b̃. */
+typedef enum tx_te_act_cap {
+    TX_TE_CAP_NONE = 0, /* ã = a, b̃ = b */
+    TX_TE_CAP_CLAMP,    /* ã = min(a, limit), b̃ = clamp(b, ±limit) + offset; attributes at
+                           TX_TE_A_CLAMP_* (ClampedSwiGLU) */
+    TX_TE_CAP_SOFTCAP   /* ã = a, b̃ = β2·tanh(b/β2); β2 = attribute beta2 (SiTU) */
+} tx_te_act_cap;
+
 /* ---- the op --------------------------------------------------------- */
 
 typedef struct tx_te_op_schema {
@@ -212,12 +253,23 @@ typedef struct tx_te_op_schema {
     const char *forward;    /* text */
     const char *backward;   /* text */
     tx_te_infer_fn infer;
+    unsigned op_class;      /* TX_TE_CLASS_* bits; 0 for ops of no family */
+    tx_te_act_fn act_fn;    /* activations: f; TX_TE_ACT_NONE otherwise */
+    tx_te_act_cap act_cap;  /* gated activations: the bound on the halves */
 } tx_te_op_schema;
 
 /* The schema of an op id; NULL when out of range. */
 const tx_te_op_schema *tx_te_schema(tx_te_op_id id);
 /* By op_type name (exact, case-sensitive); NULL when unknown. */
 const tx_te_op_schema *tx_te_schema_find(const char *name);
+
+/* True when op id has every TX_TE_CLASS_* bit of `classes` (false for an
+ * id out of range). */
+bool tx_te_op_is(tx_te_op_id id, unsigned classes);
+/* Activations with no row scale: what the unscaled activation fusions take. */
+bool tx_te_op_is_unscaled_act(tx_te_op_id id);
+/* Plain elementwise activations y = f(x): not gated, not row-scaled. */
+bool tx_te_op_is_elementwise_act(tx_te_op_id id);
 
 /* Index of a named attribute in a schema; -1 when absent. */
 int tx_te_attr_index(const tx_te_op_schema *s, const char *name);
@@ -252,6 +304,7 @@ enum { TX_TE_A_NORM_EPS = 0, TX_TE_A_NORM_ZCG = 1 };                   /* LayerN
 enum { TX_TE_A_L2_EPS = 0 };
 enum { TX_TE_A_GELU_APPROX = 0 };                                       /* GELU, GEGLU: 0 tanh, 1 none */
 enum { TX_TE_A_CLAMP_LIMIT = 0, TX_TE_A_CLAMP_ALPHA = 1, TX_TE_A_CLAMP_OFFSET = 2 };
+enum { TX_TE_A_SITU_BETA1 = 0, TX_TE_A_SITU_BETA2 = 1 };               /* SiTUGLU, ScaledSiTUGLU */
 enum { TX_TE_A_DROPOUT_P = 0, TX_TE_A_DROPOUT_SEED = 1 };
 enum { TX_TE_A_QUANTIZE_FORWARD = 0, TX_TE_A_QUANTIZE_BACKWARD = 1 };
 enum { TX_TE_A_RESHAPE_SHAPE = 0 };

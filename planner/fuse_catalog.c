@@ -137,21 +137,15 @@ static bool is_linear(tx_te_op_id id)
     return id == TX_TE_LINEAR || id == TX_TE_GROUPED_LINEAR;
 }
 
-static bool is_norm(tx_te_op_id id)
-{
-    return id == TX_TE_LAYER_NORM || id == TX_TE_RMS_NORM;
-}
+/* Op families come from the schema's class bits (te_schema.h). */
+static bool is_norm(tx_te_op_id id) { return tx_te_op_is(id, TX_TE_CLASS_NORM); }
 
+/* The activations a forward hand-off (activation + quantize for the next
+ * Linear) covers: every unscaled one but the soft-capped SiTU family, which
+ * the hand-off kernels do not evaluate. */
 static bool is_plain_activation(tx_te_op_id id)
 {
-    switch (id) {
-    case TX_TE_GELU: case TX_TE_QGELU: case TX_TE_RELU: case TX_TE_SRELU: case TX_TE_SILU:
-    case TX_TE_GLU: case TX_TE_GEGLU: case TX_TE_QGEGLU: case TX_TE_REGLU: case TX_TE_SREGLU:
-    case TX_TE_SWIGLU: case TX_TE_CLAMPED_SWIGLU:
-        return true;
-    default:
-        return false;
-    }
+    return tx_te_op_is_unscaled_act(id) && tx_te_schema(id)->act_cap != TX_TE_CAP_SOFTCAP;
 }
 
 static const char *recipe_str(const tx_fuse_ctx *c, char *buf, size_t size)
@@ -331,8 +325,8 @@ static bool mlp_reason(const tx_fuse_ctx *c, tx_fusion_id id, int32_t a, int32_t
     }
     if (c->req->deterministic && c->req->training && uses_atomics && !infos[id].deterministic) {
         snprintf(why, TX_REASON_MAX, "deterministic mode: the fused %s's backward sums %s with "
-                 "float atomics", what, c->grp->ops[act] == TX_TE_SCALED_SWIGLU
-                 || c->grp->ops[act] == TX_TE_SCALED_SRELU ? "dscales and dbias" : "fc1's dbias");
+                 "float atomics", what, tx_te_op_is(c->grp->ops[act], TX_TE_CLASS_ROW_SCALED)
+                 ? "dscales and dbias" : "fc1's dbias");
         return true;
     }
     int64_t m1, k1, n1, m2, k2, n2, nw;
@@ -543,11 +537,9 @@ static bool never_declined(const tx_fuse_ctx *c, int32_t at, int32_t count, char
     return false;
 }
 
-static bool dact_bias_act(tx_te_op_id id)
-{
-    return id == TX_TE_GELU || id == TX_TE_QGELU || id == TX_TE_RELU || id == TX_TE_SRELU
-        || id == TX_TE_SILU;
-}
+/* dact+dbias takes the elementwise activations y = f(x) (not gated, not
+ * row-scaled). */
+static bool dact_bias_act(tx_te_op_id id) { return tx_te_op_is_elementwise_act(id); }
 
 /* (Linear,) Bias, act: covers Bias and act; the Linear before gives the
  * grad format. */

@@ -64,13 +64,9 @@ bool tx_cuda_basic_add_region(size_t *total, size_t bytes)
     return tx_add_size(*total, rounded, total) != 0;
 }
 
-static bool is_activation(tx_te_op_id op) { return op >= TX_TE_GELU && op <= TX_TE_SCALED_SRELU; }
+static bool is_activation(tx_te_op_id op) { return tx_te_op_is(op, TX_TE_CLASS_ACTIVATION); }
 
-bool tx_cuda_basic_act_plain(tx_te_op_id op)
-{
-    return op == TX_TE_GELU || op == TX_TE_QGELU || op == TX_TE_RELU || op == TX_TE_SRELU ||
-           op == TX_TE_SILU;
-}
+bool tx_cuda_basic_act_plain(tx_te_op_id op) { return tx_te_op_is_elementwise_act(op); }
 
 /* NULL attributes are the schema's defaults (tanh). */
 static bool gelu_erf(const tx_te_attr_value *attrs)
@@ -95,37 +91,41 @@ static bool act_kind(tx_te_op_id op, const tx_te_attr_value *attrs, tx_cuda_act 
     }
 }
 
+/* act_ext.h's function for a schema act fn (the CUDA math's own ids). */
+static bool actx_fn(tx_te_act_fn fn, const tx_te_attr_value *attrs, tx_cuda_actx_fn *out)
+{
+    switch (fn) {
+    case TX_TE_ACT_GELU: *out = gelu_erf(attrs) ? TX_CUDA_ACTX_GELU_ERF : TX_CUDA_ACTX_GELU_TANH; return true;
+    case TX_TE_ACT_QGELU: *out = TX_CUDA_ACTX_QGELU; return true;
+    case TX_TE_ACT_RELU: *out = TX_CUDA_ACTX_RELU; return true;
+    case TX_TE_ACT_SRELU: *out = TX_CUDA_ACTX_SRELU; return true;
+    case TX_TE_ACT_SILU: *out = TX_CUDA_ACTX_SILU; return true;
+    case TX_TE_ACT_SIGMOID: *out = TX_CUDA_ACTX_SIGMOID; return true;
+    case TX_TE_ACT_SITU: *out = TX_CUDA_ACTX_SITU; return true;
+    default: return false;
+    }
+}
+
+/* Everything but the function comes from the schema entry (class bits and
+ * cap), so a new activation needs no case here. */
 bool tx_cuda_basic_actx_of(tx_te_op_id op, const tx_te_attr_value *attrs, tx_cuda_actx_args *out)
 {
     tx_cuda_actx_args a;
     memset(&a, 0, sizeof a);
-    switch (op) {
-    case TX_TE_GELU: a.fn = gelu_erf(attrs) ? TX_CUDA_ACTX_GELU_ERF : TX_CUDA_ACTX_GELU_TANH; break;
-    case TX_TE_QGELU: a.fn = TX_CUDA_ACTX_QGELU; break;
-    case TX_TE_RELU: a.fn = TX_CUDA_ACTX_RELU; break;
-    case TX_TE_SRELU: a.fn = TX_CUDA_ACTX_SRELU; break;
-    case TX_TE_SILU: a.fn = TX_CUDA_ACTX_SILU; break;
-    case TX_TE_GLU: a.fn = TX_CUDA_ACTX_SIGMOID; a.gated = 1; break;
-    case TX_TE_GEGLU:
-        a.fn = gelu_erf(attrs) ? TX_CUDA_ACTX_GELU_ERF : TX_CUDA_ACTX_GELU_TANH;
-        a.gated = 1;
-        break;
-    case TX_TE_QGEGLU: a.fn = TX_CUDA_ACTX_QGELU; a.gated = 1; break;
-    case TX_TE_REGLU: a.fn = TX_CUDA_ACTX_RELU; a.gated = 1; break;
-    case TX_TE_SREGLU: a.fn = TX_CUDA_ACTX_SRELU; a.gated = 1; break;
-    case TX_TE_SWIGLU: a.fn = TX_CUDA_ACTX_SILU; a.gated = 1; break;
-    case TX_TE_CLAMPED_SWIGLU:
-        if (!attrs) return false; /* its clamp lives in the attributes */
-        a.fn = TX_CUDA_ACTX_QGELU;
-        a.gated = 1;
+    const tx_te_op_schema *s = tx_te_schema(op);
+    if (!s || !(s->op_class & TX_TE_CLASS_ACTIVATION) || !actx_fn(s->act_fn, attrs, &a.fn))
+        return false;
+    a.gated = (s->op_class & TX_TE_CLASS_GATED) != 0;
+    if (s->act_cap != TX_TE_CAP_NONE && !attrs) return false; /* its caps live in the attributes */
+    if (s->act_cap == TX_TE_CAP_CLAMP) {
         a.clamped = 1;
         a.limit = (float)attrs[TX_TE_A_CLAMP_LIMIT].f;
         a.alpha = (float)attrs[TX_TE_A_CLAMP_ALPHA].f;
         a.offset = (float)attrs[TX_TE_A_CLAMP_OFFSET].f;
-        break;
-    case TX_TE_SCALED_SWIGLU: a.fn = TX_CUDA_ACTX_SILU; a.gated = 1; break;
-    case TX_TE_SCALED_SRELU: a.fn = TX_CUDA_ACTX_SRELU; break;
-    default: return false;
+    } else if (s->act_cap == TX_TE_CAP_SOFTCAP) {
+        a.softcap = 1;
+        a.beta1 = (float)attrs[TX_TE_A_SITU_BETA1].f;
+        a.beta2 = (float)attrs[TX_TE_A_SITU_BETA2].f;
     }
     if (out) *out = a;
     return true;
@@ -141,10 +141,7 @@ static tx_cuda_actx_args actx_of(tx_te_op_id op, const tx_te_attr_value *attrs)
     return a;
 }
 
-bool tx_cuda_basic_act_scaled(tx_te_op_id op)
-{
-    return op == TX_TE_SCALED_SWIGLU || op == TX_TE_SCALED_SRELU;
-}
+bool tx_cuda_basic_act_scaled(tx_te_op_id op) { return tx_te_op_is(op, TX_TE_CLASS_ROW_SCALED); }
 
 teexec_status *tx_cuda_basic_act_backward(tx_te_op_id op, const tx_te_attr_value *attrs,
                                           const tx_tensor *x, const tx_tensor *scales,

@@ -48,13 +48,17 @@ typedef struct handoff_priv {
     size_t dx_off, dx_bytes, ws_off; /* BWD_ACT_BIAS scratch layout */
 } handoff_priv;
 
-static bool is_norm(tx_te_op_id op) { return op == TX_TE_LAYER_NORM || op == TX_TE_RMS_NORM; }
+static bool is_norm(tx_te_op_id op) { return tx_te_op_is(op, TX_TE_CLASS_NORM); }
 
 /* The act_ext.h description of a plain (unscaled) activation, as the
  * unfused GPU op runs it (te_cuda_basic.c); false for any other op. */
 static bool act_of(tx_te_op_id op, const tx_te_attr_value *attrs, tx_cuda_actx_args *out)
 {
-    return !tx_cuda_basic_act_scaled(op) && tx_cuda_basic_actx_of(op, attrs, out);
+    tx_cuda_actx_args a;
+    if (tx_cuda_basic_act_scaled(op) || !tx_cuda_basic_actx_of(op, attrs, &a)) return false;
+    if (a.softcap || a.fn == TX_CUDA_ACTX_SITU) return false; /* handoff_act.cu has no SiTU */
+    if (out) *out = a;
+    return true;
 }
 
 /* dact+dbias covers the non-gated ones (BackwardActivationBias's list). */
@@ -100,9 +104,9 @@ teexec_status *tx_cuda_handoff_accepts(tx_fusion_id fusion, tx_te_op_id op,
     case TX_FUSION_FWD_ACT_QUANTIZE:
         if (!act_of(op, attrs, NULL))
             return tx_error(TEEXEC_ERR_UNSUPPORTED,
-                            "the fused activation kernel covers the unscaled activations (GELU, "
-                            "QGELU, ReLU, SReLU, SiLU, GLU, GEGLU, QGEGLU, ReGLU, SReGLU, SwiGLU, "
-                            "ClampedSwiGLU), not op type %s",
+                            "the fused activation kernel covers the unscaled activations but "
+                            "SiTU (GELU, QGELU, ReLU, SReLU, SiLU, GLU, GEGLU, QGEGLU, ReGLU, "
+                            "SReGLU, SwiGLU, ClampedSwiGLU), not op type %s",
                             tx_te_schema(op) ? tx_te_schema(op)->name : "?");
         break;
     case TX_FUSION_BWD_BIAS_QUANTIZE:

@@ -63,7 +63,7 @@ teexec_status *tx_cuda_handoff_block_accepts(tx_fusion_id fusion, tx_te_op_id op
     tx_cuda_act act;
     switch (fusion) {
     case TX_FUSION_FWD_NORM_QUANTIZE:
-        if (op != TX_TE_LAYER_NORM && op != TX_TE_RMS_NORM)
+        if (!tx_te_op_is(op, TX_TE_CLASS_NORM))
             return tx_error(TEEXEC_ERR_UNSUPPORTED, "the producer is not LayerNorm or RMSNorm");
         if (cols > TX_HANDOFF_BLOCK_NORM_MAX_H)
             return tx_error(TEEXEC_ERR_UNSUPPORTED,

@@ -4,8 +4,11 @@
  * (x = [a | b] on the last dim, TE's order: a is the gate); and the
  * row-scaled ScaledSwiGLU and ScaledSReLU (extra input: one scale per row).
  *
- * All of them are one table of scalar (f, f') pairs plus three loop shapes
- * (plain, gated, scaled), so a new activation is one table row. Written
+ * and the gated SiTUGLU, ScaledSiTUGLU, ScaledClampedQGeGLU.
+ *
+ * All of them are one table of scalar (f, f') pairs indexed by the schema's
+ * act fn, plus three loop shapes (plain, gated, scaled) chosen by the
+ * schema's class bits, so a new activation is one table row. Written
  * once over REAL, compiled twice (this file includes itself; te_real.h).
  */
 #ifndef TE_PASS
@@ -16,53 +19,35 @@
 #include <math.h>
 #include <stdlib.h>
 
-typedef enum act_kind {
-    ACT_GELU_TANH,
-    ACT_GELU_ERF,
-    ACT_QGELU,   /* x·σ(alpha·x), alpha = 1.702 unless ClampedSwiGLU sets it */
-    ACT_RELU,
-    ACT_SRELU,
-    ACT_SILU,
-    ACT_SIGMOID, /* GLU's gate */
-    ACT_COUNT
-} act_kind;
+/* The CPU's scalar functions: the schema's act fn, with GELU split by its
+ * approximate attribute (ACT_GELU_ERF sits past the schema's ids). */
+typedef int act_kind;
+enum { ACT_GELU_ERF = TX_TE_ACT_FN_COUNT, ACT_COUNT };
 
+/* Everything the loops need comes from the op's schema entry (its class
+ * bits, act fn and cap): no per-op list here. */
 typedef struct act_desc {
     act_kind act;
-    bool gated;   /* y = f(a)·b */
-    bool scaled;  /* y = (...)·scales[row] */
-    bool clamped; /* ClampedSwiGLU */
+    bool gated;        /* y = f(a)·b̃ */
+    bool scaled;       /* y = (...)·scales[row] */
+    tx_te_act_cap cap; /* ClampedSwiGLU's clamp, SiTU's soft cap */
 } act_desc;
 
 static act_desc describe(const tx_te_op_id op, const tx_te_attr_value *attrs)
 {
-    act_desc d = {ACT_RELU, false, false, false};
-    switch (op) {
-    case TX_TE_GELU:
-    case TX_TE_GEGLU:
-        d.act = attrs[TX_TE_A_GELU_APPROX].i == TX_TE_GELU_ERF ? ACT_GELU_ERF : ACT_GELU_TANH;
-        d.gated = op == TX_TE_GEGLU;
-        break;
-    case TX_TE_QGELU: d.act = ACT_QGELU; break;
-    case TX_TE_RELU: d.act = ACT_RELU; break;
-    case TX_TE_SRELU: d.act = ACT_SRELU; break;
-    case TX_TE_SILU: d.act = ACT_SILU; break;
-    case TX_TE_GLU: d = (act_desc){ACT_SIGMOID, true, false, false}; break;
-    case TX_TE_QGEGLU: d = (act_desc){ACT_QGELU, true, false, false}; break;
-    case TX_TE_REGLU: d = (act_desc){ACT_RELU, true, false, false}; break;
-    case TX_TE_SREGLU: d = (act_desc){ACT_SRELU, true, false, false}; break;
-    case TX_TE_SWIGLU: d = (act_desc){ACT_SILU, true, false, false}; break;
-    case TX_TE_CLAMPED_SWIGLU: d = (act_desc){ACT_QGELU, true, false, true}; break;
-    case TX_TE_SCALED_SWIGLU: d = (act_desc){ACT_SILU, true, true, false}; break;
-    case TX_TE_SCALED_SRELU: d = (act_desc){ACT_SRELU, false, true, false}; break;
-    default: break;
-    }
+    const tx_te_op_schema *s = tx_te_schema(op);
+    act_desc d = {s->act_fn, (s->op_class & TX_TE_CLASS_GATED) != 0,
+                  (s->op_class & TX_TE_CLASS_ROW_SCALED) != 0, s->act_cap};
+    if (d.act == TX_TE_ACT_GELU && attrs[TX_TE_A_GELU_APPROX].i == TX_TE_GELU_ERF)
+        d.act = ACT_GELU_ERF;
     return d;
 }
 
 static bool is_activation(tx_te_op_id op)
 {
-    return (op >= TX_TE_GELU && op <= TX_TE_SCALED_SRELU);
+    const tx_te_op_schema *s = tx_te_schema(op);
+    return s && (s->op_class & TX_TE_CLASS_ACTIVATION) && s->act_fn > TX_TE_ACT_NONE &&
+           s->act_fn < TX_TE_ACT_FN_COUNT;
 }
 
 /* Shapes: x [rows, W]; y [rows, W or W/2]; scales [rows]. */
@@ -183,30 +168,60 @@ static void FN(f_sigmoid)(REAL x, REAL p, REAL *f, REAL *df)
     *df = s * (K(1) - s);
 }
 
+/* SiTU's gate: β1·tanh(x/β1)·σ(x); p is β1. */
+static void FN(f_situ)(REAL x, REAL p, REAL *f, REAL *df)
+{
+    REAL t = R_TANH(x / p), s = FN(sigmoid)(x);
+    *f = p * t * s;
+    *df = (K(1) - t * t) * s + p * t * s * (K(1) - s);
+}
+
 static void (*const FN(act_table)[ACT_COUNT])(REAL, REAL, REAL *, REAL *) = {
-    [ACT_GELU_TANH] = FN(f_gelu_tanh), [ACT_GELU_ERF] = FN(f_gelu_erf),
-    [ACT_QGELU] = FN(f_qgelu),         [ACT_RELU] = FN(f_relu),
-    [ACT_SRELU] = FN(f_srelu),         [ACT_SILU] = FN(f_silu),
-    [ACT_SIGMOID] = FN(f_sigmoid),
+    [TX_TE_ACT_GELU] = FN(f_gelu_tanh), [ACT_GELU_ERF] = FN(f_gelu_erf),
+    [TX_TE_ACT_QGELU] = FN(f_qgelu),    [TX_TE_ACT_RELU] = FN(f_relu),
+    [TX_TE_ACT_SRELU] = FN(f_srelu),    [TX_TE_ACT_SILU] = FN(f_silu),
+    [TX_TE_ACT_SIGMOID] = FN(f_sigmoid), [TX_TE_ACT_SITU] = FN(f_situ),
 };
 
+/* The cap's attributes: CLAMP limit, alpha, offset; SOFTCAP β1, β2. */
 typedef struct FN(clamp_params) {
-    REAL limit, alpha, offset;
+    REAL limit, alpha, offset, beta1, beta2;
 } FN(clamp_params);
+
+static FN(clamp_params) FN(cap_params)(act_desc d, const tx_te_attr_value *attrs)
+{
+    FN(clamp_params) c = {K(0), K(0), K(0), K(1), K(1)};
+    if (d.cap == TX_TE_CAP_CLAMP) {
+        c.limit = (REAL)attrs[TX_TE_A_CLAMP_LIMIT].f;
+        c.alpha = (REAL)attrs[TX_TE_A_CLAMP_ALPHA].f;
+        c.offset = (REAL)attrs[TX_TE_A_CLAMP_OFFSET].f;
+    } else if (d.cap == TX_TE_CAP_SOFTCAP) {
+        c.beta1 = (REAL)attrs[TX_TE_A_SITU_BETA1].f;
+        c.beta2 = (REAL)attrs[TX_TE_A_SITU_BETA2].f;
+    }
+    return c;
+}
 
 /* The gate's f, f' with ClampedSwiGLU's clamp, and the up value b̃ with
  * its derivative. */
 static void FN(gate)(act_desc d, const FN(clamp_params) *c, REAL a, REAL b, REAL *f, REAL *df,
                      REAL *bt, REAL *dbt)
 {
-    if (!d.clamped) {
+    if (d.cap == TX_TE_CAP_SOFTCAP) {
+        FN(act_table)[d.act](a, c->beta1, f, df);
+        REAL u = R_TANH(b / c->beta2);
+        *bt = c->beta2 * u;
+        *dbt = K(1) - u * u;
+        return;
+    }
+    if (d.cap != TX_TE_CAP_CLAMP) {
         FN(act_table)[d.act](a, K(1.702), f, df);
         *bt = b;
         *dbt = K(1);
         return;
     }
     REAL at = a < c->limit ? a : c->limit;
-    FN(act_table)[ACT_QGELU](at, c->alpha, f, df);
+    FN(act_table)[d.act](at, c->alpha, f, df);
     if (a > c->limit) *df = K(0);
     REAL bc = b < -c->limit ? -c->limit : (b > c->limit ? c->limit : b);
     *bt = bc + c->offset;
@@ -219,11 +234,7 @@ static teexec_status *FN(act_fwd)(const tx_te_fwd_args *a, act_desc d)
     int64_t rows, w;
     tx_te_rows(x, 1, &rows, &w);
     int64_t wo = d.gated ? w / 2 : w;
-    FN(clamp_params) c = {K(0), K(0), K(0)};
-    if (d.clamped)
-        c = (FN(clamp_params)){(REAL)a->attrs[TX_TE_A_CLAMP_LIMIT].f,
-                               (REAL)a->attrs[TX_TE_A_CLAMP_ALPHA].f,
-                               (REAL)a->attrs[TX_TE_A_CLAMP_OFFSET].f};
+    FN(clamp_params) c = FN(cap_params)(d, a->attrs);
     REAL *xb = NULL, *sb = NULL, *yb = tx_te_malloc((size_t)a->output->numel, sizeof(REAL));
     teexec_status *st = yb ? NULL : tx_oom();
     if (!st) st = te_load(x, &xb);
@@ -262,11 +273,7 @@ static teexec_status *FN(act_bwd)(const tx_te_bwd_args *a, act_desc d)
     int64_t rows, w;
     tx_te_rows(x, 1, &rows, &w);
     int64_t wo = d.gated ? w / 2 : w;
-    FN(clamp_params) c = {K(0), K(0), K(0)};
-    if (d.clamped)
-        c = (FN(clamp_params)){(REAL)a->attrs[TX_TE_A_CLAMP_LIMIT].f,
-                               (REAL)a->attrs[TX_TE_A_CLAMP_ALPHA].f,
-                               (REAL)a->attrs[TX_TE_A_CLAMP_OFFSET].f};
+    FN(clamp_params) c = FN(cap_params)(d, a->attrs);
     REAL *xb = NULL, *dyb = NULL, *sb = NULL;
     REAL *dxb = tx_te_malloc((size_t)x->numel, sizeof(REAL));
     REAL *dsb = tx_te_malloc((size_t)rows, sizeof(REAL));

@@ -1,6 +1,7 @@
 /*
  * te_registry.c - the CPU backend's table of TE op implementations (indexed
- * by tx_te_op_id, parallel to format/te_schema.c's table), the generic
+ * by tx_te_op_id, parallel to format/te_schema.c's table; activations by
+ * their class), the generic
  * setup_context step, and the checked entry points (te_args.h).
  */
 #include "kernels/cpu/te_common.h"
@@ -14,20 +15,6 @@ static const tx_te_cpu_impl impls[TX_TE_OP_COUNT] = {
     [TX_TE_LAYER_NORM] = IMPL(layer_norm),
     [TX_TE_RMS_NORM] = IMPL(rms_norm),
     [TX_TE_L2_NORMALIZATION] = IMPL(l2_normalization),
-    [TX_TE_GELU] = IMPL(activation),
-    [TX_TE_QGELU] = IMPL(activation),
-    [TX_TE_RELU] = IMPL(activation),
-    [TX_TE_SRELU] = IMPL(activation),
-    [TX_TE_SILU] = IMPL(activation),
-    [TX_TE_GLU] = IMPL(activation),
-    [TX_TE_GEGLU] = IMPL(activation),
-    [TX_TE_QGEGLU] = IMPL(activation),
-    [TX_TE_REGLU] = IMPL(activation),
-    [TX_TE_SREGLU] = IMPL(activation),
-    [TX_TE_SWIGLU] = IMPL(activation),
-    [TX_TE_CLAMPED_SWIGLU] = IMPL(activation),
-    [TX_TE_SCALED_SWIGLU] = IMPL(activation),
-    [TX_TE_SCALED_SRELU] = IMPL(activation),
     [TX_TE_DROPOUT] = IMPL(dropout),
     [TX_TE_QUANTIZE] = IMPL(passthrough),
     [TX_TE_RESHAPE] = IMPL(reshape),
@@ -44,9 +31,14 @@ static const tx_te_cpu_impl impls[TX_TE_OP_COUNT] = {
     [TX_TE_REDUCE_SCATTER] = IMPL(passthrough),
 };
 
+/* Every activation (the schema's class bit) runs te_activation.c, which
+ * reads the rest of its description from the schema too. */
+static const tx_te_cpu_impl activation_impl = IMPL(activation);
+
 const tx_te_cpu_impl *tx_te_cpu_impl_of(tx_te_op_id op)
 {
     if ((int)op < 0 || op >= TX_TE_OP_COUNT) return NULL;
+    if (tx_te_op_is(op, TX_TE_CLASS_ACTIVATION)) return &activation_impl;
     return &impls[op];
 }
 
@@ -140,7 +132,7 @@ teexec_status *tx_te_cpu_forward(const tx_te_fwd_args *a)
         if (!a->params[i])
             return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "te.ops %s: parameter %d is missing",
                             s->name, i);
-    return impls[a->op].forward(a);
+    return tx_te_cpu_impl_of(a->op)->forward(a);
 }
 
 teexec_status *tx_te_cpu_backward(const tx_te_bwd_args *a)
@@ -167,5 +159,5 @@ teexec_status *tx_te_cpu_backward(const tx_te_bwd_args *a)
             return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                             "te.ops %s: extra input '%s' has no gradient", s->name,
                             s->extra_inputs[i].name);
-    return impls[a->op].backward(a);
+    return tx_te_cpu_impl_of(a->op)->backward(a);
 }

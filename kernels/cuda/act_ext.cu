@@ -27,6 +27,13 @@ __device__ __forceinline__ void eval_at(const tx_cuda_actx_args &a, size_t r, si
     }
     size_t xi = r * 2 * a.cols + j;
     float av = tx_ld(a.x, xi, a.x_dtype), bv = tx_ld(a.x, xi + a.cols, a.x_dtype);
+    if (a.softcap) {
+        fn_eval(a.fn, av, a.beta1, f, df);
+        float u = tanhf(bv / a.beta2);
+        *bt = a.beta2 * u;
+        *dbt = 1.0f - u * u;
+        return;
+    }
     if (!a.clamped) {
         fn_eval(a.fn, av, 1.702f, f, df);
         *bt = bv;
@@ -121,6 +128,9 @@ static teexec_status *check(const tx_cuda_actx_args *a)
     if ((int)a->fn < 0 || a->fn >= TX_CUDA_ACTX_COUNT) return bad("unknown function");
     if (a->clamped && (!a->gated || a->fn != TX_CUDA_ACTX_QGELU))
         return bad("the clamp is ClampedSwiGLU's (gated QGELU)");
+    if ((a->softcap != 0) != (a->fn == TX_CUDA_ACTX_SITU) || (a->softcap && !a->gated) ||
+        (a->softcap && !(a->beta1 > 0.0f && a->beta2 > 0.0f)))
+        return bad("SiTU is gated, soft-capped, with beta1, beta2 > 0");
     if (!tx_io_dtype_ok(a->x_dtype)) return bad("x must be float32, bfloat16 or float16");
     if (a->scales && !tx_io_dtype_ok(a->scales_dtype)) return bad("bad scales dtype");
     return NULL;

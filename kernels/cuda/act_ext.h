@@ -38,6 +38,7 @@ typedef enum tx_cuda_actx_fn {
     TX_CUDA_ACTX_SRELU,
     TX_CUDA_ACTX_SILU,
     TX_CUDA_ACTX_SIGMOID,    /* GLU's gate */
+    TX_CUDA_ACTX_SITU,       /* β1·tanh(x/β1)·σ(x) (SiTUGLU's gate; gated, softcap only) */
     TX_CUDA_ACTX_COUNT
 } tx_cuda_actx_fn;
 
@@ -46,6 +47,8 @@ typedef struct tx_cuda_actx_args {
     int gated;               /* y = f(a)·b̃ */
     int clamped;             /* ClampedSwiGLU (gated, fn QGELU) */
     float limit, alpha, offset; /* clamped only */
+    int softcap;             /* SiTU (gated, fn SITU): b̃ = β2·tanh(b/β2) */
+    float beta1, beta2;      /* softcap only; both > 0 */
     size_t rows, cols;       /* cols of the OUTPUT */
     const void *x;      teexec_dtype x_dtype;
     const void *scales; teexec_dtype scales_dtype; /* NULL: not scaled */

@@ -21,7 +21,7 @@ namespace txa {
 
 __device__ __forceinline__ float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-/* f(x) and f'(x) of fn (p: QGELU's / ClampedSwiGLU's sigmoid slope; the
+/* f(x) and f'(x) of fn (p: QGELU's / ClampedSwiGLU's sigmoid slope, SiTU's β1; the
  * default case is the sigmoid, GLU's gate). With fn a compile-time
  * constant the switch folds away, and an unused f'(x) is not computed. */
 __device__ __forceinline__ void fn_eval(int fn, float x, float p, float *f, float *df)
@@ -58,6 +58,12 @@ __device__ __forceinline__ void fn_eval(int fn, float x, float p, float *f, floa
         float s = sigm(x);
         *f = x * s;
         *df = x * s * (1.0f - s) + s;
+        return;
+    }
+    case TX_CUDA_ACTX_SITU: { /* p is β1 */
+        float t = tanhf(x / p), s = sigm(x);
+        *f = p * t * s;
+        *df = (1.0f - t * t) * s + p * t * s * (1.0f - s);
         return;
     }
     default: { /* sigmoid, GLU's gate */

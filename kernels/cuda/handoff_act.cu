@@ -231,6 +231,7 @@ extern "C" teexec_status *tx_cuda_handoff_act_forward(const tx_cuda_actx_args *a
     TX_TRY(txh::check_q(q, what));
     if (!a || !a->x || !a->y) return bad(what, "missing tensor");
     if ((int)a->fn < 0 || a->fn >= TX_CUDA_ACTX_COUNT) return bad(what, "unknown function");
+    if (a->softcap || a->fn == TX_CUDA_ACTX_SITU) return bad(what, "SiTU has no fused hand-off");
     if (a->scales) return bad(what, "scaled activations have no hand-off kernel");
     if (a->clamped && (!a->gated || a->fn != TX_CUDA_ACTX_QGELU))
         return bad(what, "the clamp is ClampedSwiGLU's (gated QGELU)");

@@ -292,12 +292,14 @@ static void make_quant(qsetup *q, const built_group *b, tx_recipe_kind kind, boo
 
 /* ---- layout enumeration ------------------------------------------------------ */
 
-static bool is_act(tx_te_op_id op) { return op >= TX_TE_GELU && op <= TX_TE_SCALED_SRELU; }
-static bool is_norm(tx_te_op_id op) { return op == TX_TE_LAYER_NORM || op == TX_TE_RMS_NORM; }
-static bool plain_act(tx_te_op_id op)
+/* Op families from the schema's class bits. */
+static bool is_act(tx_te_op_id op) { return tx_te_op_is(op, TX_TE_CLASS_ACTIVATION); }
+static bool is_norm(tx_te_op_id op) { return tx_te_op_is(op, TX_TE_CLASS_NORM); }
+static bool plain_act(tx_te_op_id op) { return tx_te_op_is_elementwise_act(op); }
+/* DenseMLP's middle: unscaled, uncapped (no clamp, no soft cap). */
+static bool dense_act(tx_te_op_id op)
 {
-    return op == TX_TE_GELU || op == TX_TE_QGELU || op == TX_TE_RELU || op == TX_TE_SRELU ||
-           op == TX_TE_SILU;
+    return tx_te_op_is_unscaled_act(op) && tx_te_schema(op)->act_cap == TX_TE_CAP_NONE;
 }
 
 /* The config being swept: hand-off fusions need the operand quantized. */
@@ -324,13 +326,10 @@ static int fits(const built_group *b, tx_fusion_id f, int at, bool quantized, in
             counts[nc++] = 3;
         break;
     case TX_FUSION_DENSE_MLP:
-        if (OPX(0) == TX_TE_LINEAR && OPX(1) == TX_TE_BIAS && is_act(OPX(2)) &&
-            OPX(2) != TX_TE_SCALED_SWIGLU && OPX(2) != TX_TE_SCALED_SRELU &&
-            OPX(2) != TX_TE_CLAMPED_SWIGLU && OPX(3) == TX_TE_LINEAR)
+        if (OPX(0) == TX_TE_LINEAR && OPX(1) == TX_TE_BIAS && dense_act(OPX(2)) &&
+            OPX(3) == TX_TE_LINEAR)
             counts[nc++] = 4;
-        if (OPX(0) == TX_TE_LINEAR && is_act(OPX(1)) && OPX(1) != TX_TE_SCALED_SWIGLU &&
-            OPX(1) != TX_TE_SCALED_SRELU && OPX(1) != TX_TE_CLAMPED_SWIGLU &&
-            OPX(2) == TX_TE_LINEAR)
+        if (OPX(0) == TX_TE_LINEAR && dense_act(OPX(1)) && OPX(2) == TX_TE_LINEAR)
             counts[nc++] = 3;
         break;
     case TX_FUSION_FWD_NORM_QUANTIZE:

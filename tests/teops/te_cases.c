@@ -101,6 +101,31 @@ static void b_scaled_srelu(te_case *c)
     in(c, DIMS(2, 3, 4), -2, 2);
     ex(c, 0, DIMS(2, 3), 0, 1);
 }
+/* SiTU with small caps so both tanh soft caps bend on [-2, 2). */
+static void b_situ(te_case *c)
+{
+    gated(c, TX_TE_SITUGLU);
+    c->attrs[TX_TE_A_SITU_BETA1].f = 1.5;
+    c->attrs[TX_TE_A_SITU_BETA2].f = 0.8;
+}
+static void b_situ_default(te_case *c) { gated(c, TX_TE_SITUGLU); }
+static void b_scaled_situ(te_case *c)
+{
+    tc_init(c, TX_TE_SCALED_SITUGLU);
+    c->attrs[TX_TE_A_SITU_BETA1].f = 0.9;
+    c->attrs[TX_TE_A_SITU_BETA2].f = 1.2;
+    in(c, DIMS(2, 3, 6), -2, 2);
+    ex(c, 0, DIMS(2, 3), -1, 1);
+}
+static void b_scaled_clamped(te_case *c)
+{
+    tc_init(c, TX_TE_SCALED_CLAMPED_QGEGLU);
+    c->attrs[TX_TE_A_CLAMP_LIMIT].f = 0.7;
+    c->attrs[TX_TE_A_CLAMP_ALPHA].f = 1.5;
+    c->attrs[TX_TE_A_CLAMP_OFFSET].f = 0.5;
+    in(c, DIMS(3, 8), -2, 2);
+    ex(c, 0, DIMS(3), 0, 1);
+}
 static void b_dropout(te_case *c)
 {
     tc_init(c, TX_TE_DROPOUT);
@@ -208,7 +233,8 @@ static void b_reduce_scatter(te_case *c) { tc_init(c, TX_TE_REDUCE_SCATTER); in(
 static void (*const builders[])(te_case *) = {
     b_linear, b_bias, b_ln, b_ln_zcg_2d, b_rms, b_rms_zcg, b_l2, b_gelu, b_gelu_erf, b_qgelu,
     b_relu, b_srelu, b_silu, b_glu, b_geglu, b_geglu_erf, b_qgeglu, b_reglu, b_sreglu,
-    b_swiglu, b_clamped, b_scaled_swiglu, b_scaled_srelu, b_dropout, b_quantize, b_reshape,
+    b_swiglu, b_clamped, b_scaled_swiglu, b_scaled_srelu, b_situ, b_situ_default,
+    b_scaled_situ, b_scaled_clamped, b_dropout, b_quantize, b_reshape,
     b_identity, b_cscale, b_add_extra, b_make_extra, b_grouped, b_grouped_nobias,
     b_dpa_causal_gqa, b_dpa_sbhd_float_mask, b_rope, b_rope_interleaved, b_embedding,
     b_all_gather, b_all_reduce, b_reduce_scatter,

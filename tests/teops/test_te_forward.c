@@ -75,6 +75,27 @@ static void hand_checked_values(void **state)
     set_values(&c.in, 2, (int64_t[]){1, 2}, (double[]){2.0, 3.0}); /* gate -> 1, up -> 1 + 1 */
     expect_out(&c, (double[]){1.6915915318656425}, 1e-12);
     tc_free(&c);
+    /* the same clamp, scaled per row */
+    tc_init(&c, TX_TE_SCALED_CLAMPED_QGEGLU);
+    c.attrs[TX_TE_A_CLAMP_LIMIT].f = 1.0;
+    set_values(&c.in, 2, (int64_t[]){1, 2}, (double[]){2.0, 3.0});
+    set_values(&c.ex[0], 1, (int64_t[]){1}, (double[]){0.5});
+    c.ex_present[0] = true;
+    expect_out(&c, (double[]){0.5 * 1.6915915318656425}, 1e-12);
+    tc_free(&c);
+    /* SiTU: beta1·tanh(a/beta1)·σ(a)·beta2·tanh(b/beta2); defaults 4, 25 */
+    tc_init(&c, TX_TE_SITUGLU);
+    set_values(&c.in, 2, (int64_t[]){2, 2}, (double[]){1.0, 2.0, -3.0, 5.0});
+    expect_out(&c, (double[]){1.4293511315552199, -0.5945436833059362}, 1e-12);
+    tc_free(&c);
+    tc_init(&c, TX_TE_SCALED_SITUGLU);
+    c.attrs[TX_TE_A_SITU_BETA1].f = 1.5;
+    c.attrs[TX_TE_A_SITU_BETA2].f = 0.8;
+    set_values(&c.in, 2, (int64_t[]){1, 2}, (double[]){3.0, -2.0});
+    set_values(&c.ex[0], 1, (int64_t[]){1}, (double[]){-0.25});
+    c.ex_present[0] = true;
+    expect_out(&c, (double[]){0.2718046610520355}, 1e-12);
+    tc_free(&c);
 
     /* LayerNorm of [1, 2, 3, 4]: mean 2.5, variance 1.25 */
     tc_init(&c, TX_TE_LAYER_NORM);

@@ -25,7 +25,7 @@ static void table_is_complete(void **state)
     static const char *const names[] = {
         "Linear", "Bias", "LayerNorm", "RMSNorm", "L2Normalization", "GELU", "QGELU", "ReLU",
         "SReLU", "SiLU", "GLU", "GEGLU", "QGEGLU", "ReGLU", "SReGLU", "SwiGLU", "ClampedSwiGLU",
-        "ScaledSwiGLU", "ScaledSReLU", "Dropout", "Quantize", "Reshape", "Identity",
+        "ScaledSwiGLU", "ScaledSReLU", "SiTUGLU", "ScaledSiTUGLU", "ScaledClampedQGeGLU", "Dropout", "Quantize", "Reshape", "Identity",
         "ConstantScale", "AddExtraInput", "MakeExtraOutput", "GroupedLinear",
         "DotProductAttention", "RotaryEmbedding", "Embedding", "AllGather", "AllReduce",
         "ReduceScatter"};
@@ -181,6 +181,34 @@ static void shape_rules_refuse_bad_shapes(void **state)
     c.n_par = 1;
     expect_infer_error(&c, "int64|int32");
     tc_free(&c);
+}
+
+/* The class bits the passes query agree with the ports they imply: an
+ * activation has a function, a gated one a cap only if it is gated, a
+ * row-scaled one its "scales" extra input, a norm its weight. */
+static void op_classes_are_consistent(void **state)
+{
+    (void)state;
+    int acts = 0;
+    for (int i = 0; i < TX_TE_OP_COUNT; i++) {
+        const tx_te_op_schema *s = tx_te_schema((tx_te_op_id)i);
+        bool act = tx_te_op_is(s->id, TX_TE_CLASS_ACTIVATION);
+        acts += act;
+        assert_int_equal(act, s->act_fn != TX_TE_ACT_NONE);
+        if (!act) assert_false(s->op_class & (TX_TE_CLASS_GATED | TX_TE_CLASS_ROW_SCALED));
+        if (s->act_cap != TX_TE_CAP_NONE) assert_true(tx_te_op_is(s->id, TX_TE_CLASS_GATED));
+        if (tx_te_op_is(s->id, TX_TE_CLASS_ROW_SCALED)) {
+            assert_int_equal(s->n_extra_inputs, 1);
+            assert_string_equal(s->extra_inputs[0].name, "scales");
+        }
+        if (tx_te_op_is(s->id, TX_TE_CLASS_NORM)) assert_true(s->n_params >= 1 && s->n_aux >= 1);
+    }
+    assert_int_equal(acts, 17);
+    assert_false(tx_te_op_is(TX_TE_OP_COUNT, 0));
+    assert_true(tx_te_op_is_elementwise_act(TX_TE_SRELU));
+    assert_false(tx_te_op_is_elementwise_act(TX_TE_SCALED_SRELU));
+    assert_false(tx_te_op_is_unscaled_act(TX_TE_SCALED_SITUGLU));
+    assert_true(tx_te_op_is_unscaled_act(TX_TE_SITUGLU));
 }
 
 /* Found by tests/fuzz/fuzz_graph: a rank-0 x passed the plain activations'
@@ -339,6 +367,7 @@ int main(void)
         cmocka_unit_test(attribute_defaults_and_enums),
         cmocka_unit_test(shape_rules_refuse_bad_shapes),
         cmocka_unit_test(activation_rules_need_rank_1),
+        cmocka_unit_test(op_classes_are_consistent),
         cmocka_unit_test(setup_context_drops_unneeded),
         cmocka_unit_test(docs_match_registry),
         cmocka_unit_test(cli_prints_the_spec),
