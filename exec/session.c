@@ -100,8 +100,6 @@ static void plan_free(const teexec_session *s, tx_plan *p)
     free(p->vals);
     free(p->skip);
     free(p->offset);
-    free(p->sig_dtype);
-    free(p->sig_shape);
     tx_sgroups_free(p);
     if (p->arena) s->be.vt->free(s->be.state, p->arena);
     free(p);
@@ -231,15 +229,11 @@ static teexec_status *make_plan(teexec_session *s, const teexec_dtype *dts, cons
     size_t nv = g->n_values ? g->n_values : 1;
     p->vals = calloc(nv, sizeof(*p->vals));
     p->skip = calloc(g->n_nodes ? g->n_nodes : 1, sizeof(bool));
-    p->sig_dtype = calloc(s->n_in ? s->n_in : 1, sizeof(*p->sig_dtype));
-    p->sig_shape = calloc(s->n_in ? s->n_in : 1, sizeof(*p->sig_shape));
-    if (!p->vals || !p->skip || !p->sig_dtype || !p->sig_shape) {
+    if (!p->vals || !p->skip) {
         plan_free(s, p);
         return tx_oom();
     }
     for (size_t i = 0; i < s->n_in; i++) {
-        p->sig_dtype[i] = dts[i];
-        p->sig_shape[i] = shapes[i];
         tx_infer_value *iv = &p->vals[s->in_vals[i]];
         iv->dtype = dts[i];
         iv->shape = shapes[i];

@@ -47,8 +47,7 @@
 #define TX_MAX_PLANS 32u
 
 typedef struct tx_plan {
-    teexec_dtype *sig_dtype;  /* per session input */
-    tx_shape *sig_shape;      /* per session input */
+    /* (its input signature is the cache entry's key) */
     tx_infer_value *vals;     /* per graph value */
     bool *skip;               /* per node: folded, not run */
     size_t *offset;           /* per value: arena offset, or SIZE_MAX */
