@@ -16,6 +16,7 @@
 #include "exec/tensor_internal.h"
 #include "base/log.h"
 #include "format/tensor_proto.h"
+#include "planner/plan_cache.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -99,8 +100,6 @@ static void plan_free(const teexec_session *s, tx_plan *p)
     free(p->vals);
     free(p->skip);
     free(p->offset);
-    free(p->sig_dtype);
-    free(p->sig_shape);
     tx_sgroups_free(p);
     if (p->arena) s->be.vt->free(s->be.state, p->arena);
     free(p);
@@ -230,15 +229,11 @@ static teexec_status *make_plan(teexec_session *s, const teexec_dtype *dts, cons
     size_t nv = g->n_values ? g->n_values : 1;
     p->vals = calloc(nv, sizeof(*p->vals));
     p->skip = calloc(g->n_nodes ? g->n_nodes : 1, sizeof(bool));
-    p->sig_dtype = calloc(s->n_in ? s->n_in : 1, sizeof(*p->sig_dtype));
-    p->sig_shape = calloc(s->n_in ? s->n_in : 1, sizeof(*p->sig_shape));
-    if (!p->vals || !p->skip || !p->sig_dtype || !p->sig_shape) {
+    if (!p->vals || !p->skip) {
         plan_free(s, p);
         return tx_oom();
     }
     for (size_t i = 0; i < s->n_in; i++) {
-        p->sig_dtype[i] = dts[i];
-        p->sig_shape[i] = shapes[i];
         tx_infer_value *iv = &p->vals[s->in_vals[i]];
         iv->dtype = dts[i];
         iv->shape = shapes[i];
@@ -419,21 +414,72 @@ static int64_t option_dim(const teexec_session_options *o, const char *name)
     return 1;
 }
 
-static teexec_status *add_plan(teexec_session *s, tx_plan *p)
+/* ---- the plan cache (planner/plan_cache.h) -------------------------------- */
+
+/* Entry builder: the tx_plan for the input signature the key holds. */
+static teexec_status *build_entry(void *ctx, const tx_ir_graph *g, const tx_plan_request *req,
+                                  tx_fuser_plan **plan, void **payload)
 {
-    if (s->n_plans >= TX_MAX_PLANS) {
-        plan_free(s, s->plans[0]);
-        memmove(&s->plans[0], &s->plans[1], (s->n_plans - 1) * sizeof(*s->plans));
-        s->n_plans--;
+    teexec_session *s = ctx;
+    (void)g;
+    *plan = NULL;
+    *payload = NULL;
+    teexec_dtype *dts = calloc(s->n_in ? s->n_in : 1, sizeof(*dts));
+    tx_shape *shapes = calloc(s->n_in ? s->n_in : 1, sizeof(*shapes));
+    teexec_status *st = (!dts || !shapes) ? tx_oom() : NULL;
+    for (size_t i = 0; !st && i < s->n_in; i++) {
+        const tx_infer_value *iv = &req->vals[s->in_vals[i]];
+        dts[i] = iv->dtype;
+        shapes[i] = iv->shape;
     }
-    if (s->n_plans == s->cap_plans) {
-        size_t cap = s->cap_plans ? s->cap_plans * 2 : 4;
-        tx_plan **np = realloc(s->plans, cap * sizeof(*np));
-        if (!np) return tx_oom();
-        s->plans = np;
-        s->cap_plans = cap;
+    tx_plan *p = NULL;
+    if (!st) st = make_plan(s, dts, shapes, &p);
+    free(dts);
+    free(shapes);
+    TX_TRY(st);
+    /* the entry's plan is the fuser plan, owned through the tx_plan (NULL
+     * in planning-only sessions: the payload is the entry) */
+    *plan = p->fplan;
+    *payload = p;
+    return NULL;
+}
+
+static void free_entry(void *ctx, tx_fuser_plan *plan, void *payload)
+{
+    (void)plan; /* p->fplan, released with p */
+    plan_free(ctx, payload);
+}
+
+void tx_session_key(teexec_session *s, const teexec_dtype *dts, const tx_shape *shapes,
+                    tx_plan_request *req)
+{
+    for (size_t i = 0; dts && shapes && i < s->n_in; i++) {
+        tx_infer_value *iv = &s->key_vals[s->in_vals[i]];
+        iv->dtype = dts[i];
+        iv->shape = shapes[i];
+        iv->shape_known = true;
     }
-    s->plans[s->n_plans++] = p;
+    memset(req, 0, sizeof(*req));
+    req->recipe = s->recipe;
+    req->device = s->caps;
+    req->training = false;
+    req->deterministic = s->deterministic;
+    req->vals = s->key_vals;
+    req->n_vals = s->g->n_values;
+}
+
+uint64_t tx_session_plans_built(const teexec_session *s)
+{
+    if (!s) return 0;
+    return tx_plan_cache_builds(s->cuda ? s->gpu : s->plans);
+}
+
+static teexec_status *plan_lookup(teexec_session *s, const tx_plan_request *req, tx_plan **out)
+{
+    void *payload = NULL;
+    *out = NULL;
+    TX_TRY(tx_plan_cache_lookup(s->plans, s->g, req, NULL, &payload, NULL));
+    *out = payload;
     return NULL;
 }
 
@@ -461,14 +507,17 @@ static teexec_status *initial_plan(teexec_session *s, const teexec_session_optio
             shapes[i].dims[d] = val->dims[d] >= 0 ? val->dims[d]
                                                   : option_dim(o, val->dim_params[d]);
     }
+    tx_plan_request req;
+    tx_session_key(s, dts, shapes, &req);
     tx_plan *p;
-    teexec_status *st = make_plan(s, dts, shapes, &p);
+    teexec_status *st = plan_lookup(s, &req, &p);
     free(dts);
-    free(shapes);
-    TX_TRY(st);
-    st = add_plan(s, p);
-    if (st) plan_free(s, p);
-    return st;
+    if (st) {
+        free(shapes);
+        return st;
+    }
+    s->declared = shapes; /* the CUDA executor's first signature */
+    return NULL;
 }
 
 teexec_status *teexec_session_create(const teexec_model *model,
@@ -508,6 +557,10 @@ teexec_status *teexec_session_create(const teexec_model *model,
     if (!st) st = resolve_kernels(s);
     if (!st) st = index_values(s);
     if (!st) st = decode_initializers(s);
+    if (!st) st = tx_device_caps_parse("cpu", &s->caps);
+    if (!st && !(s->key_vals = calloc(s->g->n_values ? s->g->n_values : 1, sizeof(*s->key_vals))))
+        st = tx_oom();
+    if (!st) st = tx_plan_cache_create_entries(TX_MAX_PLANS, build_entry, free_entry, s, &s->plans);
     if (!st) st = initial_plan(s, options);
     if (!st && use_cuda) st = tx_session_cuda_init(s, options);
     if (st) {
@@ -522,8 +575,9 @@ void teexec_session_destroy(teexec_session *s)
 {
     if (!s) return;
     tx_session_cuda_free(s);
-    for (size_t i = 0; i < s->n_plans; i++) plan_free(s, s->plans[i]);
-    free(s->plans);
+    tx_plan_cache_free(s->plans);
+    free(s->key_vals);
+    free(s->declared);
     if (s->init)
         for (size_t v = 0; v < s->g->n_values; v++) tx_tensor_release(&s->init[v]);
     free(s->init);
@@ -550,7 +604,7 @@ const char *teexec_session_device_name(const teexec_session *s)
 size_t teexec_session_plan_count(const teexec_session *s)
 {
     if (s && s->cuda) return tx_session_cuda_plan_count(s);
-    return s ? s->n_plans : 0;
+    return s ? tx_plan_cache_size(s->plans) : 0;
 }
 
 /* ---- running ----------------------------------------------------------- */
@@ -624,60 +678,25 @@ static teexec_status *bind_inputs(teexec_session *s, size_t n_inputs, const char
 
 static teexec_status *find_plan(teexec_session *s, const tx_tensor **bound, tx_plan **out)
 {
-    for (size_t k = 0; k < s->n_plans; k++) {
-        tx_plan *p = s->plans[k];
-        size_t i = 0;
-        for (; i < s->n_in; i++) {
-            tx_shape sh = tx_shape_of(bound[i]);
-            if (p->sig_dtype[i] != bound[i]->dtype || !tx_shape_equal(&p->sig_shape[i], &sh))
-                break;
-        }
-        if (i == s->n_in) {
-            *out = p;
-            return NULL;
-        }
+    for (size_t i = 0; i < s->n_in; i++) {
+        tx_infer_value *iv = &s->key_vals[s->in_vals[i]];
+        iv->dtype = bound[i]->dtype;
+        iv->shape = tx_shape_of(bound[i]);
+        iv->shape_known = true;
     }
-    teexec_dtype *dts = calloc(s->n_in ? s->n_in : 1, sizeof(*dts));
-    tx_shape *shapes = calloc(s->n_in ? s->n_in : 1, sizeof(*shapes));
-    teexec_status *st = (!dts || !shapes) ? tx_oom() : NULL;
-    for (size_t i = 0; !st && i < s->n_in; i++) {
-        dts[i] = bound[i]->dtype;
-        shapes[i] = tx_shape_of(bound[i]);
-    }
-    tx_plan *p = NULL;
-    if (!st) st = make_plan(s, dts, shapes, &p);
-    free(dts);
-    free(shapes);
-    if (!st) st = add_plan(s, p);
-    if (st) {
-        plan_free(s, p);
-        return st;
-    }
-    *out = p;
-    return NULL;
+    tx_plan_request req;
+    tx_session_key(s, NULL, NULL, &req);
+    return plan_lookup(s, &req, out);
 }
 
 teexec_status *tx_session_plan_for(teexec_session *s, const teexec_dtype *dts,
                                    const tx_shape *shapes, const tx_plan **out)
 {
     *out = NULL;
-    for (size_t k = 0; k < s->n_plans; k++) {
-        tx_plan *p = s->plans[k];
-        size_t i = 0;
-        for (; i < s->n_in; i++)
-            if (p->sig_dtype[i] != dts[i] || !tx_shape_equal(&p->sig_shape[i], &shapes[i])) break;
-        if (i == s->n_in) {
-            *out = p;
-            return NULL;
-        }
-    }
+    tx_plan_request req;
+    tx_session_key(s, dts, shapes, &req);
     tx_plan *p = NULL;
-    TX_TRY(make_plan(s, dts, shapes, &p));
-    teexec_status *st = add_plan(s, p);
-    if (st) {
-        plan_free(s, p);
-        return st;
-    }
+    TX_TRY(plan_lookup(s, &req, &p));
     *out = p;
     return NULL;
 }

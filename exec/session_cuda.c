@@ -1,13 +1,15 @@
 /* session_cuda.c - CUDA sessions: the public session API over the CUDA
  * executor (exec/cuda/gpu_graph.h), one executor per input-shape signature
- * (each new signature is planned, allocated and captured anew), and the
+ * (each new signature is planned, allocated and captured anew) kept as the
+ * payloads of the session's plan cache (planner/plan_cache.h: at most
+ * TX_MAX_GPU_GRAPHS, the one made longest ago dropped first), and the
  * session options that only CUDA sessions read. */
 #include "exec/session_cuda.h"
 
 #include "exec/cuda/gpu_graph.h"
 #include "exec/run_options.h"
 #include "exec/tensor_internal.h"
-#include "planner/plan.h"
+#include "planner/plan_cache.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -138,13 +140,21 @@ static teexec_status *copy_options(teexec_session *s, const teexec_session_optio
     return NULL;
 }
 
-static teexec_status *new_graph(teexec_session *s, const tx_shape *shapes)
+/* Entry builder: the executor for the input shapes the key holds. The
+ * entry has no planner plan of its own (the executor plans inside itself);
+ * the session's options that shape it are fixed for the session, so the
+ * per-session cache needs only the shapes, recipe and determinism keyed. */
+static teexec_status *build_graph(void *ctx, const tx_ir_graph *ir, const tx_plan_request *req,
+                                  tx_fuser_plan **plan, void **payload)
 {
+    teexec_session *s = ctx;
+    (void)ir;
+    *plan = NULL;
+    *payload = NULL;
     const teexec_session_options *o = s->gpu_opts;
     tx_gpu_graph_config cfg;
     memset(&cfg, 0, sizeof cfg);
-    if (o->recipe) TX_TRY(tx_recipe_parse(o->recipe, &cfg.recipe));
-    else TX_TRY(tx_recipe_parse("none", &cfg.recipe));
+    cfg.recipe = req->recipe;
     cfg.dtype = o->dtype;
     cfg.deterministic = o->deterministic;
     cfg.cuda_graphs = !o->no_cuda_graphs;
@@ -152,31 +162,48 @@ static teexec_status *new_graph(teexec_session *s, const tx_shape *shapes)
     cfg.stream = o->cuda_stream;
     cfg.n_inputs = s->n_in;
     const char **names = calloc(s->n_in ? s->n_in : 1, sizeof(*names));
-    if (!names) return tx_oom();
-    for (size_t i = 0; i < s->n_in; i++) names[i] = s->g->values[s->in_vals[i]].name;
+    tx_shape *shapes = calloc(s->n_in ? s->n_in : 1, sizeof(*shapes));
+    if (!names || !shapes) {
+        free(names);
+        free(shapes);
+        return tx_oom();
+    }
+    for (size_t i = 0; i < s->n_in; i++) {
+        names[i] = s->g->values[s->in_vals[i]].name;
+        shapes[i] = req->vals[s->in_vals[i]].shape;
+    }
     cfg.input_names = names;
     cfg.input_shapes = shapes;
     tx_gpu_graph *g = NULL;
     teexec_status *st = tx_gpu_graph_create(s->model, &cfg, &g);
     free(names);
+    free(shapes);
     TX_TRY(st);
-    tx_shape *copy = malloc((s->n_in ? s->n_in : 1) * sizeof(*copy));
-    if (!copy) {
-        tx_gpu_graph_destroy(g);
-        return tx_oom();
-    }
-    memcpy(copy, shapes, s->n_in * sizeof(*copy));
-    if (s->n_gpu == TX_MAX_GPU_GRAPHS) {
-        tx_gpu_graph_destroy(s->gpu[0]);
-        free(s->gpu_shapes[0]);
-        memmove(&s->gpu[0], &s->gpu[1], (TX_MAX_GPU_GRAPHS - 1) * sizeof(s->gpu[0]));
-        memmove(&s->gpu_shapes[0], &s->gpu_shapes[1], (TX_MAX_GPU_GRAPHS - 1) * sizeof(s->gpu_shapes[0]));
-        s->n_gpu--;
-    }
-    s->gpu[s->n_gpu] = g;
-    s->gpu_shapes[s->n_gpu] = copy;
-    s->last_gpu = s->n_gpu;
-    s->n_gpu++;
+    *payload = g;
+    return NULL;
+}
+
+static void free_graph(void *ctx, tx_fuser_plan *plan, void *payload)
+{
+    (void)ctx;
+    (void)plan;
+    tx_gpu_graph_destroy(payload);
+}
+
+/* The executor for these input shapes (in_vals order; the dtypes are the
+ * bound tensors'), from the cache or made now. */
+static teexec_status *graph_for(teexec_session *s, const teexec_dtype *dts, const tx_shape *shapes,
+                                tx_gpu_graph **out)
+{
+    tx_plan_request req;
+    /* the session's recipe and determinism: those of the CUDA options */
+    tx_session_key(s, dts, shapes, &req);
+    memset(&req.device, 0, sizeof req.device);
+    strcpy(req.device.name, "cuda");
+    void *payload = NULL;
+    TX_TRY(tx_plan_cache_lookup(s->gpu, s->g, &req, NULL, &payload, NULL));
+    *out = payload;
+    s->last_gpu = payload;
     return NULL;
 }
 
@@ -184,25 +211,30 @@ teexec_status *tx_session_cuda_init(teexec_session *s, const teexec_session_opti
 {
     s->cuda = true;
     TX_TRY(copy_options(s, o));
+    TX_TRY(tx_plan_cache_create_entries(TX_MAX_GPU_GRAPHS, build_graph, free_graph, s, &s->gpu));
     /* the declared shapes, when the CPU side could plan them, are planned
      * on the device now (not lazily on the first run) */
-    if (s->n_plans == 0) return NULL;
-    return new_graph(s, s->plans[0]->sig_shape);
+    if (!s->declared) return NULL;
+    teexec_dtype *dts = calloc(s->n_in ? s->n_in : 1, sizeof(*dts));
+    if (!dts) return tx_oom();
+    for (size_t i = 0; i < s->n_in; i++) dts[i] = s->g->values[s->in_vals[i]].dtype;
+    tx_gpu_graph *g = NULL;
+    teexec_status *st = graph_for(s, dts, s->declared, &g);
+    free(dts);
+    return st;
 }
 
 void tx_session_cuda_free(teexec_session *s)
 {
-    for (size_t i = 0; i < s->n_gpu; i++) {
-        tx_gpu_graph_destroy(s->gpu[i]);
-        free(s->gpu_shapes[i]);
-    }
-    s->n_gpu = 0;
+    tx_plan_cache_free(s->gpu);
+    s->gpu = NULL;
+    s->last_gpu = NULL;
     if (s->gpu_opts) free(s->gpu_opts->recipe);
     free(s->gpu_opts);
     s->gpu_opts = NULL;
 }
 
-size_t tx_session_cuda_plan_count(const teexec_session *s) { return s->n_gpu; }
+size_t tx_session_cuda_plan_count(const teexec_session *s) { return tx_plan_cache_size(s->gpu); }
 
 teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *ro,
                                    const tx_tensor **bound, size_t n_outputs,
@@ -211,31 +243,22 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *
     tx_gpu_graph *g = NULL;
     if (!bound) {
         /* the previous run's inputs, still on the device */
-        if (!s->n_gpu)
+        if (!s->last_gpu)
             return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                             "no inputs given and no earlier run to take them from");
-        g = s->gpu[s->last_gpu];
-    }
-    for (size_t k = 0; k < s->n_gpu && !g; k++) {
-        size_t i = 0;
-        for (; i < s->n_in; i++) {
-            tx_shape sh = tx_shape_of(bound[i]);
-            if (!tx_shape_equal(&s->gpu_shapes[k][i], &sh)) break;
-        }
-        if (i == s->n_in) {
-            g = s->gpu[k];
-            s->last_gpu = k;
-        }
-    }
-    if (!g) {
+        g = s->last_gpu;
+    } else {
+        teexec_dtype *dts = calloc(s->n_in ? s->n_in : 1, sizeof(*dts));
         tx_shape *shapes = calloc(s->n_in ? s->n_in : 1, sizeof(*shapes));
-        if (!shapes) return tx_oom();
-        for (size_t i = 0; i < s->n_in; i++) shapes[i] = tx_shape_of(bound[i]);
-        teexec_status *st = new_graph(s, shapes);
+        teexec_status *st = (!dts || !shapes) ? tx_oom() : NULL;
+        for (size_t i = 0; !st && i < s->n_in; i++) {
+            dts[i] = bound[i]->dtype;
+            shapes[i] = tx_shape_of(bound[i]);
+        }
+        if (!st) st = graph_for(s, dts, shapes, &g);
+        free(dts);
         free(shapes);
         TX_TRY(st);
-        s->last_gpu = s->n_gpu - 1;
-        g = s->gpu[s->last_gpu];
     }
     size_t no = tx_gpu_graph_output_count(g);
     tx_tensor *outs = calloc(no ? no : 1, sizeof(*outs));
@@ -299,6 +322,6 @@ teexec_status *teexec_session_profile(const teexec_session *s, char **out_text)
     if (!s->cuda || !s->gpu_opts || !s->gpu_opts->profile)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                         "the session was not created with profiling on a CUDA device");
-    if (!s->n_gpu) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "nothing has run yet");
-    return tx_gpu_graph_profile(s->gpu[s->n_gpu - 1], out_text);
+    if (!s->last_gpu) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "nothing has run yet");
+    return tx_gpu_graph_profile(s->last_gpu, out_text);
 }

@@ -1,10 +1,13 @@
 /*
  * session_cuda.h - the CUDA side of teexec_session (exec/session_cuda.c):
- * device choice, the executors per input-shape signature, and the option
- * parsing shared with the trainer.
+ * device choice, the executors per input-shape signature (payloads of the
+ * session's plan cache, planner/plan_cache.h: at most TX_MAX_GPU_GRAPHS,
+ * the one made longest ago dropped first), and the option parsing shared
+ * with the trainer.
  *
- * Ownership: executors and copied options belong to the session
- * (tx_session_cuda_free). Thread-safety: as the session (one thread).
+ * Ownership: executors (through their cache) and copied options belong to
+ * the session (tx_session_cuda_free). Thread-safety: as the session (one
+ * thread).
  */
 #ifndef TEEXEC_EXEC_SESSION_CUDA_H
 #define TEEXEC_EXEC_SESSION_CUDA_H
@@ -24,7 +27,8 @@ teexec_status *tx_resolve_device(teexec_device asked, const char *recipe, teexec
                                  bool cpu_recipes, bool *use_cuda) TX_NODISCARD;
 
 /* Called by teexec_session_create once the CPU-side pieces (binding,
- * shape checks) exist; plans the declared shapes on the device. */
+ * shape checks) exist; plans the declared shapes (s->declared) on the
+ * device, so the first run with them plans nothing. */
 teexec_status *tx_session_cuda_init(teexec_session *s, const teexec_session_options *o) TX_NODISCARD;
 void tx_session_cuda_free(teexec_session *s);
 size_t tx_session_cuda_plan_count(const teexec_session *s);

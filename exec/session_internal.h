@@ -1,7 +1,9 @@
 /*
  * session_internal.h - what a teexec_session holds: the model it runs, a
- * backend instance, one kernel per node, the decoded initializers, and a
- * cache of plans, one per input-shape signature.
+ * backend instance, one kernel per node, the decoded initializers, and its
+ * per-shape plans in the one plan cache (planner/plan_cache.h): a tx_plan
+ * per input-shape signature as the entry's payload, its fuser plan as the
+ * entry's plan.
  *
  * A plan (tx_plan) is everything that depends on the input shapes: the
  * inferred dtype/shape of every value, the values known before running
@@ -15,7 +17,12 @@
  * Ownership: the session owns its plans, the arenas and the decoded
  * initializers; the model must outlive the session.
  * Thread-safety: one thread at a time per session (plans are added to the
- * cache during runs).
+ * cache during runs; each session has its own caches).
+ *
+ * When plans are made: creating a session plans the declared input shapes
+ * (symbolic dims from the options) -- the CPU plan and, for a CUDA session,
+ * the device executor -- so the first run with them plans nothing; a run
+ * with another signature plans it then.
  */
 #ifndef TEEXEC_EXEC_SESSION_INTERNAL_H
 #define TEEXEC_EXEC_SESSION_INTERNAL_H
@@ -34,13 +41,13 @@
  * weights' memory. */
 #define TX_FOLD_MAX_ELEMENTS 65536u
 
-/* Plans kept per session; past this, the oldest is dropped (a server fed
- * ever-new sequence lengths must not grow without bound). */
+/* Plans kept per session; past this, the one made longest ago is dropped
+ * (plan_cache.h; a server fed ever-new sequence lengths must not grow
+ * without bound). */
 #define TX_MAX_PLANS 32u
 
 typedef struct tx_plan {
-    teexec_dtype *sig_dtype;  /* per session input */
-    tx_shape *sig_shape;      /* per session input */
+    /* (its input signature is the cache entry's key) */
     tx_infer_value *vals;     /* per graph value */
     bool *skip;               /* per node: folded, not run */
     size_t *offset;           /* per value: arena offset, or SIZE_MAX */
@@ -71,7 +78,8 @@ struct teexec_session_options {
 };
 
 /* CUDA sessions keep one executor per input-shape signature (each with its
- * own captured CUDA graph); past this many the oldest is dropped. */
+ * own captured CUDA graph) as the payloads of a plan cache; past this many
+ * the one made longest ago is dropped. */
 #define TX_MAX_GPU_GRAPHS 4u
 
 struct tx_gpu_graph;
@@ -100,10 +108,8 @@ struct teexec_session {
     bool plan_only;          /* CUDA sessions and the executor's planning
                               * session: no host activation arena */
     teexec_session_options *gpu_opts;
-    struct tx_gpu_graph *gpu[TX_MAX_GPU_GRAPHS];
-    tx_shape *gpu_shapes[TX_MAX_GPU_GRAPHS];
-    size_t n_gpu;
-    size_t last_gpu;         /* the executor of the last run */
+    struct tx_plan_cache *gpu;      /* payloads: tx_gpu_graph (exec/session_cuda.c) */
+    struct tx_gpu_graph *last_gpu;  /* the executor of the last run (in `gpu`) */
     /* CPU sessions: the recipe and determinism every fuser plan is built
      * for, the fp8-delayed scaling state (one per session, rolled after
      * each run as TE does under fp8_autocast), the number of runs so far
@@ -120,8 +126,14 @@ struct teexec_session {
     int32_t *in_vals;        /* graph inputs the caller feeds, model->inputs order */
     size_t n_in;
     int64_t *last_use;       /* per value: last reading node; n_nodes for graph outputs */
-    tx_plan **plans;
-    size_t n_plans, cap_plans;
+    /* The per-shape plans (payloads: tx_plan) and the key scratch: one
+     * value per graph value, only the fed inputs' dtype and shape set. */
+    tx_plan_cache *plans;
+    tx_device_caps caps;              /* "cpu": the device the plans are for */
+    tx_infer_value *key_vals;
+    /* The declared input shapes planned at creation (in_vals order), NULL
+     * when the model leaves some undeclared. */
+    tx_shape *declared;
     /* Per-node scratch sized for the widest node (planning and runs use one
      * node at a time), kept off the stack: a session may run on a thread
      * with a small stack. */
@@ -139,6 +151,16 @@ struct teexec_session {
  * value's type and the values folded before running. */
 teexec_status *tx_session_plan_for(teexec_session *s, const teexec_dtype *dts,
                                    const tx_shape *shapes, const tx_plan **out) TX_NODISCARD;
+
+/* The request the session's plans are keyed on for these input dtypes
+ * and shapes (in in_vals order; both NULL: the ones already in
+ * s->key_vals): fills s->key_vals, which *req borrows. */
+void tx_session_key(teexec_session *s, const teexec_dtype *dts, const tx_shape *shapes,
+                    tx_plan_request *req);
+
+/* Test query: plans made over the session's life (CPU plans; for a CUDA
+ * session, device executors), evicted ones included. */
+uint64_t tx_session_plans_built(const teexec_session *s);
 
 /* Debug query: the kernels the last successful CPU run executed for the
  * plan's CHAIN groups, in execution order (*n entries; borrowed until the

@@ -20,6 +20,7 @@
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/loss.h"
 #include "kernels/cpu/optim.h"
+#include "planner/plan_cache.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -68,11 +69,17 @@ struct teexec_trainer {
     uint64_t n_steps;        /* steps begun, for tx_train_rng_offset */
     bool stepped;
     /* CUDA trainers: the executor (made at creation when the inputs'
-     * shapes are declared, else at the first step) and its input shapes */
+     * shapes are declared, else at the first step) as the one payload of
+     * the trainer's plan cache (planner/plan_cache.h, capacity 1: the
+     * optimizer state lives with the executor, so another set of shapes is
+     * refused rather than planned), its input shapes, and the key scratch
+     * (one value per graph value, the inputs' dtype and shape set). */
     bool cuda;
     char *recipe;
-    tx_gpu_graph *gpu;
+    tx_plan_cache *gpu_cache;
+    tx_gpu_graph *gpu;       /* borrowed from gpu_cache */
     tx_shape *gpu_shapes;
+    tx_infer_value *gpu_key;
     bool params_synced;      /* params[] hold the device's current values */
 };
 
@@ -157,8 +164,9 @@ void teexec_trainer_destroy(teexec_trainer *t)
     free(t->user_params);
     free(t->loss_output_name);
     free(t->freeze);
-    tx_gpu_graph_destroy(t->gpu);
+    tx_plan_cache_free(t->gpu_cache);
     free(t->gpu_shapes);
+    free(t->gpu_key);
     free(t->recipe);
     free(t);
 }
@@ -313,32 +321,93 @@ static teexec_status *analyse(teexec_trainer *t)
 
 /* ---- the CUDA trainer ---------------------------------------------------- */
 
-static teexec_status *gpu_create(teexec_trainer *t, const tx_shape *shapes)
+/* Entry builder: the executor for the input shapes the key holds (every
+ * graph input's, req->vals). */
+static teexec_status *gpu_build(void *ctx, const tx_ir_graph *g, const tx_plan_request *req,
+                                tx_fuser_plan **plan, void **payload)
 {
-    const tx_ir_graph *g = t->g;
+    teexec_trainer *t = ctx;
+    *plan = NULL; /* the executor plans inside itself */
+    *payload = NULL;
     tx_gpu_graph_config cfg;
     memset(&cfg, 0, sizeof cfg);
-    TX_TRY(tx_recipe_parse(t->opt.recipe ? t->opt.recipe : "none", &cfg.recipe));
+    cfg.recipe = req->recipe;
     cfg.dtype = t->opt.dtype;
     cfg.training = true;
-    cfg.deterministic = t->opt.deterministic != 0;
+    cfg.deterministic = req->deterministic;
     cfg.cuda_graphs = t->opt.cuda_graphs != 0;
     cfg.profile = t->opt.profile != 0;
     cfg.train = &t->opt;
-    size_t n = 0;
-    const char **names = calloc(g->n_inputs ? g->n_inputs : 1, sizeof(*names));
-    if (!names) return tx_oom();
-    for (size_t i = 0; i < g->n_inputs; i++) names[n++] = g->values[g->inputs[i]].name;
+    size_t n = g->n_inputs;
+    const char **names = calloc(n ? n : 1, sizeof(*names));
+    tx_shape *shapes = calloc(n ? n : 1, sizeof(*shapes));
+    if (!names || !shapes) {
+        free(names);
+        free(shapes);
+        return tx_oom();
+    }
+    for (size_t i = 0; i < n; i++) {
+        names[i] = g->values[g->inputs[i]].name;
+        shapes[i] = req->vals[g->inputs[i]].shape;
+    }
     cfg.n_inputs = n;
     cfg.input_names = names;
     cfg.input_shapes = shapes;
-    teexec_status *st = tx_gpu_graph_create(t->model, &cfg, &t->gpu);
+    tx_gpu_graph *gg = NULL;
+    teexec_status *st = tx_gpu_graph_create(t->model, &cfg, &gg);
     free(names);
+    free(shapes);
     TX_TRY(st);
-    t->gpu_shapes = malloc((n ? n : 1) * sizeof(*t->gpu_shapes));
-    if (!t->gpu_shapes) return tx_oom();
+    *payload = gg;
+    return NULL;
+}
+
+static void gpu_entry_free(void *ctx, tx_fuser_plan *plan, void *payload)
+{
+    (void)ctx;
+    (void)plan;
+    tx_gpu_graph_destroy(payload);
+}
+
+/* Plans the executor for these shapes (every graph input's) through the
+ * trainer's plan cache: key = (shapes, recipe, device, training,
+ * determinism). Called once: later steps refuse other shapes. */
+static teexec_status *gpu_create(teexec_trainer *t, const tx_shape *shapes)
+{
+    const tx_ir_graph *g = t->g;
+    size_t n = g->n_inputs;
+    if (!t->gpu_cache)
+        TX_TRY(tx_plan_cache_create_entries(1, gpu_build, gpu_entry_free, t, &t->gpu_cache));
+    if (!t->gpu_key && !(t->gpu_key = calloc(g->n_values ? g->n_values : 1, sizeof(*t->gpu_key))))
+        return tx_oom();
+    for (size_t i = 0; i < n; i++) {
+        tx_infer_value *iv = &t->gpu_key[g->inputs[i]];
+        iv->dtype = g->values[g->inputs[i]].dtype;
+        iv->shape = shapes[i];
+        iv->shape_known = true;
+    }
+    tx_plan_request req;
+    memset(&req, 0, sizeof req);
+    TX_TRY(tx_recipe_parse(t->opt.recipe ? t->opt.recipe : "none", &req.recipe));
+    strcpy(req.device.name, "cuda");
+    req.training = true;
+    req.deterministic = t->opt.deterministic != 0;
+    req.vals = t->gpu_key;
+    req.n_vals = g->n_values;
+    if (!t->gpu_shapes) {
+        t->gpu_shapes = malloc((n ? n : 1) * sizeof(*t->gpu_shapes));
+        if (!t->gpu_shapes) return tx_oom();
+    }
+    void *payload = NULL;
+    TX_TRY(tx_plan_cache_lookup(t->gpu_cache, g, &req, NULL, &payload, NULL));
+    t->gpu = payload;
     memcpy(t->gpu_shapes, shapes, n * sizeof(*shapes));
     return NULL;
+}
+
+uint64_t tx_trainer_plans_built(const teexec_trainer *t)
+{
+    return t ? tx_plan_cache_builds(t->gpu_cache) : 0;
 }
 
 /* With every input's dims declared, the device is planned now. */

@@ -63,6 +63,12 @@ typedef teexec_status *(*tx_bwd_fn)(const tx_bwd_call *c);
  * backward rule (exec/backward_std.c) is therefore the identity too. */
 uint64_t tx_train_rng_offset(uint64_t seed, uint64_t step, uint64_t n_nodes, uint64_t node);
 
+/* Test query: executors a CUDA trainer planned through its plan cache
+ * (planner/plan_cache.h; 1 after creation when the inputs' shapes are
+ * declared, else after the first step; 0 for a CPU trainer, which runs its
+ * graph node by node and keeps no per-shape plan). */
+uint64_t tx_trainer_plans_built(const teexec_trainer *t);
+
 /* The backward rule for a standard-domain op, or NULL when there is none. */
 tx_bwd_fn tx_bwd_find(const char *domain, const char *op_type);
 

@@ -329,7 +329,8 @@ teexec_status *tx_fuser_plan_dot(const tx_fuser_plan *p, const tx_ir_graph *g,
 
 /* Plans keyed on: input shapes and dtypes, the whole recipe (every field, not
  * just its kind), training vs inference, which inputs need grads, frozen
- * params, determinism and the device caps. Bounded (oldest dropped). */
+ * params, determinism and the device caps. Bounded: past `capacity` the entry
+ * inserted longest ago is dropped (plan_cache.h: entries, payloads, eviction). */
 typedef struct tx_plan_cache tx_plan_cache;
 
 teexec_status *tx_plan_cache_create(size_t capacity, tx_plan_cache **out) TX_NODISCARD;

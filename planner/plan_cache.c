@@ -1,5 +1,6 @@
 /* plan_cache.c - plans keyed on everything a plan depends on (key in
- * plan_cache.h), bounded, oldest dropped first. TE keys its fusion cache on
+ * plan_cache.h), bounded, the oldest insert dropped first (a hit does not
+ * refresh an entry), each with an optional executor payload. TE keys its fusion cache on
  * the recipe's class only (te-ops.md 3.3), so changing a field of the same
  * recipe keeps a stale plan; here every field is part of the key. */
 #include "planner/plan_cache.h"
@@ -23,11 +24,18 @@ typedef struct plan_key {
 typedef struct cache_entry {
     plan_key key;
     tx_fuser_plan *plan;
+    void *payload;
 } cache_entry;
 
 struct tx_plan_cache {
-    cache_entry *entries; /* ring of capacity slots */
+    cache_entry *entries; /* ring of capacity slots, oldest insert at `oldest` */
     size_t capacity, count, oldest;
+    uint64_t builds;
+    /* entry builder and destructor; the plan-only ones (create_with) run
+     * through the adapters below with the cache itself as ctx */
+    tx_plan_entry_build_fn build_entry;
+    tx_plan_entry_free_fn free_entry;
+    void *ctx;
     tx_plan_build_fn build;
     tx_plan_free_fn free_fn;
 };
@@ -193,12 +201,28 @@ uint64_t tx_plan_cache_hash(const tx_ir_graph *g, const tx_plan_request *req)
 
 /* ---- the cache -------------------------------------------------------------- */
 
-teexec_status *tx_plan_cache_create_with(size_t capacity, tx_plan_build_fn build, tx_plan_free_fn free_fn,
-                                         tx_plan_cache **out)
+static teexec_status *plan_only_build(void *ctx, const tx_ir_graph *g, const tx_plan_request *req,
+                                      tx_fuser_plan **plan, void **payload)
+{
+    const tx_plan_cache *c = ctx;
+    *payload = NULL;
+    TX_TRY(c->build(g, req, plan));
+    if (!*plan) return tx_error(TEEXEC_ERR_INTERNAL, "plan cache: the builder returned no plan");
+    return NULL;
+}
+
+static void plan_only_free(void *ctx, tx_fuser_plan *plan, void *payload)
+{
+    const tx_plan_cache *c = ctx;
+    (void)payload;
+    c->free_fn(plan);
+}
+
+static teexec_status *cache_alloc(size_t capacity, tx_plan_cache **out)
 {
     *out = NULL;
-    if (!capacity || !build || !free_fn)
-        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "plan cache: capacity must be at least 1 and a builder given");
+    if (!capacity)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "plan cache: capacity must be at least 1");
     if (capacity > SIZE_MAX / sizeof(cache_entry))
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "plan cache: capacity %zu too large", capacity);
     tx_plan_cache *c = calloc(1, sizeof(*c));
@@ -209,9 +233,37 @@ teexec_status *tx_plan_cache_create_with(size_t capacity, tx_plan_build_fn build
         return tx_oom();
     }
     c->capacity = capacity;
+    *out = c;
+    return NULL;
+}
+
+teexec_status *tx_plan_cache_create_entries(size_t capacity, tx_plan_entry_build_fn build,
+                                            tx_plan_entry_free_fn free_fn, void *ctx,
+                                            tx_plan_cache **out)
+{
+    if (out) *out = NULL;
+    if (!out || !build || !free_fn)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "plan cache: a builder and a destructor are needed");
+    TX_TRY(cache_alloc(capacity, out));
+    (*out)->build_entry = build;
+    (*out)->free_entry = free_fn;
+    (*out)->ctx = ctx;
+    return NULL;
+}
+
+teexec_status *tx_plan_cache_create_with(size_t capacity, tx_plan_build_fn build, tx_plan_free_fn free_fn,
+                                         tx_plan_cache **out)
+{
+    *out = NULL;
+    if (!capacity || !build || !free_fn)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "plan cache: capacity must be at least 1 and a builder given");
+    TX_TRY(cache_alloc(capacity, out));
+    tx_plan_cache *c = *out;
+    c->build_entry = plan_only_build;
+    c->free_entry = plan_only_free;
+    c->ctx = c;
     c->build = build;
     c->free_fn = free_fn;
-    *out = c;
     return NULL;
 }
 
@@ -225,7 +277,7 @@ void tx_plan_cache_free(tx_plan_cache *c)
     if (!c) return;
     for (size_t i = 0; i < c->count; i++) {
         cache_entry *e = &c->entries[(c->oldest + i) % c->capacity];
-        c->free_fn(e->plan);
+        c->free_entry(c->ctx, e->plan, e->payload);
         key_free(&e->key);
     }
     free(c->entries);
@@ -234,10 +286,13 @@ void tx_plan_cache_free(tx_plan_cache *c)
 
 size_t tx_plan_cache_size(const tx_plan_cache *c) { return c ? c->count : 0; }
 
-teexec_status *tx_plan_cache_get(tx_plan_cache *c, const tx_ir_graph *g, const tx_plan_request *req,
-                                 const tx_fuser_plan **out, bool *hit)
+uint64_t tx_plan_cache_builds(const tx_plan_cache *c) { return c ? c->builds : 0; }
+
+teexec_status *tx_plan_cache_lookup(tx_plan_cache *c, const tx_ir_graph *g, const tx_plan_request *req,
+                                    const tx_fuser_plan **plan, void **payload, bool *hit)
 {
-    *out = NULL;
+    if (plan) *plan = NULL;
+    if (payload) *payload = NULL;
     if (hit) *hit = false;
     if (!c || !g || !req) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "plan cache: missing argument");
     plan_key k;
@@ -246,32 +301,43 @@ teexec_status *tx_plan_cache_get(tx_plan_cache *c, const tx_ir_graph *g, const t
         cache_entry *e = &c->entries[(c->oldest + i) % c->capacity];
         if (key_equal(&e->key, &k)) {
             key_free(&k);
-            *out = e->plan;
+            if (plan) *plan = e->plan;
+            if (payload) *payload = e->payload;
             if (hit) *hit = true;
             return NULL;
         }
     }
-    tx_fuser_plan *plan = NULL;
-    teexec_status *st = c->build(g, req, &plan);
+    tx_fuser_plan *np = NULL;
+    void *npay = NULL;
+    teexec_status *st = c->build_entry(c->ctx, g, req, &np, &npay);
     if (st) {
         key_free(&k);
         return st;
     }
-    if (!plan) {
+    if (!np && !npay) {
         key_free(&k);
-        return tx_error(TEEXEC_ERR_INTERNAL, "plan cache: the builder returned no plan");
+        return tx_error(TEEXEC_ERR_INTERNAL, "plan cache: the builder returned nothing");
     }
-    if (c->count == c->capacity) { /* drop the oldest */
+    c->builds++;
+    if (c->count == c->capacity) { /* drop the oldest insert */
         cache_entry *e = &c->entries[c->oldest];
-        c->free_fn(e->plan);
+        c->free_entry(c->ctx, e->plan, e->payload);
         key_free(&e->key);
         c->oldest = (c->oldest + 1) % c->capacity;
         c->count--;
     }
     cache_entry *e = &c->entries[(c->oldest + c->count) % c->capacity];
     e->key = k;
-    e->plan = plan;
+    e->plan = np;
+    e->payload = npay;
     c->count++;
-    *out = plan;
+    if (plan) *plan = np;
+    if (payload) *payload = npay;
     return NULL;
+}
+
+teexec_status *tx_plan_cache_get(tx_plan_cache *c, const tx_ir_graph *g, const tx_plan_request *req,
+                                 const tx_fuser_plan **out, bool *hit)
+{
+    return tx_plan_cache_lookup(c, g, req, out, NULL, hit);
 }

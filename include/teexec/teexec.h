@@ -557,9 +557,15 @@ TEEXEC_API teexec_status *teexec_session_run_with(teexec_session *session,
 /* The device a session runs on: "cpu" or "cuda". Static string. */
 TEEXEC_API const char *teexec_session_device_name(const teexec_session *session);
 
-/* Number of input-shape signatures currently planned (1 after creation
- * when the model declares its input shapes; a CPU session keeps at most 32,
- * a CUDA session 4, the oldest dropped first). */
+/* Number of input-shape signatures currently planned. Creating a session
+ * plans the model's declared input shapes (symbolic dims from
+ * options_set_dim, 1 otherwise), so this is 1 after creation when the
+ * model declares them and the first run with those shapes plans nothing;
+ * each new signature a run brings is planned by that run. A CPU session
+ * keeps at most 32 signatures, a CUDA session 4 (one executor each); one
+ * more drops the signature planned longest ago (oldest insert first: using
+ * a signature does not keep it), and running a dropped signature again
+ * plans it anew. */
 TEEXEC_API size_t teexec_session_plan_count(const teexec_session *session);
 
 /* The profile gathered so far (options_set_profile): a text table, one row

@@ -1,6 +1,8 @@
 /* Tests for the plan cache: an equal request hits (the same plan), a change
  * of any one key component misses, the cache drops its oldest plan past its
- * capacity, and the real builder is used by tx_plan_cache_create. */
+ * capacity, entries with executor payloads (built, counted, dropped in
+ * insertion order whatever the hits, released by the destructor), and the
+ * real builder is used by tx_plan_cache_create. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -256,6 +258,144 @@ static void bad_arguments_and_failures(void **state)
     base_free(&b);
 }
 
+/* ---- entries with payloads ------------------------------------------------ */
+
+typedef struct payload_log {
+    int made, freed;
+    int last_freed;   /* id of the payload freed last */
+    bool with_plan;   /* entries carry a plan beside the payload */
+} payload_log;
+
+typedef struct payload {
+    int id;
+} payload;
+
+static teexec_status *payload_build(void *ctx, const tx_ir_graph *g, const tx_plan_request *req,
+                                    tx_fuser_plan **plan, void **out)
+{
+    payload_log *log = ctx;
+    *plan = NULL;
+    *out = NULL;
+    if (log->with_plan) TX_TRY(counting_build(g, req, plan));
+    payload *p = malloc(sizeof(*p));
+    if (!p) {
+        free(*plan);
+        *plan = NULL;
+        return tx_oom();
+    }
+    p->id = log->made++;
+    *out = p;
+    return NULL;
+}
+
+static void payload_free(void *ctx, tx_fuser_plan *plan, void *pl)
+{
+    payload_log *log = ctx;
+    log->freed++;
+    log->last_freed = ((payload *)pl)->id;
+    free(plan);
+    free(pl);
+}
+
+static int lookup_id(tx_plan_cache *c, const tx_ir_graph *g, const tx_plan_request *r, bool *hit)
+{
+    void *pl = NULL;
+    teexec_status *st = tx_plan_cache_lookup(c, g, r, NULL, &pl, hit);
+    if (st) fail_msg("%s", teexec_status_message(st));
+    assert_non_null(pl);
+    return ((payload *)pl)->id;
+}
+
+static void payload_entries_counted_and_dropped_in_insert_order(void **state)
+{
+    (void)state;
+    base b;
+    base_make(&b);
+    payload_log log = {0};
+    tx_plan_cache *c;
+    assert_null(tx_plan_cache_create_entries(2, payload_build, payload_free, &log, &c));
+    req_copy r1, r2;
+    copy_req(&b, &r1);
+    copy_req(&b, &r2);
+    r1.req.training = false;
+    r2.req.deterministic = true;
+    bool hit;
+    assert_int_equal(lookup_id(c, b.m.g, &b.req, &hit), 0);
+    assert_false(hit);
+    assert_int_equal(lookup_id(c, b.m.g, &b.req, &hit), 0);
+    assert_true(hit);
+    assert_int_equal(lookup_id(c, b.m.g, &r1.req, &hit), 1);
+    assert_int_equal(tx_plan_cache_builds(c), 2);
+    /* a hit does not refresh: the base entry (inserted first) is dropped
+     * although it was used last */
+    assert_int_equal(lookup_id(c, b.m.g, &b.req, &hit), 0);
+    assert_true(hit);
+    assert_int_equal(lookup_id(c, b.m.g, &r2.req, &hit), 2);
+    assert_false(hit);
+    assert_int_equal(log.freed, 1);
+    assert_int_equal(log.last_freed, 0);
+    assert_int_equal(tx_plan_cache_size(c), 2);
+    assert_int_equal(lookup_id(c, b.m.g, &r1.req, &hit), 1);
+    assert_true(hit);
+    /* re-planning the dropped request counts as a build */
+    assert_int_equal(lookup_id(c, b.m.g, &b.req, &hit), 3);
+    assert_false(hit);
+    assert_int_equal(tx_plan_cache_builds(c), 4);
+    assert_int_equal(log.last_freed, 1);
+    tx_plan_cache_free(c);
+    assert_int_equal(log.freed, 4); /* every payload released once */
+
+    /* with a plan beside the payload: both are handed out */
+    payload_log log2 = {.with_plan = true};
+    assert_null(tx_plan_cache_create_entries(1, payload_build, payload_free, &log2, &c));
+    const tx_fuser_plan *fp = NULL;
+    void *pl = NULL;
+    assert_null(tx_plan_cache_lookup(c, b.m.g, &b.req, &fp, &pl, &hit));
+    assert_non_null(fp);
+    assert_non_null(pl);
+    assert_true(fp->training);
+    tx_plan_cache_free(c);
+    assert_int_equal(log2.freed, 1);
+
+    teexec_status *st = tx_plan_cache_create_entries(2, NULL, payload_free, &log, &c);
+    assert_int_equal(teexec_status_code(st), TEEXEC_ERR_INVALID_ARGUMENT);
+    assert_null(c);
+    teexec_status_destroy(st);
+    free(r1.vals);
+    free(r2.vals);
+    base_free(&b);
+}
+
+static teexec_status *empty_build(void *ctx, const tx_ir_graph *g, const tx_plan_request *req,
+                                  tx_fuser_plan **plan, void **out)
+{
+    (void)ctx;
+    (void)g;
+    (void)req;
+    *plan = NULL;
+    *out = NULL;
+    return NULL;
+}
+
+static void entry_with_nothing_refused(void **state)
+{
+    (void)state;
+    base b;
+    base_make(&b);
+    payload_log log = {0};
+    tx_plan_cache *c;
+    assert_null(tx_plan_cache_create_entries(2, empty_build, payload_free, &log, &c));
+    bool hit = true;
+    teexec_status *st = tx_plan_cache_lookup(c, b.m.g, &b.req, NULL, NULL, &hit);
+    assert_int_equal(teexec_status_code(st), TEEXEC_ERR_INTERNAL);
+    assert_false(hit);
+    assert_int_equal(tx_plan_cache_size(c), 0);
+    assert_int_equal(tx_plan_cache_builds(c), 0);
+    teexec_status_destroy(st);
+    tx_plan_cache_free(c);
+    base_free(&b);
+}
+
 static void real_builder(void **state)
 {
     (void)state;
@@ -282,6 +422,8 @@ int main(void)
         cmocka_unit_test(each_key_component_misses),
         cmocka_unit_test(oldest_dropped_past_capacity),
         cmocka_unit_test(bad_arguments_and_failures),
+        cmocka_unit_test(payload_entries_counted_and_dropped_in_insert_order),
+        cmocka_unit_test(entry_with_nothing_refused),
         cmocka_unit_test(real_builder),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
