@@ -394,7 +394,9 @@ static teexec_status *run_new(const tx_gx_group *g, const tx_gx_config *cfg, tx_
     r->g = g;
     r->cfg = cfg;
     r->n = n;
-    r->f = cfg->training ? tx_gx_first_op_requiring_backward(g) : n;
+    r->f = !cfg->training           ? n
+           : g->has_first_backward ? (g->first_backward < 0 ? 0 : g->first_backward > n ? n : g->first_backward)
+                                   : tx_gx_first_op_requiring_backward(g);
     int pcap = 1, scap = 1;
     for (int32_t i = 0; i < n; i++) {
         if (g->ops[i].n_params > pcap) pcap = g->ops[i].n_params;
@@ -483,7 +485,8 @@ static teexec_status *fwd_args(tx_gx_run *r, int32_t i, fwd_store *fs)
     a->aux = train ? fs->aux : NULL;
     a->n_aux = train ? s->n_aux : 0;
     a->training = train;
-    a->rng_offset = r->cfg->step * (uint64_t)(r->n + 1) + (uint64_t)i;
+    a->rng_offset = o->has_rng_offset ? o->rng_offset
+                                      : r->cfg->step * (uint64_t)(r->n + 1) + (uint64_t)i;
     return NULL;
 }
 

@@ -64,12 +64,22 @@ typedef struct tx_gx_op {
     int n_extra_inputs;
     int32_t channel_from[TX_TE_MAX_EXTRA]; /* -1, or the op whose extra output 0 feeds slot s */
     bool params_need_grad;
+    /* Random stream of the op's kernel (Dropout) when has_rng_offset, so a
+     * caller keeps its own numbering (the trainer's per-node offsets);
+     * else step * (n_ops + 1) + op. */
+    bool has_rng_offset;
+    uint64_t rng_offset;
 } tx_gx_op;
 
 typedef struct tx_gx_group {
     const tx_gx_op *ops;
     int32_t n_ops;
     bool input_needs_grad;
+    /* When set, the first op whose backward runs is first_backward (the
+     * plan's first_op_requiring_backward, which also counts external extra
+     * inputs needing a grad) instead of tx_gx_first_op_requiring_backward. */
+    bool has_first_backward;
+    int32_t first_backward;
 } tx_gx_group;
 
 typedef struct tx_gx_config {

@@ -11,15 +11,7 @@
 
 #define NX TX_TE_MAX_EXTRA
 
-/* How one CHAIN group runs. */
-typedef struct sgroup {
-    bool gx;                   /* through the group executor */
-    tx_gx_op *ops;             /* n_ops */
-    tx_te_node *dec;           /* n_ops: schema, attributes, parameter slots */
-    const tx_tensor **ptrs;    /* per op: its params, then NX extra inputs (filled per run) */
-    size_t *ptr_off;           /* n_ops */
-    tx_gx_group grp;
-} sgroup;
+typedef tx_sgroup sgroup;
 
 struct tx_sgroups {
     sgroup *g;                 /* per fuser group (STANDARD ones unused) */
@@ -27,7 +19,7 @@ struct tx_sgroups {
     int8_t *role;              /* per node: tx_sgroups_role */
 };
 
-static void sgroup_free(sgroup *g)
+void tx_sgroup_free(tx_sgroup *g)
 {
     free(g->ops);
     free(g->dec);
@@ -39,7 +31,7 @@ void tx_sgroups_free(tx_plan *p)
 {
     if (!p) return;
     if (p->sg) {
-        for (size_t i = 0; i < p->sg->n_groups; i++) sgroup_free(&p->sg->g[i]);
+        for (size_t i = 0; i < p->sg->n_groups; i++) tx_sgroup_free(&p->sg->g[i]);
         free(p->sg->g);
         free(p->sg->role);
         free(p->sg);
@@ -76,17 +68,14 @@ static int32_t fork_of(const tx_ir_graph *g, const tx_plan_group *pg, int32_t be
     return found;
 }
 
-/* Prepares a CHAIN group for the group executor; leaves sg->gx false when
- * it has to run node by node (see the header). */
-static teexec_status *prepare_group(const teexec_session *s, const tx_plan *p,
-                                    const tx_plan_group *pg, sgroup *sg)
+teexec_status *tx_sgroup_prepare(const tx_ir_graph *g, const bool *skip,
+                                 const tx_plan_group *pg, tx_sgroup *sg)
 {
-    const tx_ir_graph *g = s->g;
     sg->gx = false;
     int32_t n = pg->n_nodes;
     if (n < 1 || pg->main_input < 0 || pg->main_output < 0) return NULL;
     for (int32_t j = 0; j < n; j++) {
-        if (p->skip[pg->nodes[j]]) return NULL;
+        if (skip && skip[pg->nodes[j]]) return NULL;
         const tx_ir_node *nd = &g->nodes[pg->nodes[j]];
         for (size_t o = 2; o < nd->n_outputs; o++)
             if (nd->outputs[o] >= 0) return NULL;
@@ -141,18 +130,19 @@ static teexec_status *prepare_group(const teexec_session *s, const tx_plan *p,
     return NULL;
 }
 
-static teexec_status *init_delayed(teexec_session *s, const tx_fuser_plan *fp)
+teexec_status *tx_sgroups_init_delayed(const tx_recipe *recipe, const tx_fuser_plan *fp,
+                                      tx_delayed_state *delayed, bool *has_delayed)
 {
-    if (s->recipe.kind != TX_RECIPE_FP8_DELAYED) return NULL;
+    if (recipe->kind != TX_RECIPE_FP8_DELAYED) return NULL;
     int32_t max_slot = -1;
     for (size_t i = 0; i < fp->n_quant; i++)
         if (fp->quant[i].delayed_slot > max_slot) max_slot = fp->quant[i].delayed_slot;
-    if (s->has_delayed) {
+    if (*has_delayed) {
         /* slots number the quantized operands of the graph, whatever the shapes */
-        if ((uint32_t)(max_slot + 1) > s->delayed.count)
+        if ((uint32_t)(max_slot + 1) > delayed->count)
             return tx_error(TEEXEC_ERR_INTERNAL,
-                            "fp8-delayed: a plan has %d scaling slots, the session %u",
-                            (int)(max_slot + 1), (unsigned)s->delayed.count);
+                            "fp8-delayed: a plan has %d scaling slots, the state %u",
+                            (int)(max_slot + 1), (unsigned)delayed->count);
         return NULL;
     }
     if (max_slot < 0) return NULL;
@@ -162,11 +152,11 @@ static teexec_status *init_delayed(teexec_session *s, const tx_fuser_plan *fp)
     for (uint32_t i = 0; i < count; i++) fmts[i] = TEEXEC_DTYPE_FLOAT8E4M3FN;
     for (size_t i = 0; i < fp->n_quant; i++)
         if (fp->quant[i].delayed_slot >= 0) fmts[fp->quant[i].delayed_slot] = fp->quant[i].data_dtype;
-    int hist = s->recipe.amax_history_len > 0 ? s->recipe.amax_history_len : 1024;
-    teexec_status *st = tx_delayed_init(&s->delayed, (uint32_t)hist, count, 0, TX_AMAX_MAX, fmts);
+    int hist = recipe->amax_history_len > 0 ? recipe->amax_history_len : 1024;
+    teexec_status *st = tx_delayed_init(delayed, (uint32_t)hist, count, 0, TX_AMAX_MAX, fmts);
     free(fmts);
     TX_TRY(st);
-    s->has_delayed = true;
+    *has_delayed = true;
     return NULL;
 }
 
@@ -193,11 +183,11 @@ teexec_status *tx_sgroups_build(teexec_session *s, tx_plan *p)
     for (size_t k = 0; k < fp->n_groups; k++) {
         const tx_plan_group *pg = &fp->groups[k];
         if (pg->kind != TX_GROUP_CHAIN) continue;
-        TX_TRY(prepare_group(s, p, pg, &p->sg->g[k]));
+        TX_TRY(tx_sgroup_prepare(g, p->skip, pg, &p->sg->g[k]));
         if (!p->sg->g[k].gx) continue;
         for (int32_t j = 0; j < pg->n_nodes; j++) p->sg->role[pg->nodes[j]] = j == 0 ? 1 : -1;
     }
-    return init_delayed(s, fp);
+    return tx_sgroups_init_delayed(&s->recipe, fp, &s->delayed, &s->has_delayed);
 }
 
 int tx_sgroups_role(const tx_plan *p, size_t node)
@@ -237,14 +227,9 @@ static teexec_status *publish(const tx_tensor *t, int32_t v, const tx_tensor **c
     return NULL;
 }
 
-teexec_status *tx_sgroups_run(teexec_session *s, const tx_plan *p, size_t first,
-                              const tx_tensor **cur, tx_tensor *store)
+teexec_status *tx_sgroup_bind(const tx_ir_graph *g, const tx_plan_group *pg, tx_sgroup *sg,
+                              const tx_tensor *const *cur)
 {
-    const tx_ir_graph *g = s->g;
-    const tx_fuser_plan *fp = p->fplan;
-    int32_t gid = fp->group_of_node[first];
-    const tx_plan_group *pg = &fp->groups[gid];
-    sgroup *sg = &p->sg->g[gid];
     for (int32_t j = 0; j < pg->n_nodes; j++) {
         const tx_ir_node *nd = &g->nodes[pg->nodes[j]];
         const tx_te_node *d = &sg->dec[j];
@@ -270,6 +255,18 @@ teexec_status *tx_sgroups_run(teexec_session *s, const tx_plan *p, size_t first,
                                 g->values[nd->inputs[k]].name);
         }
     }
+    return NULL;
+}
+
+teexec_status *tx_sgroups_run(teexec_session *s, const tx_plan *p, size_t first,
+                              const tx_tensor **cur, tx_tensor *store)
+{
+    const tx_ir_graph *g = s->g;
+    const tx_fuser_plan *fp = p->fplan;
+    int32_t gid = fp->group_of_node[first];
+    const tx_plan_group *pg = &fp->groups[gid];
+    sgroup *sg = &p->sg->g[gid];
+    TX_TRY(tx_sgroup_bind(g, pg, sg, cur));
     const tx_tensor *input = cur[pg->main_input];
     if (!input)
         return tx_error(TEEXEC_ERR_INTERNAL, "value \"%s\" was not computed",

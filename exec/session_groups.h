@@ -25,7 +25,38 @@
 #ifndef TEEXEC_EXEC_SESSION_GROUPS_H
 #define TEEXEC_EXEC_SESSION_GROUPS_H
 
+#include "exec/group_exec.h"
+#include "import/shape_infer_te.h"
 #include "exec/session_internal.h"
+
+/* How one CHAIN group runs through the group executor; shared with the CPU
+ * trainer (exec/train_groups.c), which runs the same groups forward and
+ * backward. */
+typedef struct tx_sgroup {
+    bool gx;                   /* through the group executor */
+    tx_gx_op *ops;             /* n_ops */
+    tx_te_node *dec;           /* n_ops: schema, attributes, parameter slots */
+    const tx_tensor **ptrs;    /* per op: its params, then the extra inputs (filled per run) */
+    size_t *ptr_off;           /* n_ops */
+    tx_gx_group grp;
+} tx_sgroup;
+
+/* Prepares CHAIN group pg of g for the group executor; leaves sg->gx false
+ * when it has to run node by node (see above). skip: per node, folded at
+ * plan time (may be NULL). params_need_grad / input_needs_grad start false:
+ * a trainer sets them. Free with tx_sgroup_free, also after a failure. */
+teexec_status *tx_sgroup_prepare(const tx_ir_graph *g, const bool *skip,
+                                 const tx_plan_group *pg, tx_sgroup *sg) TX_NODISCARD;
+/* Points the group's parameters and external extra inputs at cur[value]. */
+teexec_status *tx_sgroup_bind(const tx_ir_graph *g, const tx_plan_group *pg, tx_sgroup *sg,
+                              const tx_tensor *const *cur) TX_NODISCARD;
+void tx_sgroup_free(tx_sgroup *sg);
+
+/* fp8-delayed: sets up *delayed (one slot per quantized operand of the
+ * plan) the first time (*has_delayed false), else checks the plan fits it.
+ * No-op for other recipes. */
+teexec_status *tx_sgroups_init_delayed(const tx_recipe *recipe, const tx_fuser_plan *fp,
+                                      tx_delayed_state *delayed, bool *has_delayed) TX_NODISCARD;
 
 /* Builds p->fplan for p->vals (inference, the session's recipe, device
  * "cpu") and decides how each CHAIN group runs. Also sets up the

@@ -168,4 +168,17 @@ uint64_t tx_session_plans_built(const teexec_session *s);
 const tx_run_kernel *tx_session_last_kernels(const teexec_session *s, size_t *n,
                                              const tx_fuser_plan **plan);
 
+/* The same for a CPU trainer's last step: the forward kernels of its CHAIN
+ * groups in forward order, then their backward kernels as they ran (each
+ * group's backward layout last kernel first, groups in reverse order);
+ * *plan is the training plan the step followed. Borrowed until the next
+ * step. */
+const tx_run_kernel *tx_trainer_last_kernels(const teexec_trainer *t, size_t *n,
+                                             const tx_fuser_plan **plan);
+
+/* Debug switch for tests: the CPU trainer (recipe none) drops its plan and
+ * runs every node with its own kernel and backward rule, as before the
+ * plan ran (the reference the planned run is compared with). */
+teexec_status *tx_trainer_debug_node_by_node(teexec_trainer *t) TX_NODISCARD;
+
 #endif

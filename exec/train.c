@@ -1,4 +1,6 @@
-/* train.c - the CPU training engine behind teexec_trainer_*: forward keeping
+/* train.c - the CPU training engine behind teexec_trainer_*: the training
+ * fuser plan (CHAIN groups through the group executor, exec/group_exec.h,
+ * under the recipe), forward keeping
  * every value, loss, reverse-topological backward walk, optimizer step. */
 #include "exec/train_internal.h"
 
@@ -11,6 +13,7 @@
 #include "exec/model_internal.h"
 #include "exec/op_gaps.h"
 #include "exec/prepare.h"
+#include "exec/session_groups.h"
 #include "exec/run_options.h"
 #include "exec/tensor_internal.h"
 #include "exec/trainable.h"
@@ -81,9 +84,29 @@ struct teexec_trainer {
     tx_shape *gpu_shapes;
     tx_infer_value *gpu_key;
     bool params_synced;      /* params[] hold the device's current values */
+    /* CPU trainers run the training fuser plan (device cpu, the recipe,
+     * training): CHAIN groups through the group executor forward and
+     * backward, every other node with its kernel and backward rule. The
+     * plan is for plan_shapes (the inputs' shapes; rebuilt when they
+     * change), made at creation when every input's dims are declared. */
+    tx_recipe rcp;
+    tx_fuser_plan *fplan;
+    tx_shape *plan_shapes;   /* per graph input */
+    tx_sgroup *sg;           /* per fuser group */
+    int8_t *role;            /* per node: 1 starts a group-executor group, -1 inside one */
+    tx_gx_run **runs;        /* per group: the step's forward run (its saved contexts) */
+    tx_gx_config gcfg;       /* the step's group config (the runs borrow it) */
+    const tx_tensor **cur;   /* per value: scratch for binding a group */
+    tx_delayed_state delayed; /* fp8-delayed: one per trainer, rolled after each step */
+    bool has_delayed;
+    bool no_plan;            /* tx_trainer_debug_node_by_node */
+    tx_run_kernel *trace;    /* the last step's group kernels (tx_trainer_last_kernels) */
+    size_t n_trace, cap_trace;
 };
 
 static teexec_status *list_user_params(teexec_trainer *t) TX_NODISCARD;
+static teexec_status *ensure_plan(teexec_trainer *t, bool *ok) TX_NODISCARD;
+static void free_plan(teexec_trainer *t);
 
 uint64_t tx_train_rng_offset(uint64_t seed, uint64_t step, uint64_t n_nodes, uint64_t node)
 {
@@ -124,8 +147,33 @@ void teexec_train_options_init(teexec_train_options *o)
     o->cuda_graphs = 1;
 }
 
+static void free_runs(teexec_trainer *t)
+{
+    if (!t->runs || !t->fplan) return;
+    for (size_t k = 0; k < t->fplan->n_groups; k++) {
+        tx_gx_run_free(t->runs[k]);
+        t->runs[k] = NULL;
+    }
+}
+
+static void free_plan(teexec_trainer *t)
+{
+    free_runs(t);
+    if (t->sg && t->fplan)
+        for (size_t k = 0; k < t->fplan->n_groups; k++) tx_sgroup_free(&t->sg[k]);
+    free(t->sg);
+    free(t->role);
+    free(t->runs);
+    t->sg = NULL;
+    t->role = NULL;
+    t->runs = NULL;
+    tx_fuser_plan_free(t->fplan);
+    t->fplan = NULL;
+}
+
 static void clear_step(teexec_trainer *t)
 {
+    free_runs(t); /* they borrow the step's values */
     if (t->aux && t->n_aux)
         for (size_t i = 0; i < t->g->n_nodes; i++) {
             for (int j = 0; j < t->n_aux[i]; j++) tx_tensor_release(&t->aux[i][j]);
@@ -168,6 +216,11 @@ void teexec_trainer_destroy(teexec_trainer *t)
     free(t->gpu_shapes);
     free(t->gpu_key);
     free(t->recipe);
+    free_plan(t);
+    free(t->plan_shapes);
+    free(t->cur);
+    free(t->trace);
+    if (t->has_delayed) tx_delayed_free(&t->delayed);
     free(t);
 }
 
@@ -188,17 +241,18 @@ static const tx_tensor *value_tensor(const teexec_trainer *t, int32_t v)
 
 /* ---- creation: dtypes, reachability, backward rules ---------------------- */
 
-/* Type-only pass over the graph: the dtype of every value, from the inputs'
- * declared types, the initializers and inference. */
-static teexec_status *infer_dtypes(teexec_trainer *t, teexec_dtype *dt)
+/* Inference pass over the graph: the dtype and shape of every value, from
+ * the bound inputs (else their declared types and dims), the initializers
+ * and inference. *out: nv entries (tx_infer_value_clear each, then free). */
+static teexec_status *infer_values(teexec_trainer *t, tx_infer_value **out)
 {
     const tx_ir_graph *g = t->g;
     size_t nv = g->n_values;
     tx_infer_value *iv = calloc(nv ? nv : 1, sizeof(*iv));
+    *out = iv;
     if (!iv) return tx_oom();
     for (size_t v = 0; v < nv; v++) {
         const tx_ir_value *val = &g->values[v];
-        dt[v] = val->dtype;
         iv[v].dtype = val->dtype;
         const tx_tensor *tt = value_tensor(t, (int32_t)v);
         if (tt) {
@@ -206,7 +260,6 @@ static teexec_status *infer_dtypes(teexec_trainer *t, teexec_dtype *dt)
             iv[v].shape_known = true;
             iv[v].shape = tx_shape_of(tt);
             iv[v].value = tt;
-            dt[v] = tt->dtype;
         } else if (val->rank >= 0) {
             bool known = true;
             for (int32_t d = 0; d < val->rank; d++)
@@ -228,7 +281,6 @@ static teexec_status *infer_dtypes(teexec_trainer *t, teexec_dtype *dt)
         for (size_t j = 0; j < n->n_outputs; j++) {
             int32_t o = n->outputs[j];
             if (!e && o >= 0) {
-                if (outs[j].dtype != TEEXEC_DTYPE_UNDEFINED) dt[o] = outs[j].dtype;
                 iv[o].dtype = outs[j].dtype;
                 iv[o].shape_known = outs[j].shape_known;
                 iv[o].shape = outs[j].shape;
@@ -246,8 +298,25 @@ static teexec_status *infer_dtypes(teexec_trainer *t, teexec_dtype *dt)
          * forward pass reports it with its real shapes */
         teexec_status_destroy(e);
     }
+    return st;
+}
+
+static void infer_values_free(tx_infer_value *iv, size_t nv)
+{
+    if (!iv) return;
     for (size_t v = 0; v < nv; v++) tx_infer_value_clear(&iv[v]);
     free(iv);
+}
+
+/* Type-only use of infer_values: the dtype of every value. */
+static teexec_status *infer_dtypes(teexec_trainer *t, teexec_dtype *dt)
+{
+    const tx_ir_graph *g = t->g;
+    tx_infer_value *iv = NULL;
+    teexec_status *st = infer_values(t, &iv);
+    for (size_t v = 0; !st && v < g->n_values; v++)
+        dt[v] = iv[v].dtype != TEEXEC_DTYPE_UNDEFINED ? iv[v].dtype : g->values[v].dtype;
+    infer_values_free(iv, g->n_values);
     return st;
 }
 
@@ -663,7 +732,9 @@ teexec_status *teexec_trainer_create(const teexec_model *model, const teexec_tra
     }
     st = list_user_params(t);
     if (st) goto fail;
-    st = tx_resolve_device(t->opt.device, t->opt.recipe, t->opt.dtype, false, &t->cuda);
+    st = tx_resolve_device(t->opt.device, t->opt.recipe, t->opt.dtype, true, &t->cuda);
+    if (st) goto fail;
+    st = tx_recipe_parse(t->opt.recipe ? t->opt.recipe : "none", &t->rcp);
     if (st) goto fail;
     if (t->opt.recipe) {
         t->recipe = strdup(t->opt.recipe);
@@ -676,12 +747,271 @@ teexec_status *teexec_trainer_create(const teexec_model *model, const teexec_tra
     if (t->cuda) {
         st = gpu_create_declared(t);
         if (st) goto fail;
+    } else {
+        bool planned; /* declared shapes: planned now, else at the first step */
+        st = ensure_plan(t, &planned);
+        if (st) goto fail;
     }
     *out = t;
     return NULL;
 fail:
     teexec_trainer_destroy(t);
     return tx_status_with_file(st, model->file ? model->file->path : NULL);
+}
+
+/* ---- the training fuser plan -------------------------------------------- */
+
+/* The inputs' shapes the plan is for: the bound tensors, else the declared
+ * dims. False when one is unknown (symbolic dims before the first step). */
+static bool input_shapes(const teexec_trainer *t, tx_shape *shapes)
+{
+    const tx_ir_graph *g = t->g;
+    for (size_t i = 0; i < g->n_inputs; i++) {
+        int32_t v = g->inputs[i];
+        const tx_tensor *x = value_tensor(t, v);
+        if (x) {
+            shapes[i] = tx_shape_of(x);
+            continue;
+        }
+        const tx_ir_value *val = &g->values[v];
+        if (val->rank < 0 || val->rank > TX_MAX_RANK) return false;
+        memset(&shapes[i], 0, sizeof shapes[i]);
+        shapes[i].rank = val->rank;
+        for (int32_t d = 0; d < val->rank; d++) {
+            if (val->dims[d] < 0) return false;
+            shapes[i].dims[d] = val->dims[d];
+        }
+    }
+    return true;
+}
+
+/* Builds the plan for the inputs' current shapes unless it is built
+ * already; ok = false when the shapes are not known yet. */
+static teexec_status *ensure_plan(teexec_trainer *t, bool *ok)
+{
+    const tx_ir_graph *g = t->g;
+    size_t ni = g->n_inputs ? g->n_inputs : 1;
+    *ok = false;
+    tx_shape *shapes = calloc(ni, sizeof(*shapes));
+    if (!shapes) return tx_oom();
+    if (!input_shapes(t, shapes)) {
+        free(shapes);
+        return NULL;
+    }
+    *ok = true;
+    if (t->fplan) {
+        bool same = true;
+        for (size_t i = 0; i < g->n_inputs; i++)
+            if (!tx_shape_equal(&shapes[i], &t->plan_shapes[i])) same = false;
+        if (same) {
+            free(shapes);
+            return NULL;
+        }
+        free_plan(t);
+    }
+    free(t->plan_shapes);
+    t->plan_shapes = shapes;
+    tx_infer_value *iv = NULL;
+    bool *need = calloc(ni, sizeof(*need));
+    teexec_status *st = need ? infer_values(t, &iv) : tx_oom();
+    size_t n_fed = 0;
+    for (size_t i = 0; !st && i < g->n_inputs; i++) {
+        int32_t v = g->inputs[i];
+        if (g->values[v].flags & TX_IR_VALUE_INITIALIZER) continue;
+        need[n_fed++] = t->req[v];
+    }
+    tx_plan_request req;
+    memset(&req, 0, sizeof(req));
+    req.recipe = t->rcp;
+    if (!st) st = tx_device_caps_parse("cpu", &req.device);
+    req.training = true;
+    req.deterministic = t->opt.deterministic != 0;
+    req.input_needs_grad = need;
+    req.n_inputs = n_fed;
+    req.vals = iv;
+    req.n_vals = g->n_values;
+    req.skip_memory = true; /* the trainer keeps every value of the step */
+    if (!st) st = tx_fuser_plan_build(g, &req, &t->fplan);
+    infer_values_free(iv, g->n_values);
+    free(need);
+    TX_TRY(st);
+    const tx_fuser_plan *fp = t->fplan;
+    size_t ng = fp->n_groups ? fp->n_groups : 1;
+    t->sg = calloc(ng, sizeof(*t->sg));
+    t->runs = calloc(ng, sizeof(*t->runs));
+    t->role = calloc(g->n_nodes ? g->n_nodes : 1, sizeof(*t->role));
+    if (!t->cur) t->cur = calloc(g->n_values ? g->n_values : 1, sizeof(*t->cur));
+    if (!t->sg || !t->runs || !t->role || !t->cur) return tx_oom();
+    for (size_t k = 0; k < fp->n_groups; k++) {
+        const tx_plan_group *pg = &fp->groups[k];
+        if (pg->kind != TX_GROUP_CHAIN) continue;
+        tx_sgroup *sg = &t->sg[k];
+        TX_TRY(tx_sgroup_prepare(g, NULL, pg, sg));
+        if (!sg->gx) continue;
+        /* the plan decides where the backward starts; every parameter's
+         * grad is made (the trainer reads those it trains) */
+        sg->grp.input_needs_grad = t->req[pg->main_input];
+        sg->grp.has_first_backward = true;
+        sg->grp.first_backward = pg->first_op_requiring_backward;
+        for (int32_t j = 0; j < pg->n_nodes; j++) {
+            sg->ops[j].params_need_grad = true;
+            t->role[pg->nodes[j]] = j == 0 ? 1 : -1;
+        }
+    }
+    return tx_sgroups_init_delayed(&t->rcp, fp, &t->delayed, &t->has_delayed);
+}
+
+static teexec_status *trace_add(teexec_trainer *t, int32_t group, tx_plan_kernel k)
+{
+    if (t->n_trace == t->cap_trace) {
+        size_t cap = t->cap_trace ? 2 * t->cap_trace : 64;
+        tx_run_kernel *n = realloc(t->trace, cap * sizeof(*n));
+        if (!n) return tx_oom();
+        t->trace = n;
+        t->cap_trace = cap;
+    }
+    t->trace[t->n_trace++] = (tx_run_kernel){group, k};
+    return NULL;
+}
+
+const tx_run_kernel *tx_trainer_last_kernels(const teexec_trainer *t, size_t *n,
+                                             const tx_fuser_plan **plan)
+{
+    *n = t ? t->n_trace : 0;
+    if (plan) *plan = t ? t->fplan : NULL;
+    return t ? t->trace : NULL;
+}
+
+teexec_status *tx_trainer_debug_node_by_node(teexec_trainer *t)
+{
+    if (!t || t->cuda) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "not a CPU trainer");
+    if (t->rcp.kind != TX_RECIPE_NONE)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "node by node runs recipe none only");
+    clear_step(t);
+    free_plan(t);
+    t->no_plan = true;
+    return NULL;
+}
+
+/* Does the fork (output 1) of group node j leave the group? */
+static bool fork_leaves(const tx_plan_group *pg, int32_t v)
+{
+    for (int32_t k = 0; k < pg->n_extra_outputs; k++)
+        if (pg->extra_outputs[k] == v) return true;
+    return false;
+}
+
+/* Forward of the group node `first` starts: its values leave into t->vals,
+ * the run (saved contexts) stays for the backward. */
+static teexec_status *group_forward(teexec_trainer *t, size_t first, uint64_t step)
+{
+    const tx_ir_graph *g = t->g;
+    const tx_fuser_plan *fp = t->fplan;
+    int32_t gid = fp->group_of_node[first];
+    const tx_plan_group *pg = &fp->groups[gid];
+    tx_sgroup *sg = &t->sg[gid];
+    for (size_t v = 0; v < g->n_values; v++) t->cur[v] = value_tensor(t, (int32_t)v);
+    TX_TRY(tx_sgroup_bind(g, pg, sg, t->cur));
+    const tx_tensor *input = t->cur[pg->main_input];
+    if (!input)
+        return tx_error(TEEXEC_ERR_INTERNAL, "value \"%s\" was not computed",
+                        g->values[pg->main_input].name);
+    /* Dropout draws the stream the node-by-node trainer gives the node */
+    for (int32_t j = 0; j < pg->n_nodes; j++) {
+        sg->ops[j].has_rng_offset = true;
+        sg->ops[j].rng_offset =
+            tx_train_rng_offset(t->opt.seed, step, g->n_nodes, (uint64_t)pg->nodes[j]);
+    }
+    TX_TRY(tx_gx_forward(&sg->grp, &t->gcfg, pg->forward, pg->n_forward, input, &t->runs[gid]));
+    const tx_gx_run *r = t->runs[gid];
+    const tx_tensor *y = tx_gx_output(r);
+    if (!y) return tx_error(TEEXEC_ERR_INTERNAL, "a fuser group did not produce a value");
+    TX_TRY(tx_tensor_clone(y, &t->vals[pg->main_output]));
+    for (int32_t j = 0; j < pg->n_nodes; j++) {
+        const tx_ir_node *nd = &g->nodes[pg->nodes[j]];
+        if (nd->n_outputs < 2 || nd->outputs[1] < 0 || !fork_leaves(pg, nd->outputs[1])) continue;
+        const tx_tensor *x = tx_gx_extra_output(r, j);
+        if (!x) return tx_error(TEEXEC_ERR_INTERNAL, "a fuser group did not produce a fork");
+        TX_TRY(tx_tensor_clone(x, &t->vals[nd->outputs[1]]));
+    }
+    for (int32_t k = 0; k < pg->n_forward; k++) TX_TRY(trace_add(t, gid, pg->forward[k]));
+    return NULL;
+}
+
+/* grads[v] += x (any float dtype), when v carries a gradient. */
+static teexec_status *grad_add(teexec_trainer *t, int32_t v, const tx_tensor *x);
+
+/* The double grad of value v as a tensor of like's dtype and shape (zeros
+ * when none reached it). */
+static teexec_status *grad_as(const teexec_trainer *t, int32_t v, const tx_tensor *like,
+                              tx_tensor *out)
+{
+    TX_TRY(tx_tensor_alloc(out, like->dtype, like->rank, like->dims));
+    if (!t->grads[v]) {
+        memset(out->data, 0, (size_t)out->nbytes);
+        return NULL;
+    }
+    teexec_status *st =
+        tx_convert(t->grads[v], TEEXEC_DTYPE_DOUBLE, out->data, out->dtype, out->numel, NULL);
+    if (st) tx_tensor_release(out);
+    return st;
+}
+
+/* Backward of the group node `first` starts, through the plan's backward
+ * layout; its grads add into the trainer's buffers. */
+static teexec_status *group_backward(teexec_trainer *t, size_t first)
+{
+    const tx_ir_graph *g = t->g;
+    const tx_fuser_plan *fp = t->fplan;
+    int32_t gid = fp->group_of_node[first];
+    const tx_plan_group *pg = &fp->groups[gid];
+    tx_sgroup *sg = &t->sg[gid];
+    tx_gx_run *r = t->runs[gid];
+    if (!r || pg->first_op_requiring_backward >= pg->n_nodes) return NULL;
+    bool any = t->grads[pg->main_output] != NULL;
+    for (int32_t j = 0; j < pg->n_nodes; j++) {
+        const tx_ir_node *nd = &g->nodes[pg->nodes[j]];
+        if (nd->n_outputs >= 2 && nd->outputs[1] >= 0 && t->grads[nd->outputs[1]]) any = true;
+    }
+    if (!any) return NULL;
+    int32_t n = pg->n_nodes;
+    tx_tensor dy = {0};
+    tx_tensor *gx = calloc((size_t)n, sizeof(*gx));
+    const tx_tensor **gxp = calloc((size_t)n, sizeof(*gxp));
+    teexec_status *st = (!gx || !gxp) ? tx_oom() : NULL;
+    if (!st) st = grad_as(t, pg->main_output, &t->vals[pg->main_output], &dy);
+    for (int32_t j = 0; j < n && !st; j++) {
+        const tx_ir_node *nd = &g->nodes[pg->nodes[j]];
+        if (nd->n_outputs < 2 || nd->outputs[1] < 0) continue;
+        int32_t v = nd->outputs[1];
+        if (!t->grads[v] || !t->vals[v].data) continue;
+        st = grad_as(t, v, &t->vals[v], &gx[j]);
+        if (!st) gxp[j] = &gx[j];
+    }
+    if (!st) st = tx_gx_backward(r, pg->backward, pg->n_backward, &dy, gxp);
+    if (!st) st = grad_add(t, pg->main_input, tx_gx_grad_input(r));
+    for (int32_t j = 0; j < n && !st; j++) {
+        const tx_ir_node *nd = &g->nodes[pg->nodes[j]];
+        const tx_te_node *d = &sg->dec[j];
+        for (int q = 0; q < d->n_params && !st; q++) {
+            size_t k = d->first_param + (size_t)q;
+            int32_t v = k < nd->n_inputs ? nd->inputs[k] : -1;
+            if (v >= 0) st = grad_add(t, v, tx_gx_grad_param(r, j, q));
+        }
+        for (int e = 0; e < sg->ops[j].n_extra_inputs && !st; e++) {
+            size_t k = 1 + (size_t)e;
+            int32_t v = k < nd->n_inputs ? nd->inputs[k] : -1;
+            if (v < 0 || sg->ops[j].channel_from[e] >= 0) continue;
+            st = grad_add(t, v, tx_gx_grad_extra_input(r, j, e));
+        }
+    }
+    /* in execution order: the layout runs last kernel first */
+    for (int32_t k = pg->n_backward; k-- > 0 && !st;) st = trace_add(t, gid, pg->backward[k]);
+    tx_tensor_release(&dy);
+    for (int32_t j = 0; gx && j < n; j++) tx_tensor_release(&gx[j]);
+    free(gx);
+    free(gxp);
+    return st;
 }
 
 /* ---- one step ---------------------------------------------------------- */
@@ -711,6 +1041,12 @@ static teexec_status *forward(teexec_trainer *t)
     if (!pv || !pins || !tins || !outs || !touts) st = tx_oom();
     for (size_t i = 0; i < g->n_nodes && !st; i++) {
         const tx_ir_node *n = &g->nodes[i];
+        int role = t->role ? t->role[i] : 0;
+        if (role < 0) continue; /* ran with its group */
+        if (role > 0) {
+            st = node_error(n, group_forward(t, i, step));
+            continue;
+        }
         for (size_t k = 0; k < n->n_inputs; k++) {
             const tx_tensor *x = value_tensor(t, n->inputs[k]);
             tins[k] = x;
@@ -786,11 +1122,32 @@ static teexec_status *grad_buf(teexec_trainer *t, int32_t v, uint64_t numel)
     return t->grads[v] ? NULL : tx_oom();
 }
 
+static teexec_status *grad_add(teexec_trainer *t, int32_t v, const tx_tensor *x)
+{
+    if (v < 0 || !x || !t->req[v]) return NULL;
+    double *d = NULL;
+    TX_TRY(to_f64(x, &d));
+    if (!d) return tx_error(TEEXEC_ERR_INTERNAL, "a group gradient is not numeric");
+    teexec_status *st = grad_buf(t, v, x->numel);
+    if (!st) {
+        double *gv = t->grads[v];
+        for (uint64_t e = 0; e < x->numel; e++) gv[e] += d[e];
+    }
+    free(d);
+    return st;
+}
+
 static teexec_status *backward(teexec_trainer *t)
 {
     const tx_ir_graph *g = t->g;
     teexec_status *st = NULL;
     for (size_t i = g->n_nodes; i-- > 0 && !st;) {
+        int role = t->role ? t->role[i] : 0;
+        if (role < 0) continue; /* its group's backward runs at the group's first node */
+        if (role > 0) {
+            st = node_error(&g->nodes[i], group_backward(t, i));
+            continue;
+        }
         if (!t->bwd[i]) continue;
         const tx_ir_node *n = &g->nodes[i];
         bool any = false;
@@ -918,6 +1275,18 @@ static teexec_status *trainer_step(teexec_trainer *t, const teexec_run_options *
     t->stepped = false;
     const tx_tensor *label;
     TX_TRY(bind(t, count, names, tensors, &label));
+    bool planned = t->no_plan;
+    if (!t->no_plan) TX_TRY(tx_status_with_file(ensure_plan(t, &planned), model_path(t)));
+    if (!planned) return tx_error(TEEXEC_ERR_INTERNAL, "the step's input shapes are not known");
+    t->n_trace = 0;
+    memset(&t->gcfg, 0, sizeof(t->gcfg));
+    t->gcfg.recipe = t->rcp;
+    t->gcfg.quant = t->fplan ? t->fplan->quant : NULL;
+    t->gcfg.n_quant = t->fplan ? t->fplan->n_quant : 0;
+    t->gcfg.delayed = t->has_delayed ? &t->delayed : NULL;
+    t->gcfg.seed = t->opt.seed; /* NVFP4 stochastic rounding: the seed and the step */
+    t->gcfg.step = t->n_steps;
+    t->gcfg.training = true;
     TX_TRY(tx_status_with_file(forward(t), model_path(t)));
     TX_TRY(check_step_cancel(ro, "after the forward"));
     const tx_tensor *pred = &t->vals[t->loss_value];
@@ -952,6 +1321,8 @@ static teexec_status *trainer_step(teexec_trainer *t, const teexec_run_options *
                               t->grads[p->value]));
         TX_TRY(tx_optim_step(&p->slot, &t->ocfg, &p->data, &gt));
     }
+    /* fp8-delayed: this step's amaxes roll into the scales of the next */
+    if (t->has_delayed) tx_delayed_update(&t->delayed, NULL);
     t->stepped = true;
     if (out_loss) *out_loss = loss;
     return NULL;

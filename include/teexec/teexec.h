@@ -635,8 +635,11 @@ typedef struct teexec_train_options {
      * (non-finite or |x| >= 1e30) are never trained. */
     const char *freeze;
     /* Where and how (the same meanings as the session options):
-     * device [AUTO: the GPU when usable], recipe [NULL = "none"; other
-     * recipes: a CUDA trainer only], dtype [UNDEFINED = the model's], deterministic
+     * device [AUTO: the GPU when usable], recipe [NULL = "none"; a CPU
+     * trainer runs every recipe through its training fuser plan: bit-exact
+     * CPU quantizers, FP32 GEMMs on the dequantized operands, fp8-delayed
+     * state per trainer rolled after each step, NVFP4 stochastic rounding
+     * seeded by seed and the step], dtype [UNDEFINED = the model's], deterministic
      * [0, or 1 when TEEXEC_DETERMINISTIC=1], cuda_graphs [1], profile [0]. */
     teexec_device device;
     const char *recipe;

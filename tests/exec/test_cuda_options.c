@@ -56,8 +56,8 @@ static void option_values_are_checked(void **state)
     teexec_session_options_destroy(o);
 }
 
-/* The CPU runs the model's own dtypes; sessions run every recipe, the
- * trainer none only; it says so. */
+/* The CPU runs the model's own dtypes and every recipe, for sessions and
+ * trainers alike (issue 16). */
 static void cpu_refuses_gpu_only_options(void **state)
 {
     (void)state;
@@ -95,9 +95,15 @@ static void cpu_refuses_gpu_only_options(void **state)
     to.device = TEEXEC_DEVICE_CPU;
     to.recipe = "nvfp4";
     teexec_trainer *t = NULL;
-    expect(teexec_trainer_create(m, &to, &t), TEEXEC_ERR_UNSUPPORTED, "CUDA device only");
-    assert_null(t);
+    assert_null(teexec_trainer_create(m, &to, &t));
+    assert_string_equal(teexec_trainer_device_name(t), "cpu");
+    teexec_trainer_destroy(t);
+    t = NULL;
     to.recipe = NULL;
+    to.dtype = TEEXEC_DTYPE_BFLOAT16;
+    expect(teexec_trainer_create(m, &to, &t), TEEXEC_ERR_UNSUPPORTED, "compute dtype");
+    assert_null(t);
+    to.dtype = TEEXEC_DTYPE_UNDEFINED;
     assert_null(teexec_trainer_create(m, &to, &t));
     assert_string_equal(teexec_trainer_device_name(t), "cpu");
     expect(teexec_trainer_profile(t, &text), TEEXEC_ERR_INVALID_ARGUMENT, "profiling");
@@ -107,8 +113,7 @@ static void cpu_refuses_gpu_only_options(void **state)
 }
 
 /* Without a usable GPU: CUDA is refused at creation, AUTO runs on the CPU
- * (a recipe too), and AUTO training under a recipe says that it needs a
- * GPU. */
+ * (a recipe too, for training as well). */
 static void no_gpu_behaviour(void **state)
 {
     (void)state;
@@ -137,8 +142,10 @@ static void no_gpu_behaviour(void **state)
     teexec_train_options_init(&to);
     to.recipe = "mxfp8";
     teexec_trainer *t = NULL;
-    expect(teexec_trainer_create(m, &to, &t), TEEXEC_ERR_UNSUPPORTED, "no CUDA device");
-    assert_null(t);
+    assert_null(teexec_trainer_create(m, &to, &t));
+    assert_string_equal(teexec_trainer_device_name(t), "cpu");
+    teexec_trainer_destroy(t);
+    t = NULL;
     to.recipe = NULL;
     to.device = TEEXEC_DEVICE_CUDA;
     st = teexec_trainer_create(m, &to, &t);
