@@ -53,6 +53,6 @@ X="$C/teexec"
   done
   echo
   python3 bench/gpu/torch_gpt2_124m.py --compare "$WORK"
-  cp "$WORK"/torch.json "$OUT/" 2>/dev/null
+  cp "$WORK"/torch.json "$WORK"/torch_losses.npy "$OUT/" 2>/dev/null
   cp "$WORK"/teexec_*.json "$OUT/" 2>/dev/null
 } 2>&1 | tee "$OUT/gpt2_124m.log"

@@ -144,6 +144,7 @@ def compare(d):
     print(f"{'torch eager (bf16 autocast)':34s} {eager:10.0f} {1.0:8.2f} {eager / comp if comp else float('nan'):9.2f}")
     if comp:
         print(f"{'torch.compile':34s} {comp:10.0f} {comp / eager:8.2f} {1.0:9.2f}")
+    curves = []
     for f in sorted(glob.glob(os.path.join(d, "teexec_*.json"))):
         try:
             r = json.load(open(f))
@@ -156,6 +157,16 @@ def compare(d):
         worst = float(np.max(np.abs(got[k] - ref[k]) / np.abs(ref[k]))) if len(k) else float("nan")
         print(f"{os.path.basename(f)[7:-5]:34s} {tps:10.0f} {tps / eager:8.2f} "
               f"{tps / comp if comp else float('nan'):9.2f} {100 * worst:15.2f}%")
+        rel = np.abs(got[:len(ref)] - ref[:len(got)]) / np.abs(ref[:len(got)])
+        over = np.nonzero(rel > 0.01)[0]
+        curves.append((os.path.basename(f)[7:-5], got))
+        print(f"{'':34s} first step over 1%: {int(over[0]) if len(over) else 'none'}")
+    # the curves themselves, every 20th step: where they part shows what to look for
+    if curves:
+        print(f"{'step':>6s} {'torch':>9s} " + " ".join(f"{n[:20]:>20s}" for n, _ in curves))
+        for i in range(0, len(ref), 20):
+            print(f"{i:6d} {ref[i]:9.4f} " + " ".join(
+                f"{g[i]:20.4f}" if i < len(g) else f"{'-':>20s}" for _, g in curves))
     print(f"torch eager peak device memory: {t['eager']['peak_bytes'] / 2**30:.2f} GiB")
 
 
