@@ -58,4 +58,28 @@ typedef struct tx_quant_config {
     float given_amax_row, given_amax_col;
 } tx_quant_config;
 
+/* The names plans print for a quantizer kind and a usage (plan --explain
+ * and --dot): "fp8-tensor", "fp8-block", "mxfp8", "nvfp4"; "rowwise",
+ * "columnwise", "rowwise+columnwise", "none". Static strings. */
+static inline const char *tx_qkind_name(tx_qkind k)
+{
+    switch (k) {
+    case TX_QKIND_FP8_TENSOR: return "fp8-tensor";
+    case TX_QKIND_FP8_BLOCK: return "fp8-block";
+    case TX_QKIND_MXFP8: return "mxfp8";
+    case TX_QKIND_NVFP4: return "nvfp4";
+    }
+    return "unknown";
+}
+
+static inline const char *tx_qusage_name(unsigned usage)
+{
+    switch (usage & 3u) {
+    case TX_QUSAGE_ROWWISE: return "rowwise";
+    case TX_QUSAGE_COLUMNWISE: return "columnwise";
+    case TX_QUSAGE_ROWWISE | TX_QUSAGE_COLUMNWISE: return "rowwise+columnwise";
+    default: return "none";
+    }
+}
+
 #endif

@@ -69,27 +69,6 @@ static const char *op_name(const tx_plan_group *grp, const tx_ir_graph *g, int32
     return g->nodes[grp->nodes[i]].op_type;
 }
 
-static const char *qkind_name(tx_qkind k)
-{
-    switch (k) {
-    case TX_QKIND_FP8_TENSOR: return "fp8-tensor";
-    case TX_QKIND_FP8_BLOCK: return "fp8-block";
-    case TX_QKIND_MXFP8: return "mxfp8";
-    case TX_QKIND_NVFP4: return "nvfp4";
-    }
-    return "unknown";
-}
-
-static const char *usage_name(unsigned u)
-{
-    switch (u & 3u) {
-    case TX_QUSAGE_ROWWISE: return "rowwise";
-    case TX_QUSAGE_COLUMNWISE: return "columnwise";
-    case TX_QUSAGE_ROWWISE | TX_QUSAGE_COLUMNWISE: return "rowwise+columnwise";
-    default: return "none";
-    }
-}
-
 /* Index of graph node `node` among the group's ops, or -1. */
 static int32_t op_index(const tx_plan_group *grp, int32_t node)
 {
@@ -221,8 +200,8 @@ static void cross_edges(const dot_out *d, const tx_plan_group *grp)
 
 static void quant_label(FILE *f, const tx_plan_quant *q)
 {
-    fprintf(f, "%s %s %s %dx%d %s", tx_qoperand_name(q->operand), qkind_name(q->kind),
-            teexec_dtype_name(q->data_dtype), q->block_rows, q->block_cols, usage_name(q->usage));
+    fprintf(f, "%s %s %s %dx%d %s", tx_qoperand_name(q->operand), tx_qkind_name(q->kind),
+            teexec_dtype_name(q->data_dtype), q->block_rows, q->block_cols, tx_qusage_name(q->usage));
 }
 
 /* The endpoints of quantized operand qi's edge: src and dst node ids

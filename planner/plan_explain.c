@@ -106,27 +106,6 @@ static const char *fusion_name(tx_fusion_id f)
     return fi ? fi->name : "unknown";
 }
 
-static const char *qkind_name(tx_qkind k)
-{
-    switch (k) {
-    case TX_QKIND_FP8_TENSOR: return "fp8-tensor";
-    case TX_QKIND_FP8_BLOCK: return "fp8-block";
-    case TX_QKIND_MXFP8: return "mxfp8";
-    case TX_QKIND_NVFP4: return "nvfp4";
-    }
-    return "unknown";
-}
-
-static const char *usage_name(unsigned u)
-{
-    switch (u & 3u) {
-    case TX_QUSAGE_ROWWISE: return "rowwise";
-    case TX_QUSAGE_COLUMNWISE: return "columnwise";
-    case TX_QUSAGE_ROWWISE | TX_QUSAGE_COLUMNWISE: return "rowwise+columnwise";
-    default: return "none";
-    }
-}
-
 static void header_line(sbuf *b, const tx_fuser_plan *p)
 {
     char rb[128];
@@ -195,9 +174,9 @@ teexec_status *tx_fuser_plan_text(const tx_fuser_plan *p, const tx_ir_graph *g, 
         const tx_plan_quant *q = &p->quant[i];
         sb_add(&b, "  %s %s: ", node_label(g, q->node), tx_qoperand_name(q->operand));
         if (q->quantized) {
-            sb_add(&b, "%s %s %dx%d %s, %s scales, %s", qkind_name(q->kind),
+            sb_add(&b, "%s %s %dx%d %s, %s scales, %s", tx_qkind_name(q->kind),
                    teexec_dtype_name(q->data_dtype), q->block_rows, q->block_cols,
-                   usage_name(q->usage), q->scale_layout == TX_SCALE_SWIZZLED ? "swizzled" : "compact",
+                   tx_qusage_name(q->usage), q->scale_layout == TX_SCALE_SWIZZLED ? "swizzled" : "compact",
                    q->native ? "native GEMM" : "emulated GEMM");
             if (q->producer >= 0) sb_add(&b, ", written by %s", node_label(g, q->producer));
             if (q->delayed_slot >= 0) sb_add(&b, ", delayed slot %d", q->delayed_slot);
@@ -317,10 +296,10 @@ teexec_status *tx_fuser_plan_json(const tx_fuser_plan *p, const tx_ir_graph *g, 
         sb_add(&b, ", \"operand\": \"%s\", \"quantized\": %s", tx_qoperand_name(q->operand),
                q->quantized ? "true" : "false");
         if (q->quantized) {
-            sb_add(&b, ", \"kind\": \"%s\", \"dtype\": ", qkind_name(q->kind));
+            sb_add(&b, ", \"kind\": \"%s\", \"dtype\": ", tx_qkind_name(q->kind));
             sb_json_str(&b, teexec_dtype_name(q->data_dtype));
             sb_add(&b, ", \"block\": [%d, %d], \"usage\": \"%s\", \"producer\": ", q->block_rows,
-                   q->block_cols, usage_name(q->usage));
+                   q->block_cols, tx_qusage_name(q->usage));
             sb_json_str(&b, node_label(g, q->producer));
             sb_add(&b, ", \"scale_layout\": \"%s\", \"delayed_slot\": %d, \"native\": %s",
                    q->scale_layout == TX_SCALE_SWIZZLED ? "swizzled" : "compact", q->delayed_slot,
