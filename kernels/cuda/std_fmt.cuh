@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "teexec/teexec.h"
+#include "kernels/cuda/quant_common.cuh"
 
 namespace txf {
 
@@ -118,31 +119,11 @@ __device__ __forceinline__ float e8m0_decode(uint8_t b)
     return __uint_as_float((uint32_t)b << 23);
 }
 
-__device__ __forceinline__ uint8_t e2m1_encode(float x)
-{
-    uint32_t u = __float_as_uint(x);
-    uint8_t sign = (uint8_t)((u >> 28) & 8u);
-    uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return 0x7;
-    float m = __uint_as_float(a);
-    uint8_t code;
-    if (m <= 0.25f) code = 0;
-    else if (m < 0.75f) code = 1;
-    else if (m <= 1.25f) code = 2;
-    else if (m < 1.75f) code = 3;
-    else if (m <= 2.5f) code = 4;
-    else if (m < 3.5f) code = 5;
-    else if (m <= 5.0f) code = 6;
-    else code = 7;
-    return (uint8_t)(sign | code);
-}
+/* E2M1 is the quantizers' codec (quant_common.cuh), one copy for both:
+ * nearest, ties to even, saturating, NaN -> 0x7, the sign of zero kept. */
+__device__ __forceinline__ uint8_t e2m1_encode(float x) { return (uint8_t)txq::enc_e2m1(x); }
 
-__device__ __forceinline__ float e2m1_decode(uint8_t nib)
-{
-    const float v[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-    float r = v[nib & 7u];
-    return (nib & 8u) ? -r : r;
-}
+__device__ __forceinline__ float e2m1_decode(uint8_t nib) { return txq::dec_e2m1(nib); }
 
 /* QuantizeLinear's float -> integer: RNE, saturated to [lo, hi], NaN 0. */
 __device__ __forceinline__ int64_t f64_to_int_rne_sat(double x, int64_t lo, int64_t hi)
