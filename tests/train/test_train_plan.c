@@ -19,6 +19,7 @@
 
 #include "exec/session_internal.h"
 #include "teexec/teexec.h"
+#include "tests/train/train_fixtures.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -30,47 +31,6 @@
 static const char *const models[] = {"mlp", "gpt2_block", "llama_block"};
 static const char *const recipes[] = {"fp8-delayed", "fp8-current", "fp8-block", "mxfp8",
                                       "nvfp4"};
-
-static void ok(teexec_status *st)
-{
-    if (st) {
-        fprintf(stderr, "status: %s\n", teexec_status_message(st));
-        teexec_status_destroy(st);
-        fail();
-    }
-}
-
-static char *model_path(const char *model, const char *file)
-{
-    const char *root = getenv("TEEXEC_SOURCE_ROOT");
-    static char buf[4][1024];
-    static int k;
-    char *b = buf[k++ & 3];
-    snprintf(b, 1024, "%s/models/%s/%s", root ? root : ".", model, file);
-    return b;
-}
-
-static const teexec_tensor *ds_find(const teexec_dataset *d, const char *name)
-{
-    for (size_t i = 0; i < teexec_dataset_count(d); i++)
-        if (!strcmp(teexec_dataset_name(d, i), name)) return teexec_dataset_tensor(d, i);
-    return NULL;
-}
-
-static teexec_tensor *rows(const teexec_tensor *t, int64_t b)
-{
-    assert_non_null(t);
-    int64_t dims[8];
-    int32_t r = teexec_tensor_rank(t);
-    assert_true(r >= 1 && r <= 8);
-    memcpy(dims, teexec_tensor_dims(t), sizeof(int64_t) * (size_t)r);
-    size_t row = teexec_tensor_byte_size(t) / (size_t)dims[0];
-    dims[0] = b;
-    teexec_tensor *o;
-    ok(teexec_tensor_create_copy(teexec_tensor_dtype(t), r, dims, teexec_tensor_data_const(t),
-                                 row * (size_t)b, &o));
-    return o;
-}
 
 typedef struct fixture {
     teexec_model *m;
@@ -110,8 +70,8 @@ static teexec_trainer *trainer(const fixture *f, const char *recipe)
 
 static double step(teexec_trainer *t, const fixture *f)
 {
-    teexec_tensor *x = rows(ds_find(f->d, "x"), BATCH);
-    teexec_tensor *y = rows(ds_find(f->d, "target"), BATCH);
+    teexec_tensor *x = rows_of(ds_find(f->d, "x"), 0, BATCH);
+    teexec_tensor *y = rows_of(ds_find(f->d, "target"), 0, BATCH);
     const char *names[2] = {"x", "target"};
     const teexec_tensor *ts[2] = {x, y};
     double loss = NAN;
