@@ -41,7 +41,9 @@ blas_core=${OPENBLAS_CORETYPE:-}
 # 1. ONNX Runtime for Node (bench/cpu/package.json pins the version).
 if [ ! -d bench/cpu/node_modules/onnxruntime-node ]; then
     echo "run.sh: installing onnxruntime-node (npm ci)" >&2
-    (cd bench/cpu && npm ci --no-audit --no-fund >&2)
+    # Its install script would fetch the CUDA execution provider's binaries
+    # from GitHub: unreachable from a build box, and the CPU bench needs none.
+    (cd bench/cpu && ONNXRUNTIME_NODE_INSTALL_CUDA=skip npm ci --no-audit --no-fund >&2)
 fi
 
 # 2. teexec, release build (only the tool: the bench needs nothing else).

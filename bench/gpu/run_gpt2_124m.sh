@@ -14,7 +14,10 @@
 # WORK (500 MB each); OUT gets the logs and JSON.
 #
 #   CARRY_DIR=.carry/lead OUT=/tmp/o bash bench/gpu/run_gpt2_124m.sh
-#   env: BATCH SEQ STEPS (8 1024 200), RECIPES ("none fp8-current"), WORK
+#   env: BATCH SEQ STEPS (8 1024 200), RECIPES ("none fp8-current"), WORK,
+#        FP32_REF=1 (also PyTorch and teexec without bf16: PyTorch's own
+#        bf16-vs-fp32 spread, and teexec fp32 held to PyTorch fp32),
+#        PROFILE=1 (teexec's per-kernel profile of 20 bf16 steps)
 set -u
 C=${CARRY_DIR:-.carry/lead}
 OUT=${OUT:-/tmp/gpt2-124m}
@@ -28,7 +31,8 @@ X="$C/teexec"
   date -u
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   echo "GPT-2 124M batch=$B seq=$T steps=$S"
-  python3 bench/gpu/torch_gpt2_124m.py --out "$WORK" --batch "$B" --seq "$T" --steps "$S" 2>&1 |
+  python3 bench/gpu/torch_gpt2_124m.py --out "$WORK" --batch "$B" --seq "$T" --steps "$S" \
+      ${FP32_REF:+--fp32-ref} 2>&1 |
     grep -v -i warning
   for e in dynamo torchscript; do
     m="$WORK/gpt2_124m_$e/model.onnx"
@@ -51,8 +55,23 @@ X="$C/teexec"
       rm -f "$f.err"
     done
   done
+  m="$WORK/gpt2_124m_dynamo/model.onnx"
+  if [ -n "${FP32_REF:-}" ] && [ -f "$m" ]; then
+    f="$WORK/teexec_dynamo_fp32.json"
+    timeout 400 "$X" train "$m" --device cuda --dtype fp32 --data "$WORK/tokens.npy" \
+      --seq "$T" --batch "$B" --steps "$S" --lr 6e-4 --json > "$f" 2> "$f.err"
+    rc=$?
+    echo "teexec train dynamo fp32: rc=$rc $(tail -n 2 "$f.err" | tr '\n' ' ')"
+    [ $rc = 0 ] || rm -f "$f"
+    rm -f "$f.err"
+  fi
+  if [ -n "${PROFILE:-}" ] && [ -f "$m" ]; then
+    timeout 200 "$X" train "$m" --device cuda --dtype bf16 --data "$WORK/tokens.npy" \
+      --seq "$T" --batch "$B" --steps 20 --lr 6e-4 --profile > "$OUT/profile_dynamo_bf16.txt" 2>&1
+    echo "teexec profile dynamo bf16: rc=$? ($OUT/profile_dynamo_bf16.txt)"
+  fi
   echo
   python3 bench/gpu/torch_gpt2_124m.py --compare "$WORK"
-  cp "$WORK"/torch.json "$WORK"/torch_losses.npy "$OUT/" 2>/dev/null
+  cp "$WORK"/torch.json "$WORK"/torch_losses*.npy "$OUT/" 2>/dev/null
   cp "$WORK"/teexec_*.json "$OUT/" 2>/dev/null
 } 2>&1 | tee "$OUT/gpt2_124m.log"

@@ -74,7 +74,8 @@ def windows(toks, s, b, t):
     return ids, lab
 
 
-def train(torch, model, toks, a, steps, compiled):
+def train(torch, model, toks, a, steps, compiled, autocast=True):
+    import contextlib
     import torch.nn.functional as F
     model = model.cuda().train()
     opt = torch.optim.AdamW(model.parameters(), fused=True, **ADAMW)
@@ -88,7 +89,7 @@ def train(torch, model, toks, a, steps, compiled):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast("cuda", dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
             logits = fwd(x)
         loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.view(-1))
         loss.backward()
@@ -127,6 +128,16 @@ def make(a):
     np.save(os.path.join(a.out, "torch_losses.npy"), np.array(losses, np.float64))
     res["eager"] = {"tokens_per_s": tps, "peak_bytes": peak, "loss_first": losses[0], "loss_last": losses[-1]}
     log(f"torch eager: {tps / 1e3:.1f}k tokens/s, peak {peak / 2**30:.2f} GiB, loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+    if a.fp32_ref:
+        # PyTorch's own spread: the same steps without autocast (fp32, TF32
+        # off). A bf16 curve that differs from this one by X% bounds how
+        # closely any bf16 implementation can be asked to follow another.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        l32, tps32, _ = train(torch, build(torch, make_zoo), toks, a, a.steps, False, autocast=False)
+        np.save(os.path.join(a.out, "torch_losses_fp32.npy"), np.array(l32, np.float64))
+        res["eager_fp32"] = {"tokens_per_s": tps32, "loss_first": l32[0], "loss_last": l32[-1]}
+        log(f"torch eager fp32: {tps32 / 1e3:.1f}k tokens/s, loss {l32[0]:.4f} -> {l32[-1]:.4f}")
     if not a.no_compile:
         _, tps_c, peak_c = train(torch, build(torch, make_zoo), toks, a, a.compile_steps, True)
         res["compile"] = {"tokens_per_s": tps_c, "peak_bytes": peak_c}
@@ -145,6 +156,15 @@ def compare(d):
     if comp:
         print(f"{'torch.compile':34s} {comp:10.0f} {comp / eager:8.2f} {1.0:9.2f}")
     curves = []
+    ref32 = None
+    p32 = os.path.join(d, "torch_losses_fp32.npy")
+    if os.path.exists(p32):
+        ref32 = np.load(p32)
+        n = min(len(ref32), len(ref))
+        rel = np.abs(ref32[:n] - ref[:n]) / np.abs(ref[:n])
+        k = np.arange(0, n, 10)
+        print(f"{'torch fp32 vs torch bf16 autocast':34s} {'':10s} {'':8s} {'':9s} {100 * np.max(rel[k]):15.2f}%")
+        curves.append(("torch_fp32", ref32))
     for f in sorted(glob.glob(os.path.join(d, "teexec_*.json"))):
         try:
             r = json.load(open(f))
@@ -153,6 +173,8 @@ def compare(d):
             continue
         tps = r.get("tokens_per_s", 0.0)
         got = np.array(r["losses"], np.float64)
+        # an fp32 teexec run is held to PyTorch's fp32 curve, bf16 to bf16
+        ref = ref32 if ("fp32" in f and ref32 is not None) else np.load(os.path.join(d, "torch_losses.npy"))
         k = np.arange(0, min(len(got), len(ref)), 10)
         worst = float(np.max(np.abs(got[k] - ref[k]) / np.abs(ref[k]))) if len(k) else float("nan")
         print(f"{os.path.basename(f)[7:-5]:34s} {tps:10.0f} {tps / eager:8.2f} "
@@ -162,6 +184,7 @@ def compare(d):
         curves.append((os.path.basename(f)[7:-5], got))
         print(f"{'':34s} first step over 1%: {int(over[0]) if len(over) else 'none'}")
     # the curves themselves, every 20th step: where they part shows what to look for
+    ref = np.load(os.path.join(d, "torch_losses.npy"))
     if curves:
         print(f"{'step':>6s} {'torch':>9s} " + " ".join(f"{n[:20]:>20s}" for n, _ in curves))
         for i in range(0, len(ref), 20):
@@ -180,6 +203,8 @@ def main():
     ap.add_argument("--compile-steps", type=int, default=40)
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--no-export", action="store_true")
+    ap.add_argument("--fp32-ref", action="store_true",
+                    help="also train without autocast (fp32, no TF32): torch_losses_fp32.npy")
     a = ap.parse_args()
     if a.compare:
         compare(a.compare)
