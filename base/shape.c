@@ -418,7 +418,7 @@ teexec_status *tx_shape_reshape(const tx_shape *in, const int64_t *shape, size_t
 {
     TX_TRY(check_dims(in));
     if (n > TX_MAX_RANK) return tx_error(TEEXEC_ERR_LIMIT, "Reshape rank over the limit");
-    uint64_t total;
+    uint64_t total = 0;
     TX_TRY(tx_shape_numel(in, &total));
     tx_shape r;
     memset(&r, 0, sizeof(r));

@@ -172,7 +172,7 @@ static void act_row_fwd(act_desc d, const float *xr, int64_t w, float s, float *
 {
     int64_t wo = d.gated ? w / 2 : w;
     for (int64_t j = 0; j < wo; j++) {
-        float f, df;
+        float f = 0, df = 0;
         act_eval(d.fn, xr[j], &f, &df);
         yr[j] = d.gated ? f * xr[wo + j] : f;
         if (d.scaled) yr[j] *= s;

@@ -574,9 +574,9 @@ teexec_status *tx_npy_encode(const tx_tensor *t, void **out, size_t *out_size)
     *out = NULL;
     *out_size = 0;
     char prelude[PRELUDE_CAP];
-    size_t plen, psize;
-    const void *payload;
-    void *owned;
+    size_t plen = 0, psize = 0;
+    const void *payload = NULL;
+    void *owned = NULL;
     TX_TRY(prepare(t, prelude, sizeof prelude, &plen, &payload, &psize, &owned, NULL));
     size_t total;
     unsigned char *buf = NULL;
@@ -596,9 +596,9 @@ teexec_status *tx_npy_encode(const tx_tensor *t, void **out, size_t *out_size)
 teexec_status *tx_npy_write_file(const char *path, const tx_tensor *t, teexec_dtype *stored)
 {
     char prelude[PRELUDE_CAP];
-    size_t plen, psize;
-    const void *payload;
-    void *owned;
+    size_t plen = 0, psize = 0;
+    const void *payload = NULL;
+    void *owned = NULL;
     teexec_status *st = prepare(t, prelude, sizeof prelude, &plen, &payload, &psize, &owned,
                                 stored);
     if (st) return tx_status_with_file(st, path);

@@ -693,7 +693,7 @@ static teexec_status *inf_range(const tx_ir_node *n, ins_t in, tx_infer_value *o
         set_out(&out[0], dt, NULL);
         return NULL;
     }
-    double s, l, d;
+    double s = 0, l = 0, d = 0;
     TX_TRY(at_node(n, tx_tensor_read_scalar(in[0]->value, &s)));
     TX_TRY(at_node(n, tx_tensor_read_scalar(in[1]->value, &l)));
     TX_TRY(at_node(n, tx_tensor_read_scalar(in[2]->value, &d)));

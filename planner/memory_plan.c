@@ -486,7 +486,7 @@ static teexec_status *add_saved_of(mem_build *b, int32_t ni)
             if (n->n_outputs > 0) TX_TRY(keep_value(b, n->outputs[0], bs));
             break;
         case TX_TE_SRC_AUX: {
-            size_t ab;
+            size_t ab = 0;
             if (sv->index < 0 || sv->index >= s->n_aux)
                 return node_error(n, TEEXEC_ERR_INTERNAL, "saved entry %s names aux %d", sv->name, sv->index);
             TX_TRY(aux_bytes(b, n, s, sv->index, &ab));

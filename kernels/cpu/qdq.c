@@ -300,7 +300,7 @@ static teexec_status *rows_cols(int32_t rank, const int64_t *dims, uint64_t *M, 
 teexec_status *tx_qdq_mxfp8_scale_shape(int32_t rank, const int64_t *dims, int64_t block,
                                         int64_t out_dims[2])
 {
-    uint64_t M, K;
+    uint64_t M = 0, K = 0;
     TX_TRY(rows_cols(rank, dims, &M, &K));
     if (block != 32) return tx_error(TEEXEC_ERR_UNSUPPORTED, "block_size must be 32, not %lld",
                                      (long long)block);
@@ -323,9 +323,9 @@ static float e8m0_multiplier(uint8_t e)
 
 teexec_status *tx_qdq_trt_mxfp8_quantize(const tx_tensor *x, tx_tensor *q, tx_tensor *scale)
 {
-    int64_t sd[2];
+    int64_t sd[2] = {0, 0};
     TX_TRY(tx_qdq_mxfp8_scale_shape(x->rank, x->dims, 32, sd));
-    uint64_t M, K;
+    uint64_t M = 0, K = 0;
     TX_TRY(rows_cols(x->rank, x->dims, &M, &K));
     if (!byte_fmt(q->dtype, TEEXEC_DTYPE_FLOAT8E4M3FN) || q->numel != x->numel ||
         !byte_fmt(scale->dtype, TEEXEC_DTYPE_FLOAT8E8M0) ||
@@ -353,7 +353,7 @@ teexec_status *tx_qdq_trt_mxfp8_quantize(const tx_tensor *x, tx_tensor *q, tx_te
 teexec_status *tx_qdq_trt_mxfp8_dequantize(const tx_tensor *q, const tx_tensor *scale,
                                            tx_tensor *y)
 {
-    uint64_t M, K;
+    uint64_t M = 0, K = 0;
     TX_TRY(rows_cols(q->rank, q->dims, &M, &K));
     if (!byte_fmt(q->dtype, TEEXEC_DTYPE_FLOAT8E4M3FN) ||
         !byte_fmt(scale->dtype, TEEXEC_DTYPE_FLOAT8E8M0))
@@ -398,7 +398,7 @@ teexec_status *tx_qdq_trt_fp4_quantize(const tx_tensor *x, const tx_tensor *glob
 {
     float g;
     TX_TRY(scalar_f32(global_scale, "global scale", &g));
-    uint64_t M, K;
+    uint64_t M = 0, K = 0;
     TX_TRY(rows_cols(x->rank, x->dims, &M, &K));
     if (K % 16 != 0)
         return tx_error(TEEXEC_ERR_BAD_MODEL, "last dim %llu is not a multiple of 16",

@@ -48,7 +48,7 @@ teexec_status *tx_te_cpu_embedding_fwd(const tx_te_fwd_args *a)
     const char *src = w->data;
     char *dst = a->output->data;
     for (uint64_t i = 0; i < ids->numel; i++) {
-        int64_t id;
+        int64_t id = 0;
         TX_TRY(index_at(a->op, ids, i, v, &id));
         /* Same dtype in and out: a byte copy is exact. */
         for (size_t b = 0; b < (size_t)d * es; b++) dst[i * (size_t)d * es + b] = src[(size_t)id * (size_t)d * es + b];
@@ -76,7 +76,7 @@ teexec_status *tx_te_cpu_embedding_bwd(const tx_te_bwd_args *a)
     teexec_status *st = acc ? NULL : tx_oom();
     if (!st) st = tx_te_load_f64(dy, &dyb);
     for (uint64_t i = 0; !st && i < ids->numel; i++) {
-        int64_t id;
+        int64_t id = 0;
         st = index_at(a->op, ids, i, v, &id);
         if (!st)
             for (int64_t j = 0; j < d; j++) acc[id * d + j] += dyb[i * (uint64_t)d + (uint64_t)j];
