@@ -59,17 +59,17 @@ for d in models/zoo/*/; do
         echo "$name: ORT failed" >&2
         continue
     fi
-    ort=$(field "$ort_json" median_ms)
+    ort=$(printf '%.3f' "$(field "$ort_json" median_ms)")
     # shellcheck disable=SC2086
     if tx_json=$(OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads $pin \
             "$build/tools/teexec" run "$m" --device cpu $args --iters "$iters" --json 2>/dev/null); then
-        tx=$(field "$tx_json" timing.median_ms)
+        tx=$(printf '%.3f' "$(field "$tx_json" timing.median_ms)")
         r=$(printf '%s %s' "$tx" "$ort" | awk '{printf "%.2f", $1 / $2}')
         ratios="$ratios $r"
     else
         tx="failed"; r="-"
     fi
-    printf '%-24s ORT %8.3f ms  teexec %8s ms  teexec/ORT %s\n' "$name" "$ort" "$tx" "$r"
+    printf '%-24s ORT %8s ms  teexec %8s ms  teexec/ORT %s\n' "$name" "$ort" "$tx" "$r"
     rows="$rows| $name | $ort | $tx | $r |
 "
 done
