@@ -9,11 +9,12 @@
  * what no kernel here runs: float64 tensors (the FP64 finite-difference
  * path is the CPU's), shapes the kernels cannot take. No backward here uses
  * float atomics (column sums and row sums are fixed-order two-stage or
- * per-block reductions, Embedding's backward scans in index order), so a
+ * per-block reductions, Embedding's backward sums each row's run of
+ * indices in index order after a stable sort), so a
  * deterministic request never makes one refuse. No state is kept from
  * forward to backward besides the schema's aux; scratch holds the
- * reductions' partial sums, RoPE's cos/sin table and an FP32 copy of
- * non-FP32 freqs.
+ * reductions' partial sums, RoPE's cos/sin table, an FP32 copy of
+ * non-FP32 freqs and Embedding's index sort.
  *
  * Ownership: the node's private data is a small malloc'd struct freed by
  * free_priv. Thread-safety: one host thread per node. */
@@ -328,7 +329,8 @@ static teexec_status *prepare_bias(const basic_priv *p, const tx_cuda_te_desc *d
     return NULL;
 }
 
-static teexec_status *prepare_embedding(const basic_priv *p, const tx_cuda_te_desc *d)
+static teexec_status *prepare_embedding(const basic_priv *p, const tx_cuda_te_desc *d,
+                                        size_t *scratch)
 {
     const tx_tensor *ids = d->input;
     TX_TRY(need(p, d->n_params >= 1 ? d->params[0] : NULL, "the weight"));
@@ -336,6 +338,11 @@ static teexec_status *prepare_embedding(const basic_priv *p, const tx_cuda_te_de
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: indices must be int64 or int32", p->label);
     if (d->params[0]->rank != 2)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: weight must be [V, D]", p->label);
+    /* the backward's index sort (kernels/cuda/embedding.h) */
+    size_t ws;
+    TX_TRY(tx_cuda_embedding_backward_workspace((size_t)ids->numel, (size_t)d->params[0]->dims[0],
+                                                &ws));
+    if (!tx_cuda_basic_add_region(scratch, ws)) return oversize(p);
     return NULL;
 }
 
@@ -381,7 +388,7 @@ static teexec_status *basic_prepare(const tx_cuda_te_desc *d, void **priv, size_
             break;
         }
         case TX_TE_ROTARY_EMBEDDING: st = prepare_rope(p, d, &scratch); break;
-        case TX_TE_EMBEDDING: st = prepare_embedding(p, d); break;
+        case TX_TE_EMBEDDING: st = prepare_embedding(p, d, &scratch); break;
         default:
             if (is_activation(d->op)) st = prepare_act(p, d);
             else st = unsupported(p, "no CUDA kernel");
@@ -764,7 +771,7 @@ static teexec_status *basic_backward(void *priv, const tx_te_bwd_args *a, void *
             return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: dy must be [..., D]", p->label);
         return tx_cuda_embedding_backward(ids->data, ids->dtype, (size_t)ids->numel, dy->data,
                                           dy->dtype, (size_t)dw->dims[0], (size_t)dw->dims[1],
-                                          dw->data, dw->dtype, stream);
+                                          dw->data, dw->dtype, scratch, p->scratch_bytes, stream);
     }
     default:
         if (is_activation(a->op)) return act_bwd(p, a, stream);

@@ -148,8 +148,11 @@ static void run_embedding(void **state)
     int64_t zero = 0, *dBad = tg_dev_upload(&zero, sizeof zero);
     TG_OK(tx_cuda_embedding_forward(dIds, c->ids_dt, (size_t)c->n, dW, c->dt, (size_t)c->vocab,
                                     (size_t)c->dim, dY, dBad, NULL));
+    size_t ws = 0;
+    TG_OK(tx_cuda_embedding_backward_workspace((size_t)c->n, (size_t)c->vocab, &ws));
+    void *dWs = tg_dev_alloc(ws ? ws : 1);
     TG_OK(tx_cuda_embedding_backward(dIds, c->ids_dt, (size_t)c->n, dDY, c->dt,
-                                     (size_t)c->vocab, (size_t)c->dim, dDW, c->dt, NULL));
+                                     (size_t)c->vocab, (size_t)c->dim, dDW, c->dt, dWs, ws, NULL));
     tg_sync("embedding");
     char what[128];
     snprintf(what, sizeof what, "%s y", c->name);
@@ -159,7 +162,7 @@ static void run_embedding(void **state)
     int64_t nbad = -1;
     tg_download(&nbad, dBad, sizeof nbad);
     assert_int_equal(nbad, 0);
-    void *bufs[] = {dIds, dW, dDY, dY, dDW, dBad};
+    void *bufs[] = {dIds, dW, dDY, dY, dDW, dBad, dWs};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) tg_dev_free(bufs[i]);
     tx_tensor *ts[] = {&ids, &w, &y, &dy, &dw};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) tx_tensor_release(ts[i]);
@@ -198,6 +201,10 @@ static const emb_case emb_cases[] = {
     {"embedding_bf16_1000x768_hot", 1000, 768, 4096, KU_BF16, TEEXEC_DTYPE_INT64, 30},
     {"embedding_f32_50x1500_i32", 50, 1500, 300, KU_F32, TEEXEC_DTYPE_INT32, 0},
     {"embedding_f16_5000x64", 5000, 64, 2048, KU_F16, TEEXEC_DTYPE_INT64, 50},
+    /* GPT-2's table and a 8 x 1024 batch, a fifth of it on 4 hot rows */
+    {"embedding_bf16_50304x768_gpt2", 50304, 768, 8192, KU_BF16, TEEXEC_DTYPE_INT64, 20},
+    /* every index on rows 0-3: runs of about a thousand */
+    {"embedding_f32_7x96_four_rows", 7, 96, 4096, KU_F32, TEEXEC_DTYPE_INT32, 100},
     {"embedding_f32_32000x1024_hot", 32000, 1024, 1024, KU_F32, TEEXEC_DTYPE_INT64, 90},
 };
 
