@@ -209,6 +209,9 @@ static teexec_status *make_session(teexec_generator *g, const teexec_model *m,
     if (!st && o->threads) st = teexec_session_options_set_threads(so, o->threads);
     if (!st && o->recipe) st = teexec_session_options_set_recipe(so, o->recipe);
     if (!st && o->dtype != TEEXEC_DTYPE_UNDEFINED) st = teexec_session_options_set_dtype(so, o->dtype);
+    /* every KV step has a new past length, so a new input shape: capturing
+     * a CUDA graph per shape would be replayed never (CPU: ignored) */
+    if (!st && g->mode == TEEXEC_GENERATE_KV_CACHE) st = teexec_session_options_set_cuda_graphs(so, 0);
     if (!st) st = teexec_session_create(m, so, &g->session);
     teexec_session_options_destroy(so);
     return st;
