@@ -109,7 +109,7 @@ def run_teexec(exe, model_path, prompt_path, new, dtype, env):
     if dtype == "bf16":
         cmd += ["--dtype", "bf16"]
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=500)
     wall = time.perf_counter() - t0
     if p.returncode != 0:
         raise RuntimeError(f"teexec exit {p.returncode}: {p.stderr.strip()[-300:]}")

@@ -16,7 +16,12 @@
 #
 #   device run, carry .carry/lead(.tar.xz): bash bench/gpu/run_generate_bench.sh
 #   env: ONLY="gpt2_124m_kv" BATCHES="1 16" DTYPES="fp32 bf16" PROMPT=128 NEW=128
-#        NO_COMPILE=1 ITERS=3 WORK=/tmp/gen-bench AUTOTUNE=0
+#        NO_COMPILE=1 ITERS=3 WORK=/tmp/gen-bench AUTOTUNE=0 STAGE=all|export|bench
+#
+# A device call lasts at most 10 minutes: if the whole run does not fit,
+# split it while the machine stays warm (WORK survives between calls):
+#   STAGE=export bash ...;  STAGE=bench ONLY=gpt2_124m_kv bash ...;
+#   STAGE=bench ONLY=llama_1b_kv DTYPES=bf16 bash ...
 #
 # What teexec does here today: the KV cache lives on the host (each step
 # copies it to the GPU and back), and every step is a new input shape (a new
@@ -41,15 +46,20 @@ only=()
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c 'import torch, transformers, onnx; print("torch", torch.__version__, "transformers", transformers.__version__, "onnx", onnx.__version__)'
   "$C/teexec" --version
-  echo "== export"
-  python3 bench/gpu/make_kv_models.py --bench-models "$WORK" "${only[@]}" 2>&1 | grep -v -i warning
-  cat "$WORK/index.json" 2>/dev/null
-  echo "== bench"
-  args=(--teexec "$C/teexec" --models "$WORK" --out "$OUT" --batches ${BATCHES:-1 16}
-        --dtypes ${DTYPES:-fp32 bf16} --prompt "${PROMPT:-128}" --new "${NEW:-128}"
-        --iters "${ITERS:-3}" "${only[@]}")
-  [ -n "${NO_COMPILE:-}" ] && args+=(--no-compile)
-  python3 bench/gpu/generate_bench.py "${args[@]}" 2>&1 | grep -v -i warning
+  stage=${STAGE:-all}
+  if [ "$stage" != bench ]; then
+    echo "== export"
+    python3 bench/gpu/make_kv_models.py --bench-models "$WORK" "${only[@]}" 2>&1 | grep -v -i warning
+    cat "$WORK/index.json" 2>/dev/null
+  fi
+  if [ "$stage" != export ]; then
+    echo "== bench"
+    args=(--teexec "$C/teexec" --models "$WORK" --out "$OUT" --batches ${BATCHES:-1 16}
+          --dtypes ${DTYPES:-fp32 bf16} --prompt "${PROMPT:-128}" --new "${NEW:-128}"
+          --iters "${ITERS:-3}" "${only[@]}")
+    [ -n "${NO_COMPILE:-}" ] && args+=(--no-compile)
+    python3 bench/gpu/generate_bench.py "${args[@]}" 2>&1 | grep -v -i warning
+  fi
   date -u
-} > "$OUT/generate_bench.log" 2>&1
-tail -n 60 "$OUT/generate_bench.log"
+} > "$OUT/generate_bench_${STAGE:-all}.log" 2>&1
+tail -n 60 "$OUT/generate_bench_${STAGE:-all}.log"
