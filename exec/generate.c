@@ -16,6 +16,13 @@
  * columns contribute exactly zero to attention, which is why recompute and
  * KV mode agree.
  *
+ * Past buckets: every new past length is a new input shape for the
+ * session (a plan; on CUDA an executor). The past is therefore fed padded
+ * with masked columns to a multiple of past_bucket, and the padding cut
+ * from the presents again, so the decode steps within a bucket repeat one
+ * shape. This needs attention_mask (to mask the padding) and position_ids
+ * (a model counting positions from the past's length would count it).
+ *
  * Device seam: the cache is kept as host tensors (the session's outputs,
  * fed back as inputs). A CUDA session copies them both ways every step;
  * keeping them on the device needs session outputs that stay device
@@ -38,6 +45,7 @@
 #include <string.h>
 
 #define GEN_DEFAULT_MAX_LENGTH 4096
+#define GEN_DEFAULT_PAST_BUCKET 64
 
 typedef struct gen_seq {
     int64_t *ids;
@@ -66,6 +74,7 @@ struct teexec_generator {
     teexec_generate_mode mode;
     size_t max_batch, max_length;
     int64_t pad_id;
+    size_t past_bucket; /* KV: the past fed is padded to a multiple (1: none) */
     tx_sampling sampling;
     in_slot ids, mask, pos;
     const char *logits_name;
@@ -209,9 +218,11 @@ static teexec_status *make_session(teexec_generator *g, const teexec_model *m,
     if (!st && o->threads) st = teexec_session_options_set_threads(so, o->threads);
     if (!st && o->recipe) st = teexec_session_options_set_recipe(so, o->recipe);
     if (!st && o->dtype != TEEXEC_DTYPE_UNDEFINED) st = teexec_session_options_set_dtype(so, o->dtype);
-    /* every KV step has a new past length, so a new input shape: capturing
-     * a CUDA graph per shape would be replayed never (CPU: ignored) */
-    if (!st && g->mode == TEEXEC_GENERATE_KV_CACHE) st = teexec_session_options_set_cuda_graphs(so, 0);
+    /* without past buckets every KV step has a new past length, so a new
+     * input shape: a CUDA graph captured per shape would never be replayed
+     * (CPU sessions ignore the setting) */
+    if (!st && g->mode == TEEXEC_GENERATE_KV_CACHE && g->past_bucket <= 1)
+        st = teexec_session_options_set_cuda_graphs(so, 0);
     if (!st) st = teexec_session_create(m, so, &g->session);
     teexec_session_options_destroy(so);
     return st;
@@ -262,6 +273,17 @@ static teexec_status *create(teexec_generator *g, const teexec_model *model,
     if (g->mode == TEEXEC_GENERATE_KV_CACHE && g->ids.fixed_len >= 0)
         return tx_error(TEEXEC_ERR_UNSUPPORTED, "KV-cache mode feeds a varying number of tokens, "
                         "but input_ids has a fixed seq dim of %lld", (long long)g->ids.fixed_len);
+    if (g->mode == TEEXEC_GENERATE_KV_CACHE) {
+        /* padding the past with masked columns needs the mask, and the
+         * positions given (a model that counts them from the past's length
+         * would count the padding) */
+        bool can_pad = g->mask.name && g->pos.name;
+        if (o->past_bucket > 1 && !can_pad)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "past_bucket %zu needs attention_mask and "
+                            "position_ids inputs; the model lacks %s", o->past_bucket,
+                            g->mask.name ? "position_ids" : "attention_mask");
+        g->past_bucket = o->past_bucket ? o->past_bucket : can_pad ? GEN_DEFAULT_PAST_BUCKET : 1;
+    }
     g->max_batch = o->max_batch;
     if (g->ids.fixed_batch >= 0 && g->max_batch > (size_t)g->ids.fixed_batch)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "max_batch %zu is larger than the model's "
@@ -321,6 +343,11 @@ size_t teexec_generator_vocab_size(const teexec_generator *g) { return g ? g->vo
 teexec_generate_mode teexec_generator_mode(const teexec_generator *g)
 {
     return g ? g->mode : TEEXEC_GENERATE_AUTO;
+}
+
+const teexec_session *teexec_generator_session(const teexec_generator *g)
+{
+    return g ? g->session : NULL;
 }
 
 const char *teexec_generator_device_name(const teexec_generator *g)
@@ -606,6 +633,25 @@ static teexec_status *cache_resize(const teexec_tensor *t, size_t b1, size_t c1,
     return NULL;
 }
 
+/* A copy of present `t` [b, h, cp + n, d] without its columns [c0, cp):
+ * the padding the past was fed with. */
+static teexec_status *cache_cut_padding(const teexec_tensor *t, size_t c0, size_t cp,
+                                        teexec_tensor **out)
+{
+    const int64_t *d = teexec_tensor_dims(t);
+    size_t b = (size_t)d[0], h = (size_t)d[1], ct = (size_t)d[2], hd = (size_t)d[3];
+    size_t es = elem_bytes(teexec_tensor_dtype(t)), row = hd * es, n = ct - cp, c1 = c0 + n;
+    int64_t nd[4] = {(int64_t)b, (int64_t)h, (int64_t)c1, (int64_t)hd};
+    TX_TRY(teexec_tensor_create(teexec_tensor_dtype(t), 4, nd, out));
+    const uint8_t *src = teexec_tensor_data_const(t);
+    uint8_t *dst = teexec_tensor_data(*out);
+    for (size_t k = 0; k < b * h; k++) {
+        memcpy(dst + k * c1 * row, src + k * ct * row, c0 * row);
+        memcpy(dst + (k * c1 + c0) * row, src + (k * ct + cp) * row, n * row);
+    }
+    return NULL;
+}
+
 /* Rows of different lengths share columns only through attention_mask. */
 static teexec_status *kv_check_unpadded(const teexec_generator *g, size_t batch, size_t t_run)
 {
@@ -634,12 +680,17 @@ static teexec_status *kv_run(teexec_generator *g, size_t batch)
         return tx_error(TEEXEC_ERR_LIMIT, "the run needs %zu cache columns; max_length is %zu", c1,
                         g->max_length);
     TX_TRY(kv_check_unpadded(g, batch, t_run));
+    /* the past as fed: c0 columns padded (masked) up to a bucket boundary,
+     * so consecutive decode steps bring the session the same shapes; the
+     * padding is cut out of the presents before they are kept */
+    size_t pb = g->past_bucket > 1 ? g->past_bucket : 1;
+    size_t cp = (c0 + pb - 1) / pb * pb, cr = cp + t_run;
     size_t b_run = g->ids.fixed_batch >= 0 ? (size_t)g->ids.fixed_batch : batch;
     if (g->cache_batch > b_run) b_run = g->cache_batch;
     size_t n_slots = 3 + g->n_kv, n_in = 0;
     int64_t *ids = malloc(b_run * t_run * sizeof(*ids));
     int64_t *pos = malloc(b_run * t_run * sizeof(*pos));
-    int64_t *mask = malloc(b_run * c1 * sizeof(*mask));
+    int64_t *mask = malloc(b_run * cr * sizeof(*mask));
     const char **names = calloc(n_slots, sizeof(*names));
     teexec_tensor **ins = calloc(n_slots, sizeof(*ins));
     teexec_tensor **owned = calloc(g->n_kv, sizeof(*owned)); /* resized/empty pasts */
@@ -654,21 +705,21 @@ static teexec_status *kv_run(teexec_generator *g, size_t batch)
          * nothing) are all padding */
         const gen_seq *s = r < batch ? &g->seq[r] : NULL;
         size_t p = s ? s->len - s->cached : 0, lead = t_run - p;
-        for (size_t c = 0; c < c0; c++)
-            mask[r * c1 + c] = r < g->max_batch && g->colmask[r * g->max_length + c];
+        for (size_t c = 0; c < cp; c++)
+            mask[r * cr + c] = c < c0 && r < g->max_batch && g->colmask[r * g->max_length + c];
         for (size_t t = 0; t < t_run; t++) {
             bool real = t >= lead;
             size_t tok = real ? s->cached + (t - lead) : 0;
             ids[r * t_run + t] = real ? s->ids[tok] : g->pad_id;
             pos[r * t_run + t] = real ? (int64_t)tok : 0;
-            mask[r * c1 + c0 + t] = real;
+            mask[r * cr + cp + t] = real;
         }
     }
     names[n_in] = g->ids.name;
     st = int_tensor(g->ids.dtype, b_run, t_run, ids, &ins[n_in++]);
     if (!st && g->mask.name) {
         names[n_in] = g->mask.name;
-        st = int_tensor(g->mask.dtype, b_run, c1, mask, &ins[n_in++]);
+        st = int_tensor(g->mask.dtype, b_run, cr, mask, &ins[n_in++]);
     }
     if (!st && g->pos.name) {
         names[n_in] = g->pos.name;
@@ -679,7 +730,8 @@ static teexec_status *kv_run(teexec_generator *g, size_t batch)
         /* the seam: host tensors here; device-resident ones would be
          * passed through unchanged */
         if (!g->cache[i]) st = empty_past(&g->kv[i], b_run, &owned[i]);
-        else if (g->cache_batch < b_run) st = cache_resize(g->cache[i], b_run, c0, &owned[i]);
+        else if (g->cache_batch < b_run || cp > c0)
+            st = cache_resize(g->cache[i], b_run, cp, &owned[i]);
         names[n_in++] = g->kv[i].past;
     }
     out_names[0] = g->logits_name;
@@ -695,12 +747,20 @@ static teexec_status *kv_run(teexec_generator *g, size_t batch)
     for (size_t i = 0; !st && i < g->n_kv; i++) {
         const int64_t *d = teexec_tensor_dims(outs[1 + i]);
         if (teexec_tensor_rank(outs[1 + i]) != 4 || (size_t)d[0] != b_run ||
-            d[1] != g->kv[i].heads || (size_t)d[2] != c1 || d[3] != g->kv[i].head_dim ||
+            d[1] != g->kv[i].heads || (size_t)d[2] != cr || d[3] != g->kv[i].head_dim ||
             teexec_tensor_dtype(outs[1 + i]) != g->kv[i].dtype)
             st = tx_error(TEEXEC_ERR_BAD_MODEL, "output \"%s\" is not [%zu, %lld, %zu, %lld] %s "
                           "(the past plus the new tokens)", g->kv[i].present, b_run,
-                          (long long)g->kv[i].heads, c1, (long long)g->kv[i].head_dim,
+                          (long long)g->kv[i].heads, cr, (long long)g->kv[i].head_dim,
                           teexec_dtype_name(g->kv[i].dtype));
+    }
+    for (size_t i = 0; !st && cp > c0 && i < g->n_kv; i++) {
+        teexec_tensor *cut = NULL;
+        st = cache_cut_padding(outs[1 + i], c0, cp, &cut);
+        if (!st) {
+            teexec_tensor_destroy(outs[1 + i]);
+            outs[1 + i] = cut;
+        }
     }
     if (!st) st = logits_as_float(g, outs[0], &lf);
     const teexec_tensor *l = lf ? lf : outs[0];

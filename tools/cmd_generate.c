@@ -66,6 +66,10 @@ static void usage(FILE *f)
             "                           model has a cache)\n"
             "  --max-length L           tokens (KV mode: cache columns) per sequence\n"
             "                           (default: prompt + new tokens)\n"
+            "  --past-bucket N          KV mode: feed the past padded (masked) to a\n"
+            "                           multiple of N, so decode steps repeat one input\n"
+            "                           shape (default 64 where the model allows it; 1:\n"
+            "                           no padding)\n"
             "  --threads N              threads for the CPU GEMM kernels\n"
             "  --json                   print one JSON object: the ids, stops and timings\n"
             "                           (prefill_ms, decode_ms, per_token_ms, tokens_per_s)\n"
@@ -76,7 +80,7 @@ typedef struct gen_args {
     const char *model;
     exec_options ex;
     const char *prompt_ids, *prompt_file, *stop_ids;
-    long max_new, batch, max_length, top_k, threads;
+    long max_new, batch, max_length, top_k, threads, past_bucket;
     double temperature, top_p;
     uint64_t seed;
     teexec_generate_mode mode;
@@ -152,7 +156,8 @@ static int parse_args(int argc, char **argv, gen_args *a)
         }
         static const char *const valued[] = {
             "--prompt-ids", "--prompt", "--max-new-tokens", "--batch", "--temperature",
-            "--top-k", "--top-p", "--seed", "--stop-ids", "--mode", "--max-length", "--threads"};
+            "--top-k", "--top-p", "--seed", "--stop-ids", "--mode", "--max-length", "--threads",
+            "--past-bucket"};
         size_t namelen = strcspn(arg, "=");
         const char *name = NULL;
         for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
@@ -185,6 +190,9 @@ static int parse_args(int argc, char **argv, gen_args *a)
         } else if (strcmp(name, "--top-k") == 0) {
             if (!parse_long(v, 0, 1L << 30, &a->top_k))
                 return cli_usage_error(CMD, "--top-k must be 0..2^30, not '%s'", v);
+        } else if (strcmp(name, "--past-bucket") == 0) {
+            if (!parse_long(v, 1, 1L << 20, &a->past_bucket))
+                return cli_usage_error(CMD, "--past-bucket must be 1..2^20, not '%s'", v);
         } else if (strcmp(name, "--threads") == 0) {
             if (!parse_long(v, 0, 4096, &a->threads))
                 return cli_usage_error(CMD, "--threads must be 0..4096, not '%s'", v);
@@ -344,6 +352,7 @@ int cmd_generate(int argc, char **argv)
     o.top_k = (uint32_t)a.top_k;
     o.top_p = a.top_p;
     o.seed = a.seed;
+    o.past_bucket = (size_t)a.past_bucket;
     st = teexec_generator_create(model, &o, &g);
     if (st && o.max_length && !a.max_length && teexec_status_code(st) == TEEXEC_ERR_INVALID_ARGUMENT &&
         strstr(teexec_status_message(st), "fixed sequence")) {
@@ -417,6 +426,8 @@ int cmd_generate(int argc, char **argv)
         json_uint(&j, steps);
         json_key(&j, "model_runs");
         json_uint(&j, teexec_generator_run_count(g));
+        json_key(&j, "plans");
+        json_uint(&j, teexec_session_plan_count(teexec_generator_session(g)));
         json_key(&j, "prefill_ms");
         json_double(&j, prefill);
         json_key(&j, "decode_ms");

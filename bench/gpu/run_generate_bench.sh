@@ -24,10 +24,11 @@
 #   STAGE=bench ONLY=llama_1b_kv DTYPES=bf16 bash ...
 #
 # What teexec does here today: the KV cache lives on the host (each step
-# copies it to the GPU and back), and every step is a new input shape (a new
-# plan; CUDA graphs are off in KV mode). AUTOTUNE=0 (default) passes
-# TEEXEC_GEMM_AUTOTUNE=0, since each new shape's GEMMs would otherwise be
-# timed once and never reused.
+# copies it to the GPU and back); the past is padded to buckets of 64
+# columns, so each bucket is one new input shape for the CUDA session (a new
+# executor: planned, allocated, the weights uploaded, captured) and the
+# steps inside it replay it. AUTOTUNE=0 (default) passes
+# TEEXEC_GEMM_AUTOTUNE=0, so those few new shapes are not timed GEMM by GEMM.
 set -u
 OUT=${OUT:?}
 C=${CARRY_DIR:-.carry/lead}

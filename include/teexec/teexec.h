@@ -603,7 +603,8 @@ TEEXEC_API void teexec_session_destroy(teexec_session *session);
  * first, padding after, so any causal decoder works); a KV model runs in
  * it with an empty past each time. KV_CACHE feeds only the new tokens and
  * keeps the present tensors as the next past (on the host in this
- * version, also for CUDA sessions). AUTO picks KV_CACHE when the model has
+ * version, also for CUDA sessions), padding the past to a bucket so that
+ * decode steps repeat input shapes (past_bucket). AUTO picks KV_CACHE when the model has
  * past_key_values inputs.
  *
  * Batching: sequence i is row i; rows of different lengths run together.
@@ -639,6 +640,12 @@ typedef struct teexec_generator_options {
                                   columns) [0 = the model's fixed seq dim,
                                   else 4096] */
     int64_t pad_id;            /* the id fed at padded positions [0] */
+    /* KV_CACHE: the past is fed padded with masked columns to a multiple of
+     * this, so consecutive decode steps repeat one input shape (one plan,
+     * and on CUDA one captured graph, per bucket; the padding is cut from
+     * the presents) [0 = 64 when the model takes attention_mask and
+     * position_ids, else 1 = no padding; > 1 needs both inputs] */
+    size_t past_bucket;
     /* sampling: temperature [0 = greedy], top_k [0 = off], top_p [1 = off],
      * seed [0] */
     double temperature;
@@ -704,6 +711,10 @@ TEEXEC_API size_t teexec_generator_vocab_size(const teexec_generator *generator)
 TEEXEC_API teexec_generate_mode teexec_generator_mode(const teexec_generator *generator);
 /* The session's device: "cpu" or "cuda". Static string. */
 TEEXEC_API const char *teexec_generator_device_name(const teexec_generator *generator);
+/* The generator's own session, for introspection (teexec_session_plan_count,
+ * teexec_session_profile); owned by the generator, valid until it is
+ * destroyed. */
+TEEXEC_API const teexec_session *teexec_generator_session(const teexec_generator *generator);
 /* Model runs so far (compute calls that ran something). */
 TEEXEC_API uint64_t teexec_generator_run_count(const teexec_generator *generator);
 

@@ -133,6 +133,49 @@ static void kv_equals_recompute_greedy_32(void **state)
     teexec_model_destroy(m);
 }
 
+/* The past padded to buckets gives what the exact past gives, with far
+ * fewer input shapes for the session to plan. */
+static void past_buckets_reuse_plans(void **state)
+{
+    (void)state;
+    teexec_model *m = kv_model(true);
+    size_t buckets[] = {1, 16, 0 /* the default, 64 */};
+    int64_t ids[3][3 * NEW_TOKENS];
+    size_t plans[3];
+    for (size_t b = 0; b < 3; b++) {
+        teexec_generator_options o;
+        teexec_generator_options_init(&o);
+        o.device = TEEXEC_DEVICE_CPU;
+        o.max_batch = 3;
+        o.max_length = 64;
+        o.past_bucket = buckets[b];
+        teexec_generator *g = NULL;
+        ok(teexec_generator_create(m, &o, &g), "create");
+        decode(g, 0, 3, NEW_TOKENS, ids[b]);
+        plans[b] = teexec_session_plan_count(teexec_generator_session(g));
+        teexec_generator_destroy(g);
+    }
+    assert_memory_equal(ids[1], ids[0], sizeof ids[0]);
+    assert_memory_equal(ids[2], ids[0], sizeof ids[0]);
+    /* exact: the declared shapes, the prefill, 31 decode pasts (the cache
+     * keeps 32); buckets of 16: pasts 7..37 in 3 buckets; of 64: one */
+    print_message("plans: exact %zu, bucket 16 %zu, bucket 64 %zu\n", plans[0], plans[1], plans[2]);
+    assert_true(plans[0] >= 30);
+    assert_true(plans[1] <= 5);
+    assert_true(plans[2] <= 3);
+    /* a model without attention_mask cannot pad its past */
+    teexec_model *nomask = kv_model(false);
+    teexec_generator_options o;
+    teexec_generator_options_init(&o);
+    o.device = TEEXEC_DEVICE_CPU;
+    o.past_bucket = 16;
+    teexec_generator *g = NULL;
+    expect_code(teexec_generator_create(nomask, &o, &g), TEEXEC_ERR_INVALID_ARGUMENT,
+                "attention_mask");
+    teexec_model_destroy(nomask);
+    teexec_model_destroy(m);
+}
+
 /* Rows of lengths 5, 2, 7 in one batch: each gets the tokens it gets alone. */
 static void padded_batch_matches_each_alone(void **state)
 {
@@ -515,6 +558,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(kv_equals_recompute_greedy_32),
+        cmocka_unit_test(past_buckets_reuse_plans),
         cmocka_unit_test(padded_batch_matches_each_alone),
         cmocka_unit_test(seeded_sampling_is_reproducible),
         cmocka_unit_test(rewind_then_decode_repeats),
