@@ -533,10 +533,11 @@ static void destroy_all(teexec_tensor **t, size_t n)
     }
 }
 
-/* An empty past [batch, heads, 0, head_dim]: the first step's. */
-static teexec_status *empty_past(const kv_entry *e, size_t batch, teexec_tensor **out)
+/* A zero past [batch, heads, cols, head_dim]: cols 0 is the empty past of
+ * a first step (of recompute mode, or KV mode without buckets). */
+static teexec_status *zero_past(const kv_entry *e, size_t batch, size_t cols, teexec_tensor **out)
 {
-    int64_t dims[4] = {(int64_t)batch, e->heads, 0, e->head_dim};
+    int64_t dims[4] = {(int64_t)batch, e->heads, (int64_t)cols, e->head_dim};
     return teexec_tensor_create(e->dtype, 4, dims, out);
 }
 
@@ -583,7 +584,7 @@ static teexec_status *recompute_run(teexec_generator *g, size_t batch)
     }
     for (size_t i = 0; !st && i < g->n_kv; i++) {
         names[n_in] = g->kv[i].past;
-        st = empty_past(&g->kv[i], b_run, &ins[n_in++]);
+        st = zero_past(&g->kv[i], b_run, 0, &ins[n_in++]);
     }
     if (!st)
         st = teexec_session_run(g->session, n_in, names, (const teexec_tensor *const *)ins, 1,
@@ -684,7 +685,11 @@ static teexec_status *kv_run(teexec_generator *g, size_t batch)
      * so consecutive decode steps bring the session the same shapes; the
      * padding is cut out of the presents before they are kept */
     size_t pb = g->past_bucket > 1 ? g->past_bucket : 1;
-    size_t cp = (c0 + pb - 1) / pb * pb, cr = cp + t_run;
+    size_t cp = (c0 + pb - 1) / pb * pb, cr;
+    /* with buckets even the first run gets a (masked) past of one bucket
+     * rather than an empty one: no zero-sized tensors for the backend */
+    if (pb > 1 && cp == 0) cp = pb;
+    cr = cp + t_run;
     size_t b_run = g->ids.fixed_batch >= 0 ? (size_t)g->ids.fixed_batch : batch;
     if (g->cache_batch > b_run) b_run = g->cache_batch;
     size_t n_slots = 3 + g->n_kv, n_in = 0;
@@ -729,7 +734,7 @@ static teexec_status *kv_run(teexec_generator *g, size_t batch)
     for (size_t i = 0; !st && i < g->n_kv; i++) {
         /* the seam: host tensors here; device-resident ones would be
          * passed through unchanged */
-        if (!g->cache[i]) st = empty_past(&g->kv[i], b_run, &owned[i]);
+        if (!g->cache[i]) st = zero_past(&g->kv[i], b_run, cp, &owned[i]);
         else if (g->cache_batch < b_run || cp > c0)
             st = cache_resize(g->cache[i], b_run, cp, &owned[i]);
         names[n_in++] = g->kv[i].past;

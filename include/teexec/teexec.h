@@ -643,7 +643,8 @@ typedef struct teexec_generator_options {
     /* KV_CACHE: the past is fed padded with masked columns to a multiple of
      * this, so consecutive decode steps repeat one input shape (one plan,
      * and on CUDA one captured graph, per bucket; the padding is cut from
-     * the presents) [0 = 64 when the model takes attention_mask and
+     * the presents; the first run's past is one masked bucket, not empty)
+     * [0 = 64 when the model takes attention_mask and
      * position_ids, else 1 = no padding; > 1 needs both inputs] */
     size_t past_bucket;
     /* sampling: temperature [0 = greedy], top_k [0 = off], top_p [1 = off],
