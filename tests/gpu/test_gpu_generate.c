@@ -1,9 +1,9 @@
 /* test_gpu_generate.c - the generator (exec/generate.c) on the CUDA
  * backend against the CPU, through the public API (issue 18):
  *   - the tiny KV-cache decoder (tests/exec/kv_model.h), a batch of rows of
- *     5, 2 and 7 tokens: greedy ids over 32 new tokens on CUDA (fp32, KV
- *     cache and recompute) equal the CPU's, and the prefill logits agree
- *     (rel-L2 <= 1e-5);
+ *     5, 2 and 7 tokens: greedy ids over 32 new tokens on CUDA (fp32;
+ *     recompute, KV with past buckets, KV with the exact past) equal the
+ *     CPU's, and the prefill logits agree (rel-L2 <= 1e-5);
  *   - bf16 and fp8-current on CUDA decode 32 tokens, the prefill logits
  *     within 5e-2 of the CPU's fp32 ones;
  *   - every zoo decoder recomputes PyTorch's greedy ids on CUDA (fp32) as
@@ -45,12 +45,16 @@ static teexec_model *kv_model(void)
     return m;
 }
 
+static size_t next_bucket; /* past_bucket of the next gen_on (then reset to 0) */
+
 static teexec_generator *gen_on(const teexec_model *m, teexec_device dev, teexec_generate_mode mode,
                                 teexec_dtype dtype, const char *recipe, size_t batch,
                                 size_t max_length)
 {
     teexec_generator_options o;
     teexec_generator_options_init(&o);
+    o.past_bucket = next_bucket;
+    next_bucket = 0;
     o.device = dev;
     o.mode = mode;
     o.dtype = dtype;
@@ -99,14 +103,18 @@ static void kv_model_cuda_equals_cpu(void **state)
                                  TEEXEC_DTYPE_UNDEFINED, NULL, 3, 64);
     decode(g, ref_l, ref);
     teexec_generator_destroy(g);
-    for (int mode = TEEXEC_GENERATE_RECOMPUTE; mode <= TEEXEC_GENERATE_KV_CACHE; mode++) {
+    /* recompute, KV with past buckets (the default), KV with the exact past
+     * (an empty past on the first run: zero-sized tensors on the device) */
+    for (int c = 0; c < 3; c++) {
+        int mode = c == 0 ? TEEXEC_GENERATE_RECOMPUTE : TEEXEC_GENERATE_KV_CACHE;
+        next_bucket = c == 2 ? 1 : 0;
         g = gen_on(m, TEEXEC_DEVICE_CUDA, (teexec_generate_mode)mode, TEEXEC_DTYPE_UNDEFINED, NULL,
                    3, 64);
         decode(g, l, got);
         teexec_generator_destroy(g);
         double rel = rel_l2(l, ref_l, KV_VOCAB);
-        if (rel > 1e-5) fail_msg("mode %d: prefill logits rel-L2 %g from the CPU", mode, rel);
-        if (memcmp(got, ref, sizeof got) != 0) fail_msg("mode %d: CUDA greedy ids differ", mode);
+        if (rel > 1e-5) fail_msg("case %d: prefill logits rel-L2 %g from the CPU", c, rel);
+        if (memcmp(got, ref, sizeof got) != 0) fail_msg("case %d: CUDA greedy ids differ", c);
     }
     /* bf16 and fp8-current run and stay near the fp32 prefill */
     struct { teexec_dtype dt; const char *recipe; } lowp[] = {
