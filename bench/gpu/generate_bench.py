@@ -67,10 +67,7 @@ def copy_bandwidth():
 def load_hf(folder, dtype):
     import torch
     import transformers as tf
-    with open(os.path.join(folder, "config.json")) as f:
-        cfg_dict = json.load(f)
-    cfg = tf.AutoConfig.for_model(cfg_dict.pop("model_type"), **{
-        k: v for k, v in cfg_dict.items() if k not in ("transformers_version", "architectures")})
+    cfg = tf.AutoConfig.from_pretrained(folder)  # local files only: no network
     model = tf.AutoModelForCausalLM.from_config(cfg)
     sd = torch.load(os.path.join(folder, "weights.pt"), map_location="cpu")
     missing, unexpected = model.load_state_dict(sd, strict=False)

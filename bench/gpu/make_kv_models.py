@@ -42,6 +42,8 @@ Per model, DIR/<name>/ holds (the tiny ones are a few hundred KB):
                              format)
   hf_greedy_padded_new.npy   int64 [2, 32]: HF generate on those rows,
                              left-padded with an attention mask: new tokens
+                             (only when HF's short row equals that row
+                             alone; else ..._inconsistent.npy)
   inputs/<input>.npy         a prefill (past length 0) of prompt.npy ...
   expected/<output>.npy      ... and PyTorch's outputs (logits, presents)
   inputs_step/, expected_step/  one decode step after it (past length 8)
@@ -375,7 +377,11 @@ def export_model(wrapper, model, vocab, path, attempts, large=False):
                 for n in m.graph.node:  # the exporter's stack traces: bulk, no meaning
                     del n.metadata_props[:]
                 onnx.save(m, path)
-                onnx.checker.check_model(m, full_check=True)
+                try:  # strictness of the checker is not a reason to drop an export
+                    onnx.checker.check_model(m, full_check=True)
+                    rec["checker"] = "ok"
+                except Exception as e:
+                    rec["checker"] = short(e)
                 rec["ort"] = ort_check(path, wrapper, model, vocab)
                 bad = [v for k, v in rec["ort"].items() if k.endswith("rel_l2") and not v < 1e-4]
                 if bad:
@@ -506,12 +512,14 @@ def make_tiny(out, name, build, vocab, seed):
     lmask[1, PROMPT - PADDED_SHORT:] = 1
     try:
         hp = hf_generate(model, left, lmask, NEW)
-        save_npy(os.path.join(folder, "hf_greedy_padded_new.npy"), hp[:, PROMPT:].numpy())
-        # the short row alone must give the same tokens
+        # the short row alone must give the same tokens; only then is the
+        # padded batch a reference (teexec's padded rows equal them alone)
         alone = hf_generate(model, prompt[1:2, :PADDED_SHORT],
                             torch.ones(1, PADDED_SHORT, dtype=torch.int64), NEW)
-        meta["greedy"]["padded_row_equals_alone"] = bool(
-            torch.equal(alone[0, PADDED_SHORT:], hp[1, PROMPT:]))
+        same = bool(torch.equal(alone[0, PADDED_SHORT:], hp[1, PROMPT:]))
+        meta["greedy"]["padded_row_equals_alone"] = same
+        save_npy(os.path.join(folder, "hf_greedy_padded_new.npy" if same else
+                              "hf_greedy_padded_new_inconsistent.npy"), hp[:, PROMPT:].numpy())
     except Exception as e:
         meta["greedy"]["hf_padded_error"] = short(e)
     meta["inputs"] = {n: list(t.shape) for n, t in zip(in_names, pre)}
@@ -533,7 +541,7 @@ def make_bench(out, name, build, vocab, seed):
     model = build().eval()
     seeded_weights(model, seed, std=0.02)
     torch.save(model.state_dict(), os.path.join(folder, "weights.pt"))
-    save_json(os.path.join(folder, "config.json"), model.config.to_dict())
+    model.config.save_pretrained(folder)  # config.json, for AutoConfig.from_pretrained
     use_eager(model)
     wrapper, _ = make_wrapper(model)
     attempts = []
