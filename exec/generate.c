@@ -218,11 +218,13 @@ static teexec_status *make_session(teexec_generator *g, const teexec_model *m,
     if (!st && o->threads) st = teexec_session_options_set_threads(so, o->threads);
     if (!st && o->recipe) st = teexec_session_options_set_recipe(so, o->recipe);
     if (!st && o->dtype != TEEXEC_DTYPE_UNDEFINED) st = teexec_session_options_set_dtype(so, o->dtype);
-    /* without past buckets every KV step has a new past length, so a new
-     * input shape: a CUDA graph captured per shape would never be replayed
-     * (CPU sessions ignore the setting) */
-    if (!st && g->mode == TEEXEC_GENERATE_KV_CACHE && g->past_bucket <= 1)
-        st = teexec_session_options_set_cuda_graphs(so, 0);
+    /* without past buckets every KV step has a new past length, and every
+     * recompute step of a model without a fixed length a new sequence
+     * length: a new input shape each, so a CUDA graph captured per shape
+     * would never be replayed (CPU sessions ignore the setting) */
+    bool shapes_repeat = g->mode == TEEXEC_GENERATE_KV_CACHE ? g->past_bucket > 1
+                                                             : g->ids.fixed_len >= 0;
+    if (!st && !shapes_repeat) st = teexec_session_options_set_cuda_graphs(so, 0);
     if (!st) st = teexec_session_create(m, so, &g->session);
     teexec_session_options_destroy(so);
     return st;
