@@ -17,10 +17,11 @@
  * KV mode agree.
  *
  * Past buckets: every new past length is a new input shape for the
- * session (a plan; on CUDA an executor). The past is therefore fed padded
- * with masked columns to a multiple of past_bucket, and the padding cut
- * from the presents again, so the decode steps within a bucket repeat one
- * shape. This needs attention_mask (to mask the padding) and position_ids
+ * session (a plan; on CUDA an executor). The cache is therefore kept (and
+ * fed) at a capacity of a multiple of past_bucket columns, those past the
+ * history masked, and only the new tokens' columns of the presents are
+ * copied into it, so the decode steps within a bucket repeat one shape and
+ * a step copies nothing but its own new k/v on the host. This needs attention_mask (to mask the padding) and position_ids
  * (a model counting positions from the past's length would count it).
  *
  * Device seam: the cache is kept as host tensors (the session's outputs,
@@ -81,7 +82,9 @@ struct teexec_generator {
     size_t vocab;
     size_t n_kv;
     kv_entry *kv;
-    /* KV state: cache[i] is [cache_batch, heads, cols, head_dim] or NULL */
+    /* KV state: cache[i] is [cache_batch, heads, capacity, head_dim] or
+     * NULL; columns [0, cols) hold the history (masked holes included),
+     * the rest are zeros or stale columns a rewind dropped, all masked */
     teexec_tensor **cache;
     size_t cache_batch, cols;
     uint8_t *colmask; /* max_batch rows of max_length: 1 = the row's token */
@@ -636,23 +639,32 @@ static teexec_status *cache_resize(const teexec_tensor *t, size_t b1, size_t c1,
     return NULL;
 }
 
-/* A copy of present `t` [b, h, cp + n, d] without its columns [c0, cp):
- * the padding the past was fed with. */
-static teexec_status *cache_cut_padding(const teexec_tensor *t, size_t c0, size_t cp,
-                                        teexec_tensor **out)
+/* Copies columns [from, from + n) of present `src` [b, h, *, d] into
+ * columns [at, at + n) of cache `dst` [b, h, *, d]: the new tokens' k/v,
+ * appended in place (no other column is touched). */
+static void cache_append(teexec_tensor *dst, size_t at, const teexec_tensor *src, size_t from,
+                         size_t n)
 {
-    const int64_t *d = teexec_tensor_dims(t);
-    size_t b = (size_t)d[0], h = (size_t)d[1], ct = (size_t)d[2], hd = (size_t)d[3];
-    size_t es = elem_bytes(teexec_tensor_dtype(t)), row = hd * es, n = ct - cp, c1 = c0 + n;
-    int64_t nd[4] = {(int64_t)b, (int64_t)h, (int64_t)c1, (int64_t)hd};
-    TX_TRY(teexec_tensor_create(teexec_tensor_dtype(t), 4, nd, out));
-    const uint8_t *src = teexec_tensor_data_const(t);
-    uint8_t *dst = teexec_tensor_data(*out);
-    for (size_t k = 0; k < b * h; k++) {
-        memcpy(dst + k * c1 * row, src + k * ct * row, c0 * row);
-        memcpy(dst + (k * c1 + c0) * row, src + (k * ct + cp) * row, n * row);
-    }
-    return NULL;
+    const int64_t *dd = teexec_tensor_dims(dst), *sd = teexec_tensor_dims(src);
+    size_t bh = (size_t)dd[0] * (size_t)dd[1], cd = (size_t)dd[2], cs = (size_t)sd[2];
+    size_t row = (size_t)dd[3] * elem_bytes(teexec_tensor_dtype(dst));
+    uint8_t *d = teexec_tensor_data(dst);
+    const uint8_t *sp = teexec_tensor_data_const(src);
+    for (size_t k = 0; k < bh; k++) memcpy(d + (k * cd + at) * row, sp + (k * cs + from) * row, n * row);
+}
+
+/* The capacity the cache is kept (and fed) at for `cols` columns: the next
+ * bucket boundary (at least one bucket), or exactly cols without buckets. */
+static size_t bucket_cols(const teexec_generator *g, size_t cols)
+{
+    size_t pb = g->past_bucket > 1 ? g->past_bucket : 1;
+    size_t c = (cols + pb - 1) / pb * pb;
+    return pb > 1 && c == 0 ? pb : c;
+}
+
+static size_t cache_capacity(const teexec_generator *g)
+{
+    return g->cache[0] ? (size_t)teexec_tensor_dims(g->cache[0])[2] : 0;
 }
 
 /* Rows of different lengths share columns only through attention_mask. */
@@ -683,15 +695,14 @@ static teexec_status *kv_run(teexec_generator *g, size_t batch)
         return tx_error(TEEXEC_ERR_LIMIT, "the run needs %zu cache columns; max_length is %zu", c1,
                         g->max_length);
     TX_TRY(kv_check_unpadded(g, batch, t_run));
-    /* the past as fed: c0 columns padded (masked) up to a bucket boundary,
-     * so consecutive decode steps bring the session the same shapes; the
-     * padding is cut out of the presents before they are kept */
-    size_t pb = g->past_bucket > 1 ? g->past_bucket : 1;
-    size_t cp = (c0 + pb - 1) / pb * pb, cr;
-    /* with buckets even the first run gets a (masked) past of one bucket
-     * rather than an empty one: no zero-sized tensors for the backend */
-    if (pb > 1 && cp == 0) cp = pb;
-    cr = cp + t_run;
+    /* the past as fed: the cache at its capacity, c0 columns padded
+     * (masked) up to a bucket boundary, so consecutive decode steps bring
+     * the session the same shapes (with buckets even the first run gets
+     * one masked bucket rather than an empty past: no zero-sized tensors
+     * for the backend); only the new tokens' columns of the presents are
+     * kept, appended in place */
+    bool buckets = g->past_bucket > 1;
+    size_t cp = bucket_cols(g, c0), cr = cp + t_run, cap1 = bucket_cols(g, c1);
     size_t b_run = g->ids.fixed_batch >= 0 ? (size_t)g->ids.fixed_batch : batch;
     if (g->cache_batch > b_run) b_run = g->cache_batch;
     size_t n_slots = 3 + g->n_kv, n_in = 0;
@@ -703,7 +714,7 @@ static teexec_status *kv_run(teexec_generator *g, size_t batch)
     teexec_tensor **owned = calloc(g->n_kv, sizeof(*owned)); /* resized/empty pasts */
     const char **out_names = calloc(1 + g->n_kv, sizeof(*out_names));
     teexec_tensor **outs = calloc(1 + g->n_kv, sizeof(*outs));
-    teexec_tensor *lf = NULL;
+    teexec_tensor *lf = NULL, **grown = NULL;
     teexec_status *st = (!ids || !pos || !mask || !names || !ins || !owned || !out_names || !outs)
                             ? tx_oom() : NULL;
     if (st) goto done;
@@ -737,7 +748,7 @@ static teexec_status *kv_run(teexec_generator *g, size_t batch)
         /* the seam: host tensors here; device-resident ones would be
          * passed through unchanged */
         if (!g->cache[i]) st = zero_past(&g->kv[i], b_run, cp, &owned[i]);
-        else if (g->cache_batch < b_run || cp > c0)
+        else if (g->cache_batch < b_run || cache_capacity(g) != cp)
             st = cache_resize(g->cache[i], b_run, cp, &owned[i]);
         names[n_in++] = g->kv[i].past;
     }
@@ -761,14 +772,13 @@ static teexec_status *kv_run(teexec_generator *g, size_t batch)
                           (long long)g->kv[i].heads, cr, (long long)g->kv[i].head_dim,
                           teexec_dtype_name(g->kv[i].dtype));
     }
-    for (size_t i = 0; !st && cp > c0 && i < g->n_kv; i++) {
-        teexec_tensor *cut = NULL;
-        st = cache_cut_padding(outs[1 + i], c0, cp, &cut);
-        if (!st) {
-            teexec_tensor_destroy(outs[1 + i]);
-            outs[1 + i] = cut;
-        }
-    }
+    /* the caches to keep: without buckets the presents themselves; with
+     * them the past as fed, grown to the next bucket when the new columns
+     * do not fit (allocated here, before anything changes) */
+    if (!st) grown = calloc(g->n_kv, sizeof(*grown));
+    if (!st && !grown) st = tx_oom();
+    for (size_t i = 0; !st && buckets && cap1 != cp && i < g->n_kv; i++)
+        st = cache_resize(owned[i] ? owned[i] : g->cache[i], b_run, cap1, &grown[i]);
     if (!st) st = logits_as_float(g, outs[0], &lf);
     const teexec_tensor *l = lf ? lf : outs[0];
     /* check every row before changing anything */
@@ -792,14 +802,25 @@ static teexec_status *kv_run(teexec_generator *g, size_t batch)
         s->logits_ok = true;
     }
     for (size_t i = 0; i < g->n_kv; i++) {
-        teexec_tensor_destroy(g->cache[i]);
-        g->cache[i] = outs[1 + i];
-        outs[1 + i] = NULL;
+        teexec_tensor *keep;
+        if (!buckets) {
+            keep = outs[1 + i];
+            outs[1 + i] = NULL;
+        } else {
+            keep = grown[i] ? grown[i] : owned[i] ? owned[i] : g->cache[i];
+            if (keep == grown[i]) grown[i] = NULL;
+            if (keep == owned[i]) owned[i] = NULL;
+            cache_append(keep, c0, outs[1 + i], cp, t_run);
+        }
+        if (keep != g->cache[i]) teexec_tensor_destroy(g->cache[i]);
+        g->cache[i] = keep;
     }
     g->cache_batch = b_run;
     g->cols = c1;
     g->runs++;
 done:
+    if (grown) destroy_all(grown, g->n_kv);
+    free(grown);
     if (ins) destroy_all(ins, n_in);
     if (owned) destroy_all(owned, g->n_kv);
     if (outs) destroy_all(outs, 1 + g->n_kv);
@@ -896,7 +917,10 @@ teexec_status *teexec_generator_rewind(teexec_generator *g, size_t length)
     }
     teexec_tensor **cut = calloc(g->n_kv ? g->n_kv : 1, sizeof(*cut));
     if (!cut) return tx_oom();
-    for (size_t i = 0; keep_cols && keep_cols < g->cols && i < g->n_kv; i++) {
+    /* with buckets the capacity stays (the dropped columns are masked and
+     * later overwritten); without, the cache is cut to what is kept */
+    bool cut_needed = g->past_bucket <= 1 && keep_cols && keep_cols < g->cols;
+    for (size_t i = 0; cut_needed && i < g->n_kv; i++) {
         teexec_status *st = cache_resize(g->cache[i], g->cache_batch, keep_cols, &cut[i]);
         if (st) {
             destroy_all(cut, g->n_kv);
