@@ -642,8 +642,9 @@ typedef struct teexec_generator_options {
     int64_t pad_id;            /* the id fed at padded positions [0] */
     /* KV_CACHE: the past is fed padded with masked columns to a multiple of
      * this, so consecutive decode steps repeat one input shape (one plan,
-     * and on CUDA one captured graph, per bucket; the padding is cut from
-     * the presents; the first run's past is one masked bucket, not empty)
+     * and on CUDA one captured graph, per bucket; only the new tokens'
+     * columns of the presents are kept; the first run's past is one
+     * masked bucket, not empty)
      * [0 = 64 when the model takes attention_mask and
      * position_ids, else 1 = no padding; > 1 needs both inputs] */
     size_t past_bucket;
