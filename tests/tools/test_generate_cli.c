@@ -116,6 +116,12 @@ static void kv_and_recompute_print_the_same_ids(void **state)
     r = gen(args);
     expect_ok(r);
     assert_string_equal(r->out, kv);
+    /* the exact past (no buckets) prints the same */
+    snprintf(args, sizeof args, "'%s' --prompt-ids 3,17,5,29,11 --max-new-tokens 32 --past-bucket 1",
+             model_path);
+    r = gen(args);
+    expect_ok(r);
+    assert_string_equal(r->out, kv);
     /* --json: mode, the same ids, the timings */
     snprintf(args, sizeof args, "'%s' --prompt-ids 3,17,5,29,11 --max-new-tokens 32 --json",
              model_path);
@@ -123,7 +129,7 @@ static void kv_and_recompute_print_the_same_ids(void **state)
     expect_ok(r);
     const char *keys[] = {"\"mode\": \"kv\"", "\"prefill_ms\"", "\"decode_ms\"",
                           "\"per_token_ms\"", "\"tokens_per_s\"", "\"model_runs\": 32",
-                          "\"steps\": 32"};
+                          "\"steps\": 32", "\"plans\": 3"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!strstr(r->out, keys[i])) fail_msg("--json lacks %s:\n%s", keys[i], r->out);
     char first[32];
