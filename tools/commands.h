@@ -28,6 +28,10 @@ int cmd_train(int argc, char **argv);
 /* teexec bench MODEL.onnx [...] (tools/cmd_bench.c) */
 int cmd_bench(int argc, char **argv);
 
+/* teexec generate MODEL.onnx --prompt-ids ... --max-new-tokens N [...]
+ * (tools/cmd_generate.c, the generator's) */
+int cmd_generate(int argc, char **argv);
+
 /* teexec plan MODEL.onnx [...] and teexec convert IN.onnx OUT.onnx [...]
  * (tools/cmd_plan.c, the planner's) */
 int cmd_plan(int argc, char **argv);

@@ -27,6 +27,7 @@ static const command commands[] = {
     {"plan", cmd_plan, "show how a model is lowered, fused, quantized and laid out in memory"},
     {"train", cmd_train, "fine-tune a model"},
     {"bench", cmd_bench, "time inference runs or training steps of a model"},
+    {"generate", cmd_generate, "generate tokens with a decoder LM (KV cache when it has one)"},
     {"ops", cmd_ops, "list the TE operation domain's ops (--markdown: the full spec)"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

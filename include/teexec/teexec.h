@@ -579,6 +579,151 @@ TEEXEC_API teexec_status *teexec_session_profile(const teexec_session *session, 
 TEEXEC_API void teexec_session_destroy(teexec_session *session);
 
 /* ================================================================== */
+/* Generation                                                          */
+/* ================================================================== */
+
+/* A generator runs a decoder language model token by token over a batch of
+ * sequences: append prompt tokens to each sequence, then step (run the
+ * model on what is new, choose one next token per sequence, append it),
+ * read the last logits, rewind. It owns a session of the model.
+ *
+ * The model is recognized by its inputs and outputs:
+ *  - input_ids [batch, seq] (int64 or int32), optionally attention_mask
+ *    [batch, total] and position_ids [batch, seq]; an output logits
+ *    [batch, seq, vocab] (float, float16 or bfloat16; [batch, 1, vocab]
+ *    also works);
+ *  - with the KV-cache convention of Hugging Face Optimum exports, inputs
+ *    past_key_values.N.key / .value [batch, kv_heads, past, head_dim] (GQA:
+ *    kv_heads below the query heads is fine; kv_heads and head_dim must be
+ *    declared) and outputs present.N.key / .value holding past + new.
+ * Any other graph input is refused (TEEXEC_ERR_UNSUPPORTED, naming it).
+ *
+ * Modes: RECOMPUTE runs the whole of every sequence at each step (the
+ * reference; a model with a fixed seq dim runs at that length, tokens
+ * first, padding after, so any causal decoder works); a KV model runs in
+ * it with an empty past each time. KV_CACHE feeds only the new tokens and
+ * keeps the present tensors as the next past (on the host in this
+ * version, also for CUDA sessions), padding the past to a bucket so that
+ * decode steps repeat input shapes (past_bucket). AUTO picks KV_CACHE when the model has
+ * past_key_values inputs.
+ *
+ * Batching: sequence i is row i; rows of different lengths run together.
+ * In KV_CACHE mode new tokens go into shared cache columns, each row's
+ * right-aligned, and the columns a row does not use are masked through
+ * attention_mask (which the model must then have) with position_ids
+ * counting each row's own tokens. Sampling draws from a counter-based
+ * generator keyed by (seed, sequence, position), so a sequence's tokens
+ * do not depend on which others share its batch.
+ *
+ * Errors leave the generator as it was: a bad token id (negative, or not
+ * below the vocabulary once the logits' size is known), too many tokens
+ * for max_length, a sequence index not below max_batch, a failed run.
+ * Thread-safety: one thread at a time; the model must outlive it. */
+typedef struct teexec_generator teexec_generator;
+
+typedef enum teexec_generate_mode {
+    TEEXEC_GENERATE_AUTO = 0,
+    TEEXEC_GENERATE_RECOMPUTE = 1,
+    TEEXEC_GENERATE_KV_CACHE = 2
+} teexec_generate_mode;
+
+typedef struct teexec_generator_options {
+    /* the session: device [AUTO], recipe [NULL = "none"], dtype
+     * [UNDEFINED], threads [0], as the session options of the same names */
+    teexec_device device;
+    const char *recipe;
+    teexec_dtype dtype;
+    int threads;
+    teexec_generate_mode mode; /* [AUTO] */
+    size_t max_batch;          /* sequences [1]; at most a fixed batch dim */
+    size_t max_length;         /* tokens per sequence (KV_CACHE: cache
+                                  columns) [0 = the model's fixed seq dim,
+                                  else 4096] */
+    int64_t pad_id;            /* the id fed at padded positions [0] */
+    /* KV_CACHE: the past is fed padded with masked columns to a multiple of
+     * this, so consecutive decode steps repeat one input shape (one plan,
+     * and on CUDA one captured graph, per bucket; only the new tokens'
+     * columns of the presents are kept; the first run's past is one
+     * masked bucket, not empty)
+     * [0 = 64 when the model takes attention_mask and
+     * position_ids, else 1 = no padding; > 1 needs both inputs] */
+    size_t past_bucket;
+    /* sampling: temperature [0 = greedy], top_k [0 = off], top_p [1 = off],
+     * seed [0] */
+    double temperature;
+    uint32_t top_k;
+    double top_p;
+    uint64_t seed;
+} teexec_generator_options;
+
+/* Fills *options with the defaults in brackets above. */
+TEEXEC_API void teexec_generator_options_init(teexec_generator_options *options);
+
+/* Creates a generator (and its session) for `model`; `options` NULL means
+ * the defaults, and is copied. TEEXEC_ERR_UNSUPPORTED when the model has no
+ * input_ids or logits, an input the generator cannot fill, or (KV_CACHE)
+ * past inputs without matching present outputs or undeclared kv_heads /
+ * head_dim. On success *out_generator is owned by the caller. */
+TEEXEC_API teexec_status *teexec_generator_create(const teexec_model *model,
+                                                  const teexec_generator_options *options,
+                                                  teexec_generator **out_generator);
+
+/* Appends `count` tokens to sequence `sequence` (< max_batch). They run at
+ * the next compute or step. Refused, changing nothing: an id < 0 or >= the
+ * vocabulary, a sequence out of range, more tokens than max_length. */
+TEEXEC_API teexec_status *teexec_generator_append(teexec_generator *generator, size_t sequence,
+                                                  const int64_t *ids, size_t count);
+
+/* Runs the model on every token appended since the last run (the prefill
+ * after a prompt), making each changed sequence's last logits current.
+ * Nothing to run: returns at once. */
+TEEXEC_API teexec_status *teexec_generator_compute(teexec_generator *generator);
+
+/* One decode step over the batch (rows 0 .. teexec_generator_batch - 1,
+ * each with at least one token): compute, choose one token per row with
+ * the sampling options, append it. out_ids (n_ids >= the batch) gets the
+ * tokens; may be NULL when n_ids is 0. */
+TEEXEC_API teexec_status *teexec_generator_step(teexec_generator *generator, int64_t *out_ids,
+                                                size_t n_ids);
+
+/* Copies the last logits of `sequence` (as float, `count` >= the
+ * vocabulary) to out. TEEXEC_ERR_INVALID_ARGUMENT when they are not
+ * current (tokens appended since, or never computed). */
+TEEXEC_API teexec_status *teexec_generator_logits(const teexec_generator *generator,
+                                                  size_t sequence, float *out, size_t count);
+
+/* Keeps the first `length` tokens of every sequence (longer ones are cut;
+ * shorter ones are kept as they are). A cut sequence's last kept token is
+ * run again at the next compute, so its logits become current again. */
+TEEXEC_API teexec_status *teexec_generator_rewind(teexec_generator *generator, size_t length);
+
+/* The tokens of a sequence (prompt and generated): *out_ids lives until the
+ * next call that changes the generator. Empty for an unused sequence. */
+TEEXEC_API teexec_status *teexec_generator_tokens(const teexec_generator *generator,
+                                                  size_t sequence, const int64_t **out_ids,
+                                                  size_t *out_count);
+
+/* Rows in use: one more than the highest sequence with a token (0 when
+ * none). */
+TEEXEC_API size_t teexec_generator_batch(const teexec_generator *generator);
+/* The vocabulary (the logits' last dim); 0 until known (declared in the
+ * model or seen in a first run). */
+TEEXEC_API size_t teexec_generator_vocab_size(const teexec_generator *generator);
+/* The mode in use: RECOMPUTE or KV_CACHE (never AUTO). */
+TEEXEC_API teexec_generate_mode teexec_generator_mode(const teexec_generator *generator);
+/* The session's device: "cpu" or "cuda". Static string. */
+TEEXEC_API const char *teexec_generator_device_name(const teexec_generator *generator);
+/* The generator's own session, for introspection (teexec_session_plan_count,
+ * teexec_session_profile); owned by the generator, valid until it is
+ * destroyed. */
+TEEXEC_API const teexec_session *teexec_generator_session(const teexec_generator *generator);
+/* Model runs so far (compute calls that ran something). */
+TEEXEC_API uint64_t teexec_generator_run_count(const teexec_generator *generator);
+
+/* Releases a generator and its session. Accepts NULL. */
+TEEXEC_API void teexec_generator_destroy(teexec_generator *generator);
+
+/* ================================================================== */
 /* The TE operation domain ("te.ops")                                  */
 /* ================================================================== */
 

@@ -16,7 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef MB_MAX
 #define MB_MAX 64 /* entries per repeated field: plenty for unit tests */
+#endif
 
 static void **mb_arena;
 static size_t mb_arena_n, mb_arena_cap;
