@@ -350,6 +350,7 @@ static teexec_status *analyse(teexec_trainer *t)
         if (val->flags & TX_IR_VALUE_INITIALIZER) {
             t->req[v] = tx_trainable_initializer(value_tensor(t, (int32_t)v), val->name, t->prep,
                                                  t->opt.freeze);
+            if (t->req[v]) tx_trainable_note_shared_norm(g, (int32_t)v);
         } else if (val->flags & TX_IR_VALUE_GRAPH_INPUT) {
             t->req[v] = true;
             t->grad_inputs[t->n_grad_inputs++] = (int32_t)v;

@@ -2,6 +2,7 @@
 #include "exec/trainable.h"
 
 #include "base/half.h"
+#include "base/log.h"
 
 #include <fnmatch.h>
 #include <math.h>
@@ -53,4 +54,27 @@ bool tx_trainable_initializer(const tx_tensor *t, const char *name, const tx_pre
             tx_freeze_matches(freeze, prep->sources[i].original))
             return false;
     return true;
+}
+
+size_t tx_trainable_note_shared_norm(const tx_ir_graph *g, int32_t v)
+{
+    if (!g || v < 0 || (size_t)v >= g->n_values) return 0;
+    const tx_ir_value *val = &g->values[v];
+    size_t norms = 0;
+    int32_t last = -1;
+    for (size_t k = 0; k < val->n_consumers; k++) {
+        int32_t node = val->consumers[k].node;
+        /* LayerNormalization, RMSNormalization, SimplifiedLayerNormalization,
+         * te.ops LayerNorm / RMSNorm; a node reading it twice counts once */
+        if (node == last || !strstr(g->nodes[node].op_type, "Norm")) continue;
+        last = node;
+        norms++;
+    }
+    if (norms > 1)
+        tx_log(TEEXEC_LOG_WARNING,
+               "parameter \"%s\" is shared by %zu norms, so training ties them; an exporter "
+               "merges initializers of equal value (fresh LayerNorm gains of one, biases of "
+               "zero): give each its own value before exporting if they are meant to differ",
+               val->name, norms);
+    return norms;
 }

@@ -38,6 +38,14 @@
 bool tx_trainable_initializer(const tx_tensor *t, const char *name, const tx_prepared *prep,
                               const char *freeze);
 
+/* Logs a warning (tx_log) when the parameter `v` of `g` is the gain or
+ * bias of more than one norm: both PyTorch exporters merge initializers of
+ * equal value, so the freshly initialized LayerNorms of a model (all gains
+ * one, all biases zero) arrive as ONE shared initializer, and training the
+ * file ties them -- a different model from the one exported. Returns how
+ * many norm nodes read it. */
+size_t tx_trainable_note_shared_norm(const tx_ir_graph *g, int32_t v);
+
 /* True when `freeze` names `name` (exactly or by pattern). */
 bool tx_freeze_matches(const char *freeze, const char *name);
 

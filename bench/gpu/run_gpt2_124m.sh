@@ -17,7 +17,8 @@
 #   env: BATCH SEQ STEPS (8 1024 200), RECIPES ("none fp8-current"), WORK,
 #        FP32_REF=1 (also PyTorch and teexec without bf16: PyTorch's own
 #        bf16-vs-fp32 spread, and teexec fp32 held to PyTorch fp32),
-#        PROFILE=1 (teexec's per-kernel profile of 20 bf16 steps)
+#        PROFILE=1 (teexec's per-kernel profile of 20 bf16 steps),
+#        REPEAT_REF=1 (PyTorch's eager bf16 run twice: its own spread)
 set -u
 C=${CARRY_DIR:-.carry/lead}
 OUT=${OUT:-/tmp/gpt2-124m}
@@ -32,7 +33,7 @@ X="$C/teexec"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   echo "GPT-2 124M batch=$B seq=$T steps=$S"
   python3 bench/gpu/torch_gpt2_124m.py --out "$WORK" --batch "$B" --seq "$T" --steps "$S" \
-      ${FP32_REF:+--fp32-ref} 2>&1 |
+      ${FP32_REF:+--fp32-ref} ${REPEAT_REF:+--repeat-ref} 2>&1 |
     grep -v -i warning
   for e in dynamo torchscript; do
     m="$WORK/gpt2_124m_$e/model.onnx"

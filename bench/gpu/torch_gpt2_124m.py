@@ -47,6 +47,16 @@ def build(torch, make_zoo):
         for _, p in model.named_parameters():
             if p.dim() >= 2:
                 p.normal_(0.0, 0.02)
+        # Every norm gain and bias its own values: both exporters merge
+        # initializers of equal value, so 25 LayerNorms initialized to ones
+        # and zeros become ONE shared gain and ONE shared bias in the ONNX
+        # file, and training the file ties them (a different model from
+        # PyTorch's; bench/gpu/gpt2_124m_grads.py showed it).
+        g = torch.Generator().manual_seed(99)
+        for mname, m in model.named_modules():
+            if isinstance(m, torch.nn.LayerNorm):
+                m.weight.copy_(1.0 + 0.02 * torch.randn(m.weight.shape, generator=g))
+                m.bias.copy_(0.02 * torch.randn(m.bias.shape, generator=g))
     return model
 
 
@@ -128,6 +138,12 @@ def make(a):
     np.save(os.path.join(a.out, "torch_losses.npy"), np.array(losses, np.float64))
     res["eager"] = {"tokens_per_s": tps, "peak_bytes": peak, "loss_first": losses[0], "loss_last": losses[-1]}
     log(f"torch eager: {tps / 1e3:.1f}k tokens/s, peak {peak / 2**30:.2f} GiB, loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+    if a.repeat_ref:
+        # the same eager bf16 run again: PyTorch against itself (cuBLAS and
+        # the fused AdamW are not bitwise repeatable run to run)
+        l2, _, _ = train(torch, build(torch, make_zoo), toks, a, a.steps, False)
+        np.save(os.path.join(a.out, "torch_losses_repeat.npy"), np.array(l2, np.float64))
+        log(f"torch eager again: loss {l2[0]:.4f} -> {l2[-1]:.4f}")
     if a.fp32_ref:
         # PyTorch's own spread: the same steps without autocast (fp32, TF32
         # off). A bf16 curve that differs from this one by X% bounds how
@@ -165,6 +181,14 @@ def compare(d):
         k = np.arange(0, n, 10)
         print(f"{'torch fp32 vs torch bf16 autocast':34s} {'':10s} {'':8s} {'':9s} {100 * np.max(rel[k]):15.2f}%")
         curves.append(("torch_fp32", ref32))
+    prep = os.path.join(d, "torch_losses_repeat.npy")
+    if os.path.exists(prep):
+        rr = np.load(prep)
+        n = min(len(rr), len(ref))
+        k = np.arange(0, n, 10)
+        print(f"{'torch eager run twice':34s} {'':10s} {'':8s} {'':9s} "
+              f"{100 * np.max(np.abs(rr[k] - ref[k]) / np.abs(ref[k])):15.2f}%")
+        curves.append(("torch_again", rr))
     for f in sorted(glob.glob(os.path.join(d, "teexec_*.json"))):
         try:
             r = json.load(open(f))
@@ -203,6 +227,8 @@ def main():
     ap.add_argument("--compile-steps", type=int, default=40)
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--no-export", action="store_true")
+    ap.add_argument("--repeat-ref", action="store_true",
+                    help="run the eager bf16 reference twice: torch_losses_repeat.npy")
     ap.add_argument("--fp32-ref", action="store_true",
                     help="also train without autocast (fp32, no TF32): torch_losses_fp32.npy")
     a = ap.parse_args()

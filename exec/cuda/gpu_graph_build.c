@@ -74,8 +74,10 @@ static teexec_status *analyse_grads(tx_gpu_graph *g)
     }
     for (size_t v = 0; v < nv; v++)
         if ((ir->values[v].flags & TX_IR_VALUE_INITIALIZER) && is_float(g->vals[v].model_dtype) &&
-            tx_trainable_initializer(g->vals[v].host, ir->values[v].name, g->prep, g->topt.freeze))
+            tx_trainable_initializer(g->vals[v].host, ir->values[v].name, g->prep, g->topt.freeze)) {
             fwd[v] = true;
+            tx_trainable_note_shared_norm(ir, (int32_t)v);
+        }
     for (size_t i = 0; i < g->n_nodes; i++) {
         gnode *n = &g->nodes[i];
         if (n->kind == GN_FOLDED) continue;

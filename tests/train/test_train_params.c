@@ -5,7 +5,10 @@
  *    (-inf or the dtype's lowest value) are constants of the model;
  *  - --freeze / teexec_train_options.freeze keeps named or matching ones;
  *  - every op on the path to the loss without a backward rule is listed in
- *    one status, each with its nodes. */
+ *    one status, each with its nodes;
+ *  - a gain or bias read by several norms (what an exporter writes after
+ *    merging equal-valued LayerNorm initializers) is trained tied, and the
+ *    trainer says so in a warning. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -158,11 +161,79 @@ static void test_missing_backward_rules_listed_at_once(void **state)
     teexec_model_destroy(m);
 }
 
+/* y = LN(LN(x; gamma_a, beta_a); gamma_b, beta_b) with the second norm's
+ * gain and bias either its own or the first's (the merged export). */
+static teexec_model *two_norms_model(bool shared)
+{
+    Onnx__ModelProto *m = mb_model(8);
+    mb_opset(m, "", 17);
+    Onnx__GraphProto *g = mb_graph("norms");
+    m->graph = g;
+    mb_input(g, "x", F32, "2,4");
+    mb_output(g, "y", F32, "2,4");
+    static const int64_t d4[1] = {4};
+    const float ga[4] = {1, 1, 1, 1}, be[4] = {0, 0, 0, 0};
+    const float gb[4] = {1.5f, 1, 1, 1}, bb[4] = {0.25f, 0, 0, 0};
+    set_init(g, "gamma_a", d4, 1, ga);
+    set_init(g, "beta_a", d4, 1, be);
+    if (!shared) {
+        set_init(g, "gamma_b", d4, 1, gb);
+        set_init(g, "beta_b", d4, 1, bb);
+    }
+    mb_node(g, "ln_a", "LayerNormalization", NULL, "x,gamma_a,beta_a", "h");
+    mb_node(g, "ln_b", "LayerNormalization", NULL,
+            shared ? "h,gamma_a,beta_a" : "h,gamma_b,beta_b", "y");
+    size_t size;
+    uint8_t *bytes = mb_pack(m, &size);
+    teexec_model *model;
+    ok(teexec_model_load_memory(bytes, size, NULL, NULL, &model));
+    free(bytes);
+    mb_free_all();
+    return model;
+}
+
+static char warned[1024];
+static size_t n_warnings;
+
+static void keep_warning(void *user, teexec_log_level level, const char *message)
+{
+    (void)user;
+    if (level != TEEXEC_LOG_WARNING || !strstr(message, "shared by")) return;
+    n_warnings++;
+    snprintf(warned, sizeof warned, "%s", message);
+}
+
+static void test_shared_norm_parameters_warned(void **state)
+{
+    (void)state;
+    teexec_train_options o;
+    teexec_train_options_init(&o);
+    o.device = TEEXEC_DEVICE_CPU;
+    teexec_set_log_callback(keep_warning, NULL, TEEXEC_LOG_WARNING);
+    for (int shared = 0; shared < 2; shared++) {
+        n_warnings = 0;
+        warned[0] = 0;
+        teexec_model *m = two_norms_model(shared);
+        teexec_trainer *t;
+        ok(teexec_trainer_create(m, &o, &t));
+        assert_int_equal(teexec_trainer_param_count(t), shared ? 2 : 4);
+        /* the merged gain and bias: one warning each, naming it */
+        assert_int_equal(n_warnings, shared ? 2 : 0);
+        if (shared) {
+            assert_non_null(strstr(warned, "\"beta_a\" is shared by 2 norms"));
+        }
+        teexec_trainer_destroy(t);
+        teexec_model_destroy(m);
+    }
+    teexec_set_log_callback(NULL, NULL, TEEXEC_LOG_WARNING);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_constants_are_not_parameters),
         cmocka_unit_test(test_missing_backward_rules_listed_at_once),
+        cmocka_unit_test(test_shared_norm_parameters_warned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
