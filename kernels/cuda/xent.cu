@@ -7,6 +7,7 @@ extern "C" {
 }
 
 #include <math.h>
+#include <stdint.h>
 
 namespace {
 
@@ -89,6 +90,161 @@ __global__ void row_kernel(tx_cuda_xent_args a, const long long *counters)
     }
 }
 
+/* The fast path: logits read with 16-byte vector loads, max and sum of exp
+ * in one online pass (each chunk rescales the running sum to the new max),
+ * dlogits written with vector stores in a second pass: two reads and one
+ * write of the row instead of three reads, per-element dtype switches and
+ * scalar accesses. Taken when the row length is a multiple of the vector,
+ * the pointers are 16-byte aligned and dlogits (if any) has the logits'
+ * dtype; the loss stays FP32 and deterministic (a fixed combine order). */
+template <typename T> struct vec_io;
+template <> struct vec_io<float> {
+    static constexpr int V = 4;
+    static __device__ __forceinline__ void load(const float *p, float *o)
+    {
+        float4 v = *(const float4 *)p;
+        o[0] = v.x; o[1] = v.y; o[2] = v.z; o[3] = v.w;
+    }
+    static __device__ __forceinline__ void store(float *p, const float *i)
+    {
+        *(float4 *)p = make_float4(i[0], i[1], i[2], i[3]);
+    }
+};
+template <> struct vec_io<__nv_bfloat16> {
+    static constexpr int V = 8;
+    static __device__ __forceinline__ void load(const __nv_bfloat16 *p, float *o)
+    {
+        uint4 raw = *(const uint4 *)p;
+        const __nv_bfloat16 *h = (const __nv_bfloat16 *)&raw;
+#pragma unroll
+        for (int k = 0; k < 8; k++) o[k] = __bfloat162float(h[k]);
+    }
+    static __device__ __forceinline__ void store(__nv_bfloat16 *p, const float *i)
+    {
+        uint4 raw;
+        __nv_bfloat16 *h = (__nv_bfloat16 *)&raw;
+#pragma unroll
+        for (int k = 0; k < 8; k++) h[k] = __float2bfloat16_rn(i[k]);
+        *(uint4 *)p = raw;
+    }
+};
+template <> struct vec_io<__half> {
+    static constexpr int V = 8;
+    static __device__ __forceinline__ void load(const __half *p, float *o)
+    {
+        uint4 raw = *(const uint4 *)p;
+        const __half *h = (const __half *)&raw;
+#pragma unroll
+        for (int k = 0; k < 8; k++) o[k] = __half2float(h[k]);
+    }
+    static __device__ __forceinline__ void store(__half *p, const float *i)
+    {
+        uint4 raw;
+        __half *h = (__half *)&raw;
+#pragma unroll
+        for (int k = 0; k < 8; k++) h[k] = __float2half_rn(i[k]);
+        *(uint4 *)p = raw;
+    }
+};
+
+/* (m, s) <- the pair for the union of two parts: s * e^(m - M) + s2 * e^(m2 - M)
+ * with M the larger max; an all -inf part adds nothing. */
+__device__ __forceinline__ void lse_combine(float &m, float &s, float m2, float s2)
+{
+    float nm = fmaxf(m, m2);
+    if (nm == -INFINITY) return;
+    s = s * expf(m - nm) + s2 * expf(m2 - nm);
+    m = nm;
+}
+
+/* Every thread gets the block's (max, sum of exp); fixed order. */
+__device__ __forceinline__ void block_lse(float &m, float &s, float *red_m, float *red_s)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        lse_combine(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __syncthreads();
+    if (lane == 0) {
+        red_m[warp] = m;
+        red_s[warp] = s;
+    }
+    __syncthreads();
+    m = lane < nw ? red_m[lane] : -INFINITY;
+    s = lane < nw ? red_s[lane] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1)
+        lse_combine(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+}
+
+template <typename T>
+__global__ void row_vec_kernel(tx_cuda_xent_args a, const long long *counters)
+{
+    constexpr int V = vec_io<T>::V;
+    __shared__ float red_m[32], red_s[32];
+    const int64_t classes = (int64_t)a.classes;
+    const long long counted = counters[0];
+    const float div = a.sum_reduction || counted == 0 ? 1.0f : (float)counted;
+    const size_t step = (size_t)blockDim.x * V;
+    for (size_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
+        const int64_t y = a.labels[r];
+        const size_t base = r * a.classes;
+        const T *row = (const T *)a.logits + base;
+        T *drow = a.dlogits ? (T *)a.dlogits + base : nullptr;
+        float x[V];
+        if (y == a.ignore_index || y < 0 || y >= classes) {
+            if (drow) {
+#pragma unroll
+                for (int k = 0; k < V; k++) x[k] = 0.0f;
+                for (size_t c = (size_t)threadIdx.x * V; c < a.classes; c += step)
+                    vec_io<T>::store(drow + c, x);
+            }
+            if (threadIdx.x == 0) a.workspace[r] = 0.0f;
+            continue;
+        }
+        float m = -INFINITY, s = 0.0f;
+        for (size_t c = (size_t)threadIdx.x * V; c < a.classes; c += step) {
+            vec_io<T>::load(row + c, x);
+            float cm = x[0];
+#pragma unroll
+            for (int k = 1; k < V; k++) cm = fmaxf(cm, x[k]);
+            float nm = fmaxf(m, cm);
+            if (nm == -INFINITY) continue;
+            float cs = 0.0f;
+#pragma unroll
+            for (int k = 0; k < V; k++) cs += expf(x[k] - nm);
+            s = s * expf(m - nm) + cs;
+            m = nm;
+        }
+        block_lse(m, s, red_m, red_s);
+        const float lse = m + logf(s);
+        if (threadIdx.x == 0) {
+            float xy[V];
+            vec_io<T>::load(row + ((size_t)y / V) * V, xy);
+            a.workspace[r] = lse - xy[(size_t)y % V];
+        }
+        if (drow)
+            for (size_t c = (size_t)threadIdx.x * V; c < a.classes; c += step) {
+                vec_io<T>::load(row + c, x);
+#pragma unroll
+                for (int k = 0; k < V; k++) {
+                    float g = expf(x[k] - lse) - ((int64_t)(c + k) == y ? 1.0f : 0.0f);
+                    x[k] = g / div;
+                }
+                vec_io<T>::store(drow + c, x);
+            }
+    }
+}
+
+/* The vector width the fast path needs for `a`, or 0 when it cannot take it. */
+int vec_width(const tx_cuda_xent_args *a)
+{
+    int v = a->logits_dtype == TEEXEC_DTYPE_FLOAT ? 4 : 8;
+    if (a->classes % (size_t)v) return 0;
+    if ((uintptr_t)a->logits % 16) return 0;
+    if (a->dlogits && (a->dlogits_dtype != a->logits_dtype || (uintptr_t)a->dlogits % 16))
+        return 0;
+    return v;
+}
+
 /* One block sums the rows' losses: thread t sums rows t, t + T, ... in
  * order, then the fixed-order block sum. */
 __global__ void finish_kernel(const float *row_loss, size_t rows, const long long *counters,
@@ -134,7 +290,14 @@ extern "C" teexec_status *tx_cuda_xent(const tx_cuda_xent_args *a, void *stream)
     TX_CUDA_LAUNCHED("cross-entropy count");
     if (a->rows) {
         size_t g = a->rows < 65535u * 16u ? a->rows : 65535u * 16u;
-        row_kernel<<<(unsigned)g, kThreads, 0, s>>>(*a, counters);
+        if (!vec_width(a))
+            row_kernel<<<(unsigned)g, kThreads, 0, s>>>(*a, counters);
+        else if (a->logits_dtype == TEEXEC_DTYPE_BFLOAT16)
+            row_vec_kernel<__nv_bfloat16><<<(unsigned)g, kThreads, 0, s>>>(*a, counters);
+        else if (a->logits_dtype == TEEXEC_DTYPE_FLOAT16)
+            row_vec_kernel<__half><<<(unsigned)g, kThreads, 0, s>>>(*a, counters);
+        else
+            row_vec_kernel<float><<<(unsigned)g, kThreads, 0, s>>>(*a, counters);
         TX_CUDA_LAUNCHED("cross-entropy rows");
     }
     finish_kernel<<<1, 1024, 0, s>>>(a->workspace, a->rows, counters, a->sum_reduction, a->loss,

@@ -123,6 +123,11 @@ static const xent_case cases[] = {
     {"xent_f32_3x7", 3, 7, KU_F32, 0, 0, 2.0},
     {"xent_f32_all_ignored", 16, 10, KU_F32, 100, 0, 1.0},
     {"xent_f16_100x3000", 100, 3000, KU_F16, 20, 0, 6.0},
+    /* the vector path at GPT-2's padded vocabulary (50304 = 8 x 6288),
+     * fp32 and bf16; 1000x50257 above keeps the scalar path covered */
+    {"xent_bf16_512x50304_vec", 512, 50304, KU_BF16, 5, 0, 12.0},
+    {"xent_f32_300x50304_vec", 300, 50304, KU_F32, 0, 0, 3.0},
+    {"xent_f16_64x1024_vec_all_ignored", 64, 1024, KU_F16, 100, 0, 5.0},
 };
 
 int main(void)
