@@ -71,3 +71,4 @@ teexec_status *tx_gpu_graph_profile(const tx_gpu_graph *g, char **out_text)
 }
 
 size_t tx_gpu_graph_device_bytes(const tx_gpu_graph *g) { (void)g; return 0; }
+const struct tx_ws_lease *tx_gpu_graph_weights(const tx_gpu_graph *g) { (void)g; return NULL; }

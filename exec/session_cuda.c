@@ -7,8 +7,10 @@
 #include "exec/session_cuda.h"
 
 #include "exec/cuda/gpu_graph.h"
+#include "exec/prepare.h"
 #include "exec/run_options.h"
 #include "exec/tensor_internal.h"
+#include "exec/weight_share.h"
 #include "planner/plan_cache.h"
 
 #include <stdlib.h>
@@ -53,6 +55,14 @@ teexec_status *teexec_session_options_set_cuda_stream(teexec_session_options *o,
 {
     if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options is NULL");
     o->cuda_stream = stream;
+    return NULL;
+}
+
+teexec_status *teexec_session_options_set_device_memory_limit(teexec_session_options *o,
+                                                             size_t bytes)
+{
+    if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options is NULL");
+    o->device_memory_limit = bytes;
     return NULL;
 }
 
@@ -129,6 +139,7 @@ static teexec_status *copy_options(teexec_session *s, const teexec_session_optio
         c->profile = o->profile;
         c->dtype = o->dtype;
         c->cuda_stream = o->cuda_stream;
+        c->device_memory_limit = o->device_memory_limit;
         if (o->recipe && !(c->recipe = strdup(o->recipe))) {
             free(c);
             return tx_oom();
@@ -161,6 +172,13 @@ static teexec_status *build_graph(void *ctx, const tx_ir_graph *ir, const tx_pla
     cfg.profile = o->profile;
     cfg.stream = o->cuda_stream;
     cfg.n_inputs = s->n_in;
+    /* the limit covers the session: its other executors' own memory
+     * counts, but for the one this insert will drop (the cache is full:
+     * the oldest goes once the new one exists) */
+    cfg.memory_limit = o->device_memory_limit;
+    size_t first = s->n_gpu_live >= TX_MAX_GPU_GRAPHS ? 1 : 0;
+    for (size_t i = first; i < s->n_gpu_live; i++)
+        cfg.memory_held += tx_gpu_graph_device_bytes(s->gpu_live[i]);
     const char **names = calloc(s->n_in ? s->n_in : 1, sizeof(*names));
     tx_shape *shapes = calloc(s->n_in ? s->n_in : 1, sizeof(*shapes));
     if (!names || !shapes) {
@@ -179,14 +197,28 @@ static teexec_status *build_graph(void *ctx, const tx_ir_graph *ir, const tx_pla
     free(names);
     free(shapes);
     TX_TRY(st);
+    if (s->n_gpu_live == TX_MAX_GPU_GRAPHS + 1) {
+        /* cannot happen: the cache drops one for every insert past its bound */
+        tx_gpu_graph_destroy(g);
+        return tx_error(TEEXEC_ERR_INTERNAL, "more CUDA executors than the cache holds");
+    }
+    s->gpu_live[s->n_gpu_live++] = g;
     *payload = g;
     return NULL;
 }
 
 static void free_graph(void *ctx, tx_fuser_plan *plan, void *payload)
 {
-    (void)ctx;
+    teexec_session *s = ctx;
     (void)plan;
+    for (size_t i = 0; i < s->n_gpu_live; i++)
+        if (s->gpu_live[i] == payload) {
+            memmove(&s->gpu_live[i], &s->gpu_live[i + 1],
+                    (s->n_gpu_live - i - 1) * sizeof(s->gpu_live[0]));
+            s->n_gpu_live--;
+            break;
+        }
+    if (s->last_gpu == payload) s->last_gpu = NULL;
     tx_gpu_graph_destroy(payload);
 }
 
@@ -229,12 +261,43 @@ void tx_session_cuda_free(teexec_session *s)
     tx_plan_cache_free(s->gpu);
     s->gpu = NULL;
     s->last_gpu = NULL;
+    s->n_gpu_live = 0;
     if (s->gpu_opts) free(s->gpu_opts->recipe);
     free(s->gpu_opts);
     s->gpu_opts = NULL;
 }
 
 size_t tx_session_cuda_plan_count(const teexec_session *s) { return tx_plan_cache_size(s->gpu); }
+
+teexec_status *teexec_session_device_memory(const teexec_session *s, size_t *weight_bytes,
+                                            size_t *own_bytes)
+{
+    if (weight_bytes) *weight_bytes = 0;
+    if (own_bytes) *own_bytes = 0;
+    if (!s) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "session is NULL");
+    if (!s->cuda) return NULL; /* a CPU session holds no device memory */
+    const struct tx_ws_lease *leases[TX_MAX_GPU_GRAPHS + 1];
+    size_t own = 0;
+    for (size_t i = 0; i < s->n_gpu_live; i++) {
+        leases[i] = tx_gpu_graph_weights(s->gpu_live[i]);
+        own += tx_gpu_graph_device_bytes(s->gpu_live[i]);
+    }
+    size_t w = 0;
+    TX_TRY(tx_ws_leases_bytes(leases, s->n_gpu_live, &w));
+    if (weight_bytes) *weight_bytes = w;
+    if (own_bytes) *own_bytes = own;
+    return NULL;
+}
+
+size_t teexec_model_device_weight_bytes(const teexec_model *model)
+{
+    if (!model) return 0;
+    /* the copies belong to the model that runs: the lowered one */
+    const teexec_model *run = model->prepared && model->prepared->lowered
+                                  ? model->prepared->lowered
+                                  : model;
+    return tx_weight_share_bytes(run->weights, -1, NULL);
+}
 
 teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *ro,
                                    const tx_tensor **bound, size_t n_outputs,

@@ -72,6 +72,7 @@ struct teexec_session_options {
     bool profile;
     teexec_dtype dtype;      /* UNDEFINED = the model's */
     void *cuda_stream;       /* the caller's cudaStream_t, or NULL: the session's own */
+    size_t device_memory_limit; /* CUDA sessions: bytes (exec/device_budget.h), 0 = none */
     /* Internal (the CUDA executor's CPU session on its lowered model):
      * plans types and folded values but allocates no host arena. */
     bool plan_only;
@@ -110,6 +111,10 @@ struct teexec_session {
     teexec_session_options *gpu_opts;
     struct tx_plan_cache *gpu;      /* payloads: tx_gpu_graph (exec/session_cuda.c) */
     struct tx_gpu_graph *last_gpu;  /* the executor of the last run (in `gpu`) */
+    /* the executors `gpu` holds, oldest insert first (the cache's eviction
+     * order); one more while a new one is inserted */
+    struct tx_gpu_graph *gpu_live[TX_MAX_GPU_GRAPHS + 1];
+    size_t n_gpu_live;
     /* CPU sessions: the recipe and determinism every fuser plan is built
      * for, the fp8-delayed scaling state (one per session, rolled after
      * each run as TE does under fp8_autocast), the number of runs so far

@@ -11,7 +11,9 @@
  * and the plan's fused kernels where the GPU has them (the others run
  * unfused; each such choice is kept with its reason), uploads the
  * parameters (converted to the compute dtype; FP32 master copies when
- * training) and makes ONE device allocation for every value, saved tensor,
+ * training; for inference, the model's initializers come from the model's
+ * shared device copies, exec/weight_share.h, uploaded by the first executor
+ * that needs them) and makes ONE device allocation for every other value, saved tensor,
  * gradient, node state and the scratch. Runs then allocate nothing and do
  * not synchronize the host except to hand back results; with CUDA graphs on
  * the forward (and the training step) is captured on the first run and
@@ -36,6 +38,7 @@
 #include <stdint.h>
 
 typedef struct tx_gpu_graph tx_gpu_graph;
+struct tx_ws_lease;
 
 typedef struct tx_gpu_graph_config {
     tx_recipe recipe;
@@ -52,6 +55,10 @@ typedef struct tx_gpu_graph_config {
     const char *const *input_names;
     const tx_shape *input_shapes;
     const teexec_train_options *train; /* training only: loss and optimizer */
+    /* device-memory limit (exec/device_budget.h; 0: none) and the bytes the
+     * owner already holds in other executors, counted against it */
+    size_t memory_limit;
+    size_t memory_held;
 } tx_gpu_graph_config;
 
 /* Whether a usable CUDA device is present (for device AUTO); never fails. */
@@ -107,7 +114,10 @@ teexec_status *tx_gpu_graph_param_lowered(const tx_gpu_graph *g, const char *nam
 
 /* The --profile table (teexec_session_profile's format); caller frees. */
 teexec_status *tx_gpu_graph_profile(const tx_gpu_graph *g, char **out_text) TX_NODISCARD;
-/* Device bytes of the one allocation. */
+/* Device bytes the executor allocated for itself (its arena and small
+ * state), and the shared weights it reads (NULL for a trainer, whose
+ * parameters are in its own allocation). */
 size_t tx_gpu_graph_device_bytes(const tx_gpu_graph *g);
+const struct tx_ws_lease *tx_gpu_graph_weights(const tx_gpu_graph *g);
 
 #endif

@@ -37,6 +37,8 @@ typedef struct gval {
     bool req;                  /* carries a gradient */
     tx_tensor grad;            /* device grad (dev's dtype) when req */
     bool grad_live;            /* backward simulation / run: the grad buffer holds a value */
+    bool shared;               /* dev.data is the model's shared copy (exec/weight_share.h):
+                                * read only, uploaded by whoever acquired it first */
 } gval;
 
 typedef struct gnode {
@@ -140,6 +142,9 @@ struct tx_gpu_graph {
     int32_t *in_values;        /* per graph input (model order) */
     size_t n_in;
     /* device */
+    int device;                /* the CUDA device ordinal it was made on */
+    struct tx_ws_lease *weights; /* its shared weights (inference), or NULL */
+    size_t delayed_bytes;      /* delayed_dev's size */
     cudaStream_t stream;
     bool own_stream;
     tx_cuda_env env;

@@ -2,6 +2,7 @@
  * backward, optimizer, CUDA-graph capture and replay, the profile, results
  * and parameters by the user's names. */
 #include "exec/cuda/gpu_graph_internal.h"
+#include "exec/weight_share.h"
 
 #include "exec/cuda/te_cuda_linear.h"
 #include "exec/run_options.h"
@@ -549,7 +550,8 @@ teexec_status *tx_gpu_graph_grad(const tx_gpu_graph *g, const char *name, tx_ten
     return param_tensor(g, name, true, false, out);
 }
 
-size_t tx_gpu_graph_device_bytes(const tx_gpu_graph *g) { return g->arena_bytes; }
+size_t tx_gpu_graph_device_bytes(const tx_gpu_graph *g) { return g->arena_bytes + g->delayed_bytes; }
+const struct tx_ws_lease *tx_gpu_graph_weights(const tx_gpu_graph *g) { return g->weights; }
 
 teexec_status *tx_gpu_graph_profile(const tx_gpu_graph *g, char **out_text)
 {
@@ -601,6 +603,10 @@ teexec_status *tx_gpu_graph_profile(const tx_gpu_graph *g, char **out_text)
                             "device arena: %.1f MiB (%.1f MiB if no two buffers shared memory)\n",
                             (double)g->arena_bytes / 1048576.0,
                             (double)g->arena_unshared_bytes / 1048576.0);
+    if (g->weights)
+        len += (size_t)snprintf(s + len, cap - len,
+                                "shared weights: %.1f MiB (one copy for every session of the model)\n",
+                                (double)tx_ws_lease_bytes(g->weights) / 1048576.0);
     /* the plan's fusions that do not run, with why (the planner's and the
      * GPU's: a fusion the GPU has no kernel for runs unfused) */
     size_t nd = g->fplan ? g->fplan->n_declines : 0;

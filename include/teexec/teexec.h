@@ -67,7 +67,9 @@ typedef enum teexec_code {
     TEEXEC_ERR_DEVICE = 6,           /* a CUDA/cuBLASLt/cuDNN failure       */
     TEEXEC_ERR_NO_MEMORY = 7,        /* an allocation failed                */
     TEEXEC_ERR_INTERNAL = 8,         /* a bug in teexec: please report it   */
-    TEEXEC_ERR_CANCELLED = 9         /* the run was cancelled (run options) */
+    TEEXEC_ERR_CANCELLED = 9,        /* the run was cancelled (run options) */
+    TEEXEC_ERR_OUT_OF_DEVICE_MEMORY = 10 /* a CUDA session does not fit: over its
+                                          * device-memory limit, or the device is full */
 } teexec_code;
 
 typedef struct teexec_status teexec_status;
@@ -195,6 +197,13 @@ TEEXEC_API teexec_status *teexec_model_load_memory(
 /* Releases a model. Accepts NULL. Every session and trainer created from the
  * model must have been destroyed first. */
 TEEXEC_API void teexec_model_destroy(teexec_model *model);
+
+/* Bytes of this model's weights on CUDA devices now, over all devices:
+ * each (device, compute dtype) holds one copy, uploaded by the first CUDA
+ * session that needs it, shared by every inference session (and every
+ * input shape of each), and freed with the last of them. A trainer's
+ * parameters are its own and are not counted. 0 without CUDA. Any thread. */
+TEEXEC_API size_t teexec_model_device_weight_bytes(const teexec_model *model);
 
 /* --- introspection: all getters are thread-safe on a loaded model; the
  * strings and arrays they return are owned by the model and live until
@@ -453,6 +462,21 @@ TEEXEC_API teexec_status *teexec_session_options_set_cuda_stream(teexec_session_
  * UNDEFINED is refused at creation (TEEXEC_ERR_UNSUPPORTED). */
 TEEXEC_API teexec_status *teexec_session_options_set_dtype(teexec_session_options *options,
                                                            teexec_dtype dtype);
+/* A cap on the device memory a CUDA session holds, in bytes; 0 (default):
+ * none. Counted: the memory each of its executors (one per input-shape
+ * signature) allocates for itself -- activations, saved buffers, scratch,
+ * the cuBLASLt workspace -- and the model's weights it reads, in full even
+ * when other sessions share them on the device (so whether a session fits
+ * does not depend on what else runs). Not counted: the CUDA context, the
+ * cuBLASLt / cuDNN handles, captured graphs. A session or a new signature
+ * that does not fit is refused before it allocates, with
+ * TEEXEC_ERR_OUT_OF_DEVICE_MEMORY and a message giving the bytes it needs
+ * and the limit (a device that is simply full gives the same code); what
+ * it allocated is freed and the session (for a run) stays usable. Reaching
+ * the 4-signature bound, the executor about to be dropped does not count.
+ * CPU sessions ignore it. */
+TEEXEC_API teexec_status *teexec_session_options_set_device_memory_limit(
+    teexec_session_options *options, size_t bytes);
 
 /* ------------------------------------------------------------------ */
 /* Sessions                                                            */
@@ -574,6 +598,17 @@ TEEXEC_API size_t teexec_session_plan_count(const teexec_session *session);
  * TEEXEC_ERR_INVALID_ARGUMENT when the session was not created with
  * profiling. */
 TEEXEC_API teexec_status *teexec_session_profile(const teexec_session *session, char **out_text);
+
+/* The device memory a CUDA session holds now: *weight_bytes the model's
+ * weights its executors read (one copy per device and dtype, shared with
+ * every other session of the model on that device: the same bytes are
+ * reported by each of them and held once), *own_bytes what its executors
+ * allocated for themselves (activations, buffers, scratch, workspace; per
+ * session and per input-shape signature). The counts of
+ * options_set_device_memory_limit. Either pointer may be NULL. A CPU
+ * session reports 0 and 0. Does not block. */
+TEEXEC_API teexec_status *teexec_session_device_memory(const teexec_session *session,
+                                                       size_t *weight_bytes, size_t *own_bytes);
 
 /* Releases a session and everything it allocated. Accepts NULL. */
 TEEXEC_API void teexec_session_destroy(teexec_session *session);
