@@ -610,9 +610,12 @@ size_t teexec_session_plan_count(const teexec_session *s)
 /* ---- running ----------------------------------------------------------- */
 
 /* Checks the given inputs against the model and binds symbolic dims; fills
- * bound[i] with the tensor for session input i. */
+ * bound[i] with the tensor for session input i and in_dev[i] with the CUDA
+ * device its data is on (-1: host memory; a CPU session takes host
+ * tensors only). */
 static teexec_status *bind_inputs(teexec_session *s, size_t n_inputs, const char *const *names,
-                                  const teexec_tensor *const *tensors, const tx_tensor **bound)
+                                  const teexec_tensor *const *tensors, const tx_tensor **bound,
+                                  int *in_dev)
 {
     const teexec_model *m = s->user_model;
     for (size_t i = 0; i < s->n_in; i++) bound[i] = NULL;
@@ -637,7 +640,12 @@ static teexec_status *bind_inputs(teexec_session *s, size_t n_inputs, const char
         }
         if (bound[i])
             return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "input \"%s\" is given twice", names[k]);
+        if (tensors[k]->on_device && !s->cuda)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                            "input \"%s\" is a CUDA device tensor; a CPU session reads host "
+                            "tensors (teexec_tensor_to_host copies one)", names[k]);
         bound[i] = &tensors[k]->t;
+        in_dev[i] = tensors[k]->on_device ? tensors[k]->device : -1;
     }
     for (size_t i = 0; i < s->n_in; i++) {
         const tx_ir_value *val = &s->g->values[s->in_vals[i]];
@@ -859,20 +867,25 @@ static teexec_status *session_run(teexec_session *s, const teexec_run_options *r
         }
     }
     const tx_tensor **bound = calloc(s->n_in ? s->n_in : 1, sizeof(*bound));
+    int *in_dev = calloc(s->n_in ? s->n_in : 1, sizeof(*in_dev));
     const tx_tensor **cur = calloc(g->n_values ? g->n_values : 1, sizeof(*cur));
     tx_tensor *store = calloc(g->n_values ? g->n_values : 1, sizeof(*store));
-    teexec_status *st = (!bound || !cur || !store) ? tx_oom() : NULL;
+    teexec_status *st = (!bound || !in_dev || !cur || !store) ? tx_oom() : NULL;
+    if (!st && !s->cuda && tx_run_device_outputs(ro))
+        st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                      "device outputs (run options) need a CUDA session; this one runs on the CPU");
     /* a CUDA session called without inputs reruns on the previous ones,
      * which are still on the device */
     bool reuse = s->cuda && n_inputs == 0 && s->n_in > 0;
-    if (!st && !reuse) st = bind_inputs(s, n_inputs, input_names, input_tensors, bound);
+    if (!st && !reuse) st = bind_inputs(s, n_inputs, input_names, input_tensors, bound, in_dev);
     /* the start of the work proper: what a log reader (or a test waiting
      * to cancel a run in flight) keys on */
     if (!st && tx_log_enabled(TEEXEC_LOG_DEBUG))
         tx_log(TEEXEC_LOG_DEBUG, "session run started (%s, %zu nodes)",
                teexec_session_device_name(s), g->n_nodes);
     if (!st && s->cuda)
-        st = tx_session_cuda_run(s, ro, reuse ? NULL : bound, n_outputs, want, out_tensors);
+        st = tx_session_cuda_run(s, ro, reuse ? NULL : bound, reuse ? NULL : in_dev, n_outputs,
+                                 want, out_tensors);
     tx_plan *p = NULL;
     if (!st && !s->cuda) st = find_plan(s, bound, &p);
     if (!st && !s->cuda) st = execute(s, ro, p, bound, cur, store);
@@ -904,6 +917,7 @@ static teexec_status *session_run(teexec_session *s, const teexec_run_options *r
     free(store);
     free(cur);
     free(bound);
+    free(in_dev);
     free(want);
     if (st) {
         for (size_t j = 0; j < n_outputs; j++) {

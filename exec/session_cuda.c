@@ -7,6 +7,7 @@
 #include "exec/session_cuda.h"
 
 #include "exec/cuda/gpu_graph.h"
+#include "exec/device_mem.h"
 #include "exec/prepare.h"
 #include "exec/run_options.h"
 #include "exec/tensor_internal.h"
@@ -289,6 +290,16 @@ teexec_status *teexec_session_device_memory(const teexec_session *s, size_t *wei
     return NULL;
 }
 
+teexec_status *teexec_session_wait(teexec_session *s)
+{
+    if (!s) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "session is NULL");
+    if (!s->cuda) return NULL; /* CPU runs return finished */
+    for (size_t i = 0; i < s->n_gpu_live; i++) TX_TRY(tx_gpu_graph_wait(s->gpu_live[i]));
+    return NULL;
+}
+
+uint64_t tx_session_cuda_host_copies(const teexec_session *s) { return s->cuda_host_copies; }
+
 size_t teexec_model_device_weight_bytes(const teexec_model *model)
 {
     if (!model) return 0;
@@ -299,10 +310,40 @@ size_t teexec_model_device_weight_bytes(const teexec_model *model)
     return tx_weight_share_bytes(run->weights, -1, NULL);
 }
 
-teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *ro,
-                                   const tx_tensor **bound, size_t n_outputs,
-                                   const int32_t *want, teexec_tensor **out)
+/* A second device buffer holding src's bytes (an output asked twice);
+ * src was written in g's stream order, so g's work is waited for first. */
+static teexec_status *device_clone(tx_gpu_graph *g, const teexec_tensor *src, tx_tensor *t)
 {
+    memset(t, 0, sizeof(*t));
+    TX_TRY(tx_gpu_graph_wait(g));
+    char probe;
+    TX_TRY(tx_tensor_wrap(t, src->t.dtype, src->t.rank, src->t.dims, &probe));
+    int dev = 0;
+    void *p = NULL;
+    TX_TRY(tx_device_alloc(t->nbytes, &dev, &p));
+    teexec_status *st = tx_device_to_device(p, src->t.data, src->t.nbytes);
+    if (st) {
+        tx_device_free(dev, p);
+        memset(t, 0, sizeof(*t));
+        return st;
+    }
+    t->data = p;
+    t->owns_data = false;
+    return NULL;
+}
+
+teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *ro,
+                                   const tx_tensor **bound, const int *in_device,
+                                   size_t n_outputs, const int32_t *want, teexec_tensor **out)
+{
+    tx_gpu_run_io io = {.out_device = tx_run_device_outputs(ro),
+                        .stream = tx_run_cuda_stream(ro),
+                        .no_sync = tx_run_no_sync(ro)};
+    if (io.no_sync && n_outputs && !io.out_device)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "a run that does not wait for the device (run options no_sync) must "
+                        "leave its outputs on the device (run options device_outputs)");
+
     tx_gpu_graph *g = NULL;
     if (!bound) {
         /* the previous run's inputs, still on the device */
@@ -323,6 +364,25 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *
         free(shapes);
         TX_TRY(st);
     }
+    /* device inputs: on the session's device, read there without a host copy */
+    bool *in_dev = NULL;
+    if (bound && in_device) {
+        in_dev = calloc(s->n_in ? s->n_in : 1, sizeof(*in_dev));
+        if (!in_dev) return tx_oom();
+        for (size_t i = 0; i < s->n_in; i++) {
+            if (in_device[i] < 0) continue;
+            if (in_device[i] != tx_gpu_graph_device(g)) {
+                teexec_status *e = tx_error(
+                    TEEXEC_ERR_INVALID_ARGUMENT,
+                    "input \"%s\" is on CUDA device %d; the session runs on device %d",
+                    s->g->values[s->in_vals[i]].name, in_device[i], tx_gpu_graph_device(g));
+                free(in_dev);
+                return e;
+            }
+            in_dev[i] = true;
+        }
+    }
+    io.in_device = in_dev;
     size_t no = tx_gpu_graph_output_count(g);
     tx_tensor *outs = calloc(no ? no : 1, sizeof(*outs));
     bool *mask = calloc(no ? no : 1, sizeof(*mask));
@@ -346,31 +406,49 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *
         st = tx_run_cancelled_status("before launching the model on the CUDA device", NULL);
     if (!st) {
         tx_gpu_graph_set_run_options(g, ro);
-        st = tx_gpu_graph_run(g, bound, n_outputs ? outs : NULL, mask);
+        st = tx_gpu_graph_run(g, bound, &io, n_outputs ? outs : NULL, mask);
         tx_gpu_graph_set_run_options(g, NULL);
+        s->cuda_host_copies += io.host_copies;
     }
+    int dev = tx_gpu_graph_device(g);
     for (size_t j = 0; !st && j < n_outputs; j++) {
         size_t k = slot[j];
         tx_tensor t;
-        if (outs[k].data && outs[k].owns_data) {
+        if (outs[k].data && (outs[k].owns_data || io.out_device)) {
             t = outs[k];
             memset(&outs[k], 0, sizeof(outs[k]));
         } else {
             /* asked for twice: the first request took the buffer */
-            const tx_tensor *src = NULL;
+            const teexec_tensor *src = NULL;
             for (size_t p = 0; p < j && !src; p++)
-                if (want[p] == want[j]) src = &out[p]->t;
+                if (want[p] == want[j]) src = out[p];
             if (!src) {
                 st = tx_error(TEEXEC_ERR_INTERNAL, "output missing");
                 break;
             }
-            st = tx_tensor_clone(src, &t);
+            if (io.out_device) st = device_clone(g, src, &t);
+            else st = tx_tensor_clone(&src->t, &t);
             if (st) break;
         }
-        st = tx_tensor_to_public(&t, &out[j]);
-        if (st) tx_tensor_release(&t);
+        if (io.out_device) {
+            st = tx_tensor_to_public_device(&t, dev, tx_device_free, &out[j]);
+            if (st) tx_device_free(dev, t.data);
+        } else {
+            st = tx_tensor_to_public(&t, &out[j]);
+            if (st) tx_tensor_release(&t);
+        }
+    }
+    if (st && io.out_device) {
+        /* device outputs not handed out yet (the caller's are released by
+         * the session on failure) */
+        for (size_t k = 0; outs && k < no; k++)
+            if (outs[k].data) {
+                tx_device_free(dev, outs[k].data);
+                memset(&outs[k], 0, sizeof(outs[k]));
+            }
     }
     for (size_t k = 0; outs && k < no; k++) tx_tensor_release(&outs[k]);
+    free(in_dev);
     free(outs);
     free(mask);
     free(slot);

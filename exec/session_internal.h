@@ -115,6 +115,7 @@ struct teexec_session {
      * order); one more while a new one is inserted */
     struct tx_gpu_graph *gpu_live[TX_MAX_GPU_GRAPHS + 1];
     size_t n_gpu_live;
+    uint64_t cuda_host_copies;      /* host<->device copies of runs' inputs and outputs */
     /* CPU sessions: the recipe and determinism every fuser plan is built
      * for, the fp8-delayed scaling state (one per session, rolled after
      * each run as TE does under fp8_autocast), the number of runs so far

@@ -70,13 +70,32 @@ teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph
                                    tx_gpu_graph **out) TX_NODISCARD;
 void tx_gpu_graph_destroy(tx_gpu_graph *g);
 
-/* Inference: inputs[i] for config input i (host tensors with the planned
- * shapes), or inputs NULL: the inputs of the previous run, still on the
- * device. outputs (NULL: fetch nothing) has one entry per graph output;
- * entry j receives a new host tensor when want is NULL or want[j], else is
- * left empty. Returns when the device has finished. */
+/* How a run's tensors and stream meet the caller's (NULL: host inputs and
+ * outputs, the graph's own stream, the call waits for the device). */
+typedef struct tx_gpu_run_io {
+    const bool *in_device; /* per input: its data is a device address (NULL: all host) */
+    bool out_device;       /* outputs: new device buffers (tx_device_free), not host tensors */
+    void *stream;          /* the caller's cudaStream_t: the run starts after the work queued
+                            * on it so far, and work queued on it later waits for the run */
+    bool no_sync;          /* return once queued (needs out_device or no outputs fetched) */
+    uint64_t host_copies;  /* out: host<->device copies this run made (inputs and outputs) */
+} tx_gpu_run_io;
+
+/* Inference: inputs[i] for config input i (tensors with the planned
+ * shapes, host memory unless io->in_device[i]), or inputs NULL: the inputs
+ * of the previous run, still on the device. outputs (NULL: fetch nothing)
+ * has one entry per graph output; entry j receives a new tensor when want
+ * is NULL or want[j], else is left empty: a host tensor, or with
+ * io->out_device a tensor over new device memory (owns_data false; free it
+ * with tx_device_free). Returns when the device has finished, unless
+ * io->no_sync. io may be NULL. */
 teexec_status *tx_gpu_graph_run(tx_gpu_graph *g, const tx_tensor *const *inputs,
-                                tx_tensor *outputs, const bool *want) TX_NODISCARD;
+                                tx_gpu_run_io *io, tx_tensor *outputs,
+                                const bool *want) TX_NODISCARD;
+/* Waits for every run queued on the graph's stream. */
+teexec_status *tx_gpu_graph_wait(tx_gpu_graph *g) TX_NODISCARD;
+/* The device ordinal the graph runs on. */
+int tx_gpu_graph_device(const tx_gpu_graph *g);
 
 /* The run options (may be NULL; borrowed until replaced) that the next
  * runs check for a cancel: before every node's kernels when the run is not

@@ -1124,6 +1124,8 @@ void tx_gpu_graph_destroy(tx_gpu_graph *g)
     tx_sdpa_cudnn_destroy(g->sdpa);
     if (g->ev[0]) cudaEventDestroy(g->ev[0]);
     if (g->ev[1]) cudaEventDestroy(g->ev[1]);
+    if (g->io_ev[0]) cudaEventDestroy(g->io_ev[0]);
+    if (g->io_ev[1]) cudaEventDestroy(g->io_ev[1]);
     if (g->own_stream && g->stream) cudaStreamDestroy(g->stream);
     tx_fuser_plan_free(g->fplan);
     teexec_session_destroy(g->cpu);

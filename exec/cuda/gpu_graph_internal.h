@@ -180,6 +180,9 @@ struct tx_gpu_graph {
     size_t n_prof;
     uint64_t calls_done;       /* finished run / step calls */
     cudaEvent_t ev[2];
+    /* a caller's stream (tx_gpu_run_io): [0] recorded on it before the
+     * run, [1] on ours after; made on first use */
+    cudaEvent_t io_ev[2];
     /* cancellation (tx_gpu_graph_set_run_options): the current run's
      * options, and whether run_body is being captured (no cancel points
      * inside a capture: the captured graph must be whole) */

@@ -401,6 +401,42 @@ typedef enum teexec_device {
     TEEXEC_DEVICE_CUDA = 2
 } teexec_device;
 
+/* Device tensors: a teexec_tensor whose data is CUDA device memory, for
+ * CUDA sessions to read as inputs and return as outputs without a host
+ * copy (run options set_device_outputs). teexec_tensor_data returns the
+ * device address (never dereference it on the host); dtype, rank, dims and
+ * sizes read as for host tensors. Only CUDA sessions accept them: CPU
+ * sessions, trainers, teexec_tensor_save_file and teexec_tensor_cast refuse
+ * them with TEEXEC_ERR_INVALID_ARGUMENT. Without the CUDA backend (or a
+ * device) creating one fails (TEEXEC_ERR_UNSUPPORTED / _DEVICE).
+ *
+ * Ordering: teexec never orders a device tensor's contents with the
+ * caller's work except through a run's stream (run options
+ * set_cuda_stream); fill an input on that stream (or finish filling it
+ * before the run), and read an output on it (or after the run returned or
+ * teexec_session_wait). */
+
+/* New device memory on the current CUDA device (contents undefined),
+ * freed by teexec_tensor_destroy (cudaFree: waits for the device). */
+TEEXEC_API teexec_status *teexec_tensor_create_device(teexec_dtype dtype, int32_t rank,
+                                                      const int64_t *dims,
+                                                      teexec_tensor **out_tensor);
+/* A device tensor over the caller's device memory (cudaMalloc'd or
+ * managed; borrowed: never freed by teexec, it must outlive the tensor and
+ * any run reading it); data_bytes must equal the shape's storage size. */
+TEEXEC_API teexec_status *teexec_tensor_create_device_borrowed(teexec_dtype dtype, int32_t rank,
+                                                               const int64_t *dims,
+                                                               void *device_data,
+                                                               size_t data_bytes,
+                                                               teexec_tensor **out_tensor);
+/* TEEXEC_DEVICE_CUDA for a device tensor, TEEXEC_DEVICE_CPU otherwise. */
+TEEXEC_API teexec_device teexec_tensor_device(const teexec_tensor *tensor);
+/* A new host tensor holding a copy of `tensor` (a device or host tensor).
+ * For a device tensor the copy waits for the legacy default stream only:
+ * after a run with set_no_sync, call teexec_session_wait first. */
+TEEXEC_API teexec_status *teexec_tensor_to_host(const teexec_tensor *tensor,
+                                                teexec_tensor **out_tensor);
+
 /* Options are an opaque object with setters, so new options can be added
  * without breaking callers. Defaults: device AUTO, threads 0 (the OpenBLAS
  * default), every symbolic input dim 1 at planning time.
@@ -527,7 +563,8 @@ TEEXEC_API teexec_status *teexec_session_run(teexec_session *session, size_t n_i
 /* ------------------------------------------------------------------ */
 
 /* Per-run settings for teexec_session_run_with / teexec_trainer_step_with:
- * a tag and a cancellation flag.
+ * a tag, a cancellation flag, and for CUDA session runs a stream, device
+ * outputs and no host wait (below).
  *
  * Cancellation: teexec_run_options_cancel() may be called from any thread,
  * also while runs using the options are in flight (several runs, even of
@@ -564,6 +601,25 @@ TEEXEC_API teexec_status *teexec_run_options_cancel(teexec_run_options *options)
 /* Clears the cancel flag, so the options can serve the next runs. Any
  * thread; a run already in flight may or may not see the reset. */
 TEEXEC_API teexec_status *teexec_run_options_reset(teexec_run_options *options);
+/* CUDA runs (CPU sessions ignore these, but for device outputs, which they
+ * refuse). Set them while no run uses the options.
+ * cuda_stream: a caller's cudaStream_t the run is queued in order with:
+ * it starts after the work queued on that stream so far, and work queued
+ * there afterwards waits for it (events, no host wait). NULL (default): no
+ * ordering with the caller's streams. The stream must outlive the run. */
+TEEXEC_API teexec_status *teexec_run_options_set_cuda_stream(teexec_run_options *options,
+                                                             void *stream);
+/* Outputs as device tensors (new device memory per output and run, on the
+ * session's device; the caller destroys them) instead of host copies.
+ * Default 0. */
+TEEXEC_API teexec_status *teexec_run_options_set_device_outputs(teexec_run_options *options,
+                                                                int enabled);
+/* The run returns once its work is queued, without waiting for the device;
+ * needs device outputs when any output is asked for (INVALID_ARGUMENT
+ * otherwise). Wait with teexec_session_wait, or order on cuda_stream.
+ * Default 0: a run returns when the device has finished. */
+TEEXEC_API teexec_status *teexec_run_options_set_no_sync(teexec_run_options *options,
+                                                         int enabled);
 /* 1 while the cancel flag is set, else 0 (also for NULL). Any thread. */
 TEEXEC_API int teexec_run_options_is_cancelled(const teexec_run_options *options);
 
@@ -598,6 +654,11 @@ TEEXEC_API size_t teexec_session_plan_count(const teexec_session *session);
  * TEEXEC_ERR_INVALID_ARGUMENT when the session was not created with
  * profiling. */
 TEEXEC_API teexec_status *teexec_session_profile(const teexec_session *session, char **out_text);
+
+/* Waits until every run queued on a CUDA session (runs with
+ * set_no_sync) has finished on the device; returns at once for a CPU
+ * session. One thread at a time per session, like a run. */
+TEEXEC_API teexec_status *teexec_session_wait(teexec_session *session);
 
 /* The device memory a CUDA session holds now: *weight_bytes the model's
  * weights its executors read (one copy per device and dtype, shared with

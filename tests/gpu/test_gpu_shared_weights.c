@@ -111,6 +111,9 @@ static teexec_session *session(int64_t n, size_t limit, teexec_status **err)
     ok(teexec_session_options_create(&o), "options");
     ok(teexec_session_options_set_device(o, TEEXEC_DEVICE_CUDA), "device");
     ok(teexec_session_options_set_dim(o, "N", n), "dim");
+    /* the GEMM heuristic's first answer, not a timed choice: outputs of
+     * separate sessions and runs are then comparable byte for byte */
+    ok(teexec_session_options_set_deterministic(o, 1), "deterministic");
     if (limit) ok(teexec_session_options_set_device_memory_limit(o, limit), "limit");
     teexec_session *s = NULL;
     teexec_status *st = teexec_session_create(g_model, o, &s);
@@ -235,6 +238,7 @@ static void *create_worker(void *arg)
     j->st = teexec_session_options_create(&o);
     if (!j->st) j->st = teexec_session_options_set_device(o, TEEXEC_DEVICE_CUDA);
     if (!j->st) j->st = teexec_session_options_set_dim(o, "N", 16);
+    if (!j->st) j->st = teexec_session_options_set_deterministic(o, 1);
     /* every thread's CUDA calls on device 0 */
     if (cudaSetDevice(0) != cudaSuccess) abort();
     pthread_barrier_wait(j->bar);
