@@ -1311,6 +1311,27 @@ static void decide_graphs(tx_gpu_graph *g)
     }
 }
 
+/* The host copies of the big float weights an inference executor read
+ * from the model's shared device copies: needed only to upload them (done
+ * by now, by this executor or an earlier one), so they go, and a session
+ * per shape does not keep the model's weights in host memory each. Small
+ * initializers stay (node preparation may have kept pointers to integer
+ * shapes and indices), and so does one a graph output reads. */
+static void drop_host_weights(tx_gpu_graph *g)
+{
+    if (g->cfg.training) return;
+    for (size_t v = 0; v < g->ir->n_values; v++) {
+        gval *gv = &g->vals[v];
+        if (!gv->shared || gv->host != &g->cpu->init[v]) continue;
+        const tx_tensor *h = gv->host;
+        if (!is_float(h->dtype) || h->nbytes < ((size_t)64 << 10) ||
+            (g->ir->values[v].flags & TX_IR_VALUE_GRAPH_OUTPUT))
+            continue;
+        tx_tensor_release(&g->cpu->init[v]);
+        gv->host = NULL;
+    }
+}
+
 teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph_config *cfg,
                                    tx_gpu_graph **out)
 {
@@ -1375,6 +1396,7 @@ teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph
         cudaError_t e = cudaStreamSynchronize(g->stream);
         if (e != cudaSuccess) st = cuda_err(e, "setting up");
     }
+    if (!st) drop_host_weights(g);
     if (st) {
         tx_gpu_graph_destroy(g);
         return tx_status_with_file(st, model->file ? model->file->path : NULL);
