@@ -30,6 +30,7 @@
 #include "exec/backend.h"
 #include "exec/model_internal.h"
 #include "exec/recipe_delayed.h"
+#include "exec/shape_buckets.h"
 #include "import/shape_infer.h"
 #include "planner/plan.h"
 
@@ -73,6 +74,7 @@ struct teexec_session_options {
     teexec_dtype dtype;      /* UNDEFINED = the model's */
     void *cuda_stream;       /* the caller's cudaStream_t, or NULL: the session's own */
     size_t device_memory_limit; /* CUDA sessions: bytes (exec/device_budget.h), 0 = none */
+    tx_buckets buckets;      /* symbolic dims padded up before planning (shape_buckets.h) */
     /* Internal (the CUDA executor's CPU session on its lowered model):
      * plans types and folded values but allocates no host arena. */
     bool plan_only;
@@ -129,6 +131,7 @@ struct teexec_session {
     size_t n_trace, cap_trace;
     const tx_fuser_plan *last_fplan;   /* the plan of the last run (borrowed) */
     tx_tensor *init;         /* per value: decoded initializer (data NULL otherwise) */
+    tx_buckets buckets;      /* the options' shape buckets (exec/shape_buckets.h) */
     int32_t *in_vals;        /* graph inputs the caller feeds, model->inputs order */
     size_t n_in;
     int64_t *last_use;       /* per value: last reading node; n_nodes for graph outputs */

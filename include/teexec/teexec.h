@@ -458,6 +458,26 @@ TEEXEC_API teexec_status *teexec_session_options_set_threads(teexec_session_opti
  * signature is planned once and cached). Setting a name again replaces it. */
 TEEXEC_API teexec_status *teexec_session_options_set_dim(teexec_session_options *options,
                                                          const char *dim_name, int64_t value);
+/* Shape buckets: runs pad the symbolic input dim `dim_name` with zeros at
+ * its end up to a multiple of `multiple` (set_dim_multiple) or to the
+ * smallest listed size that holds it (set_dim_buckets: 1 to 64 sizes > 0,
+ * any order; a run over the largest is refused with
+ * TEEXEC_ERR_INVALID_ARGUMENT naming the dim and its bound), so variable
+ * traffic reuses a few plans and CUDA graphs; outputs whose declared dims
+ * name the dim are cut back to the size given. The declared size
+ * (set_dim) is planned at its bucket. Zero padding is right only where
+ * positions along the dim do not affect each other's outputs (batch rows)
+ * or only later ones (a causal sequence): the caller chooses the dims.
+ * Padding copies host inputs; a device input or device outputs whose dim
+ * needs padding are refused (TEEXEC_ERR_UNSUPPORTED): give them at a
+ * bucket size. Setting a dim again replaces its bucket. */
+TEEXEC_API teexec_status *teexec_session_options_set_dim_multiple(teexec_session_options *options,
+                                                                  const char *dim_name,
+                                                                  int64_t multiple);
+TEEXEC_API teexec_status *teexec_session_options_set_dim_buckets(teexec_session_options *options,
+                                                                 const char *dim_name,
+                                                                 const int64_t *sizes,
+                                                                 size_t n_sizes);
 /* The quantization recipe a session runs the model's Linears under:
  * "none" (default), "fp8-delayed", "fp8-current", "fp8-block", "mxfp8",
  * "nvfp4" (":hybrid" for E5M2 grads), as teexec_plan_options_set_recipe.

@@ -10,7 +10,9 @@
  *   - refusals, each leaving the session usable: no_sync with host
  *     outputs, a device input of the wrong dtype or shape;
  *   - timing: the host-tensor loop against the device loop on a 16-token
- *     MLP (printed and recorded; not asserted, the lead records it).
+ *     MLP (printed and recorded; not asserted, the lead records it);
+ *   - shape buckets: 30 random batch sizes through at most 4 executors,
+ *     each against a fresh session at that size.
  * The model is built here: x [N, 1024] -> 2 x (MatMul 1024x1024, Relu). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,6 +28,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <time.h>
 
@@ -379,6 +382,68 @@ static void test_timing_host_against_device(void **state)
     teexec_session_destroy(s);
 }
 
+/* Shape buckets on the device: 30 random batch sizes in [1, 32] padded to
+ * multiples of 8 give a fresh session's outputs at each size (rel. error
+ * <= 1e-5: the padded GEMM may take another cuBLASLt algorithm) with at
+ * most 4 executors (one capture each). */
+static void test_buckets_on_cuda(void **state)
+{
+    (void)state;
+    teexec_session_options *o = NULL;
+    ok(teexec_session_options_create(&o), "options");
+    ok(teexec_session_options_set_device(o, TEEXEC_DEVICE_CUDA), "device");
+    ok(teexec_session_options_set_deterministic(o, 1), "deterministic");
+    ok(teexec_session_options_set_dim_multiple(o, "N", 8), "buckets");
+    teexec_session *s = NULL;
+    ok(teexec_session_create(g_model, o, &s), "bucketed session");
+    teexec_session_options_destroy(o);
+    uint64_t seed = 12345;
+    double worst = 0;
+    for (int it = 0; it < 30; it++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        int64_t n = (int64_t)((seed >> 33) % 32) + 1;
+        float *x = host_x((size_t)n);
+        int64_t dims[2] = {n, D};
+        teexec_tensor *xt = NULL, *y = NULL, *ref = NULL;
+        ok(teexec_tensor_create_copy(TEEXEC_DTYPE_FLOAT, 2, dims, x, (size_t)n * D * sizeof(float),
+                                     &xt),
+           "x");
+        const teexec_tensor *ins[1] = {xt};
+        ok(teexec_session_run(s, 1, kIn, ins, 1, kOut, &y), "bucketed run");
+        assert_int_equal(teexec_tensor_dims(y)[0], n);
+        teexec_session_options *fo = NULL;
+        teexec_session *fresh = NULL;
+        ok(teexec_session_options_create(&fo), "options");
+        ok(teexec_session_options_set_device(fo, TEEXEC_DEVICE_CUDA), "device");
+        ok(teexec_session_options_set_deterministic(fo, 1), "deterministic");
+        ok(teexec_session_options_set_dim(fo, "N", n), "dim");
+        ok(teexec_session_create(g_model, fo, &fresh), "fresh session");
+        teexec_session_options_destroy(fo);
+        ok(teexec_session_run(fresh, 1, kIn, ins, 1, kOut, &ref), "fresh run");
+        const float *a = teexec_tensor_data_const(y), *b = teexec_tensor_data_const(ref);
+        double num = 0, den = 0;
+        for (size_t i = 0; i < (size_t)n * D; i++) {
+            num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+            den += (double)b[i] * b[i];
+        }
+        double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+        if (rel > worst) worst = rel;
+        assert_true(rel <= 1e-5);
+        assert_true(teexec_session_plan_count(s) <= 4);
+        teexec_session_destroy(fresh);
+        teexec_tensor_destroy(ref);
+        teexec_tensor_destroy(y);
+        teexec_tensor_destroy(xt);
+        free(x);
+    }
+    char detail[128];
+    snprintf(detail, sizeof detail, "30 sizes in [1,32], %zu executors, worst rel-L2 %.3g",
+             teexec_session_plan_count(s), worst);
+    fprintf(stderr, "buckets: %s\n", detail);
+    tg_record("shape_buckets_cuda", 1, detail);
+    teexec_session_destroy(s);
+}
+
 int main(void)
 {
     tg_require_gpu("test_gpu_device_io");
@@ -387,6 +452,7 @@ int main(void)
         cmocka_unit_test(test_caller_stream_without_a_host_wait),
         cmocka_unit_test(test_refusals_leave_the_session_usable),
         cmocka_unit_test(test_timing_host_against_device),
+        cmocka_unit_test(test_buckets_on_cuda),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
