@@ -6,6 +6,7 @@
 #include "exec/model_internal.h"
 
 #include "exec/prepare.h"
+#include "exec/weight_share.h"
 
 #include "base/checked.h"
 #include "base/dtype.h"
@@ -20,6 +21,7 @@ void teexec_model_destroy(teexec_model *model)
 {
     if (!model) return;
     tx_prepared_free(model->prepared);
+    tx_weight_share_destroy(model->weights);
     free(model->opsets);
     free(model->inputs);
     free(model->outputs);
@@ -260,7 +262,8 @@ static teexec_status *load_common(tx_onnx_file *file, const char *path, bool pre
         return tx_status_with_file(tx_oom(), path);
     }
     m->file = file;
-    teexec_status *st = finish_load(m);
+    teexec_status *st = tx_weight_share_create(&m->weights);
+    if (!st) st = finish_load(m);
     if (!st && prepare) st = tx_prepare_at_load(m);
     if (st) {
         teexec_model_destroy(m);

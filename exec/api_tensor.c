@@ -2,6 +2,7 @@
 #include "exec/tensor_internal.h"
 
 #include "base/dtype.h"
+#include "exec/device_mem.h"
 #include "format/atomic_write.h"
 #include "format/npy.h"
 #include "format/tensor_proto.h"
@@ -26,12 +27,103 @@ static teexec_status *check_dtype(teexec_dtype dtype)
 
 teexec_status *tx_tensor_to_public(tx_tensor *t, teexec_tensor **out)
 {
-    teexec_tensor *p = malloc(sizeof(*p));
+    teexec_tensor *p = calloc(1, sizeof(*p));
     if (!p) return tx_oom();
     p->t = *t;
     memset(t, 0, sizeof(*t));
     *out = p;
     return NULL;
+}
+
+teexec_status *tx_tensor_to_public_device(tx_tensor *t, int device,
+                                          void (*dev_free)(int device, void *ptr),
+                                          teexec_tensor **out)
+{
+    teexec_tensor *p = calloc(1, sizeof(*p));
+    if (!p) return tx_oom();
+    p->t = *t;
+    p->t.owns_data = false; /* never host-freed */
+    p->on_device = true;
+    p->device = device;
+    p->dev_free = dev_free;
+    memset(t, 0, sizeof(*t));
+    *out = p;
+    return NULL;
+}
+
+teexec_status *tx_tensor_host_only(const teexec_tensor *t, const char *what)
+{
+    if (!t || !t->on_device) return NULL;
+    return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                    "%s is a CUDA device tensor; this call reads host tensors only "
+                    "(teexec_tensor_to_host copies one)", what);
+}
+
+/* A device tensor of this shape over `data` (borrowed) or over new device
+ * memory (data NULL). */
+static teexec_status *make_device(teexec_dtype dtype, int32_t rank, const int64_t *dims,
+                                  void *data, size_t data_bytes, teexec_tensor **out_tensor)
+{
+    if (!out_tensor) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "out_tensor is NULL");
+    *out_tensor = NULL;
+    TX_TRY(check_dtype(dtype));
+    if (rank > 0 && !dims)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "dims is NULL for rank %d", (int)rank);
+    /* the shape's checks and size, without a host buffer */
+    tx_tensor t;
+    char probe;
+    TX_TRY(tx_tensor_wrap(&t, dtype, rank, dims, &probe));
+    if (data && data_bytes != t.nbytes)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "data is %zu bytes but a %s tensor of this shape needs %zu", data_bytes,
+                        teexec_dtype_name(dtype), t.nbytes);
+    int device = 0;
+    void *ptr = data;
+    if (data) TX_TRY(tx_device_check_pointer(data, &device));
+    else TX_TRY(tx_device_alloc(t.nbytes, &device, &ptr));
+    t.data = ptr;
+    t.owns_data = false;
+    teexec_status *st = tx_tensor_to_public_device(&t, device, data ? NULL : tx_device_free,
+                                                   out_tensor);
+    if (st && !data) tx_device_free(device, ptr);
+    return st;
+}
+
+teexec_status *teexec_tensor_create_device(teexec_dtype dtype, int32_t rank, const int64_t *dims,
+                                           teexec_tensor **out_tensor)
+{
+    return make_device(dtype, rank, dims, NULL, 0, out_tensor);
+}
+
+teexec_status *teexec_tensor_create_device_borrowed(teexec_dtype dtype, int32_t rank,
+                                                    const int64_t *dims, void *device_data,
+                                                    size_t data_bytes, teexec_tensor **out_tensor)
+{
+    if (!device_data) {
+        if (out_tensor) *out_tensor = NULL;
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "device_data is NULL");
+    }
+    return make_device(dtype, rank, dims, device_data, data_bytes, out_tensor);
+}
+
+teexec_device teexec_tensor_device(const teexec_tensor *tensor)
+{
+    return tensor && tensor->on_device ? TEEXEC_DEVICE_CUDA : TEEXEC_DEVICE_CPU;
+}
+
+teexec_status *teexec_tensor_to_host(const teexec_tensor *tensor, teexec_tensor **out_tensor)
+{
+    if (!out_tensor) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "out_tensor is NULL");
+    *out_tensor = NULL;
+    if (!tensor) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "tensor is NULL");
+    tx_tensor t;
+    TX_TRY(tx_tensor_alloc(&t, tensor->t.dtype, tensor->t.rank, tensor->t.dims));
+    teexec_status *st = NULL;
+    if (tensor->on_device) st = tx_device_to_host(t.data, tensor->t.data, t.nbytes);
+    else if (t.nbytes) memcpy(t.data, tensor->t.data, t.nbytes);
+    if (!st) st = tx_tensor_to_public(&t, out_tensor);
+    if (st) tx_tensor_release(&t);
+    return st;
 }
 
 static teexec_status *make(teexec_dtype dtype, int32_t rank, const int64_t *dims,
@@ -166,6 +258,7 @@ teexec_status *teexec_tensor_save_file(const teexec_tensor *tensor, const char *
                                        const char *name)
 {
     if (!tensor || !path) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "tensor or path is NULL");
+    TX_TRY(tx_tensor_host_only(tensor, "the tensor to save"));
     if (has_suffix(path, ".npy")) return tx_npy_write_file(path, &tensor->t, NULL);
     if (has_suffix(path, ".pb")) {
         uint8_t *bytes = NULL;
@@ -188,6 +281,7 @@ teexec_status *teexec_tensor_cast(const teexec_tensor *tensor, teexec_dtype dtyp
     *out_tensor = NULL;
     if (!tensor) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "tensor is NULL");
     TX_TRY(check_dtype(dtype));
+    TX_TRY(tx_tensor_host_only(tensor, "the tensor to cast"));
     tx_tensor t;
     TX_TRY(tx_tensor_alloc(&t, dtype, tensor->t.rank, tensor->t.dims));
     teexec_status *st = tx_convert(tensor->t.data, tensor->t.dtype, t.data, dtype, t.numel, NULL);
@@ -207,6 +301,10 @@ const void *teexec_tensor_data_const(const teexec_tensor *tensor) { return tenso
 void teexec_tensor_destroy(teexec_tensor *tensor)
 {
     if (!tensor) return;
+    if (tensor->on_device) {
+        if (tensor->dev_free) tensor->dev_free(tensor->device, tensor->t.data);
+        tensor->t.data = NULL;
+    }
     tx_tensor_release(&tensor->t);
     free(tensor);
 }

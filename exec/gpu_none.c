@@ -1,6 +1,7 @@
 /* gpu_none.c - the CUDA executor's entry points in a build without CUDA
  * (gpu_graph.h): no device is available and creation says why. */
 #include "exec/cuda/gpu_graph.h"
+#include "exec/device_mem.h"
 
 bool tx_gpu_available(void) { return false; }
 bool tx_gpu_built(void) { return false; }
@@ -23,10 +24,22 @@ static teexec_status *none(void)
 }
 
 teexec_status *tx_gpu_graph_run(tx_gpu_graph *g, const tx_tensor *const *inputs,
-                                tx_tensor *outputs, const bool *want)
+                                tx_gpu_run_io *io, tx_tensor *outputs, const bool *want)
 {
-    (void)g, (void)inputs, (void)outputs, (void)want;
+    (void)g, (void)inputs, (void)io, (void)outputs, (void)want;
     return none();
+}
+
+teexec_status *tx_gpu_graph_wait(tx_gpu_graph *g)
+{
+    (void)g;
+    return none();
+}
+
+int tx_gpu_graph_device(const tx_gpu_graph *g)
+{
+    (void)g;
+    return 0;
 }
 
 void tx_gpu_graph_set_run_options(tx_gpu_graph *g, const teexec_run_options *ro)
@@ -71,3 +84,36 @@ teexec_status *tx_gpu_graph_profile(const tx_gpu_graph *g, char **out_text)
 }
 
 size_t tx_gpu_graph_device_bytes(const tx_gpu_graph *g) { (void)g; return 0; }
+const struct tx_ws_lease *tx_gpu_graph_weights(const tx_gpu_graph *g) { (void)g; return NULL; }
+
+/* ---- device memory of public device tensors (exec/device_mem.h) ---- */
+
+teexec_status *tx_device_alloc(size_t bytes, int *device, void **out)
+{
+    (void)bytes;
+    *device = 0;
+    *out = NULL;
+    return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                    "device tensors need the CUDA backend, which this build does not have");
+}
+
+void tx_device_free(int device, void *ptr) { (void)device, (void)ptr; }
+
+teexec_status *tx_device_check_pointer(const void *ptr, int *device)
+{
+    (void)ptr;
+    *device = 0;
+    return none();
+}
+
+teexec_status *tx_device_to_host(void *dst, const void *src, size_t bytes)
+{
+    (void)dst, (void)src, (void)bytes;
+    return none();
+}
+
+teexec_status *tx_device_to_device(void *dst, const void *src, size_t bytes)
+{
+    (void)dst, (void)src, (void)bytes;
+    return none();
+}

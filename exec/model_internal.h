@@ -8,7 +8,8 @@
  * Ownership: everything here is owned by the model and released by
  * teexec_model_destroy(); the IR points into `file`, so the IR is freed
  * first; `prepared` (its lowered copy) is released with it. Thread-safety: immutable after load; concurrent reads are fine
- * (reading external data through `file` is serialized by the loader).
+ * (reading external data through `file` is serialized by the loader), but
+ * for `weights`, which locks itself.
  */
 #ifndef TEEXEC_EXEC_MODEL_INTERNAL_H
 #define TEEXEC_EXEC_MODEL_INTERNAL_H
@@ -35,6 +36,10 @@ struct teexec_model {
     /* The lowered copy every executor runs (exec/prepare.h); NULL for a
      * model that is itself such a copy. */
     struct tx_prepared *prepared;
+    /* The device copies of this model's initializers shared by its CUDA
+     * executors (exec/weight_share.h): the one part that changes after
+     * load, behind its own mutex. */
+    struct tx_weight_share *weights;
 };
 
 /* Loads serialized bytes as a model that is a derived copy (a lowered or

@@ -15,7 +15,36 @@
 struct teexec_run_options {
     char *tag;                 /* NULL: none */
     atomic_bool cancelled;     /* set from any thread, read by runs */
+    /* CUDA runs (set while no run uses the options) */
+    void *cuda_stream;         /* the caller's cudaStream_t, or NULL */
+    bool device_outputs;       /* outputs as device tensors */
+    bool no_sync;              /* return once queued */
 };
+
+teexec_status *teexec_run_options_set_cuda_stream(teexec_run_options *o, void *stream)
+{
+    if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options is NULL");
+    o->cuda_stream = stream;
+    return NULL;
+}
+
+teexec_status *teexec_run_options_set_device_outputs(teexec_run_options *o, int on)
+{
+    if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options is NULL");
+    o->device_outputs = on != 0;
+    return NULL;
+}
+
+teexec_status *teexec_run_options_set_no_sync(teexec_run_options *o, int on)
+{
+    if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options is NULL");
+    o->no_sync = on != 0;
+    return NULL;
+}
+
+void *tx_run_cuda_stream(const teexec_run_options *o) { return o ? o->cuda_stream : NULL; }
+bool tx_run_device_outputs(const teexec_run_options *o) { return o && o->device_outputs; }
+bool tx_run_no_sync(const teexec_run_options *o) { return o && o->no_sync; }
 
 teexec_status *teexec_run_options_create(teexec_run_options **out_options)
 {

@@ -1,13 +1,14 @@
 /*
  * run_options.h - what a teexec_run_options holds (teexec.h "Run options")
  * and the helpers every run path (CPU and CUDA sessions, trainers) uses to
- * honour it: the cancel check, the cancellation status, and the tag put on
- * the run's log messages and on its failure status.
+ * honour it: the cancel check, the cancellation status, the tag put on
+ * the run's log messages and on its failure status, and the CUDA run
+ * settings (stream, device outputs, no host sync).
  *
  * Ownership: the options belong to the caller; runs borrow them for the
  * call. Thread-safety: the cancel flag is a C11 atomic, set from any thread
- * and read by runs; the tag is only read during runs (set_tag while no run
- * uses the options).
+ * and read by runs; the tag and the CUDA settings are only read during runs
+ * (set them while no run uses the options).
  */
 #ifndef TEEXEC_EXEC_RUN_OPTIONS_H
 #define TEEXEC_EXEC_RUN_OPTIONS_H
@@ -15,6 +16,12 @@
 #include "base/status.h"
 
 #include <stdbool.h>
+
+/* The CUDA run settings (NULL options: none): the caller's stream the run
+ * is ordered with, outputs left on the device, return without waiting. */
+void *tx_run_cuda_stream(const teexec_run_options *o);
+bool tx_run_device_outputs(const teexec_run_options *o);
+bool tx_run_no_sync(const teexec_run_options *o);
 
 /* Whether a cancel was asked (false for NULL options). */
 bool tx_run_cancelled(const teexec_run_options *o);

@@ -41,7 +41,23 @@ void teexec_session_options_destroy(teexec_session_options *o)
     for (size_t i = 0; i < o->n_dims; i++) free(o->dim_names[i]);
     free(o->dim_names);
     free(o->dim_values);
+    tx_buckets_free(&o->buckets);
     free(o);
+}
+
+teexec_status *teexec_session_options_set_dim_multiple(teexec_session_options *o,
+                                                       const char *dim_name, int64_t multiple)
+{
+    if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options is NULL");
+    return tx_buckets_set_multiple(&o->buckets, dim_name, multiple);
+}
+
+teexec_status *teexec_session_options_set_dim_buckets(teexec_session_options *o,
+                                                      const char *dim_name, const int64_t *sizes,
+                                                      size_t n_sizes)
+{
+    if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options is NULL");
+    return tx_buckets_set_sizes(&o->buckets, dim_name, sizes, n_sizes);
 }
 
 teexec_status *teexec_session_options_set_device(teexec_session_options *o, teexec_device d)
@@ -486,6 +502,7 @@ static teexec_status *plan_lookup(teexec_session *s, const tx_plan_request *req,
 /* The plan for the declared input shapes, symbolic dims from the options. */
 static teexec_status *initial_plan(teexec_session *s, const teexec_session_options *o)
 {
+    teexec_status *st0 = NULL;
     teexec_dtype *dts = calloc(s->n_in ? s->n_in : 1, sizeof(*dts));
     tx_shape *shapes = calloc(s->n_in ? s->n_in : 1, sizeof(*shapes));
     if (!shapes || !dts) {
@@ -503,9 +520,19 @@ static teexec_status *initial_plan(teexec_session *s, const teexec_session_optio
         }
         dts[i] = val->dtype;
         shapes[i].rank = val->rank;
-        for (int32_t d = 0; d < val->rank; d++)
+        for (int32_t d = 0; d < val->rank && !st0; d++) {
             shapes[i].dims[d] = val->dims[d] >= 0 ? val->dims[d]
                                                   : option_dim(o, val->dim_params[d]);
+            /* the declared size's bucket is what runs */
+            if (val->dims[d] < 0)
+                st0 = tx_buckets_round(&s->buckets, val->dim_params[d], shapes[i].dims[d],
+                                       &shapes[i].dims[d]);
+        }
+    }
+    if (st0) {
+        free(dts);
+        free(shapes);
+        return st0;
     }
     tx_plan_request req;
     tx_session_key(s, dts, shapes, &req);
@@ -557,6 +584,7 @@ teexec_status *teexec_session_create(const teexec_model *model,
     if (!st) st = resolve_kernels(s);
     if (!st) st = index_values(s);
     if (!st) st = decode_initializers(s);
+    if (!st && options) st = tx_buckets_copy(&options->buckets, &s->buckets);
     if (!st) st = tx_device_caps_parse("cpu", &s->caps);
     if (!st && !(s->key_vals = calloc(s->g->n_values ? s->g->n_values : 1, sizeof(*s->key_vals))))
         st = tx_oom();
@@ -578,6 +606,7 @@ void teexec_session_destroy(teexec_session *s)
     tx_plan_cache_free(s->plans);
     free(s->key_vals);
     free(s->declared);
+    tx_buckets_free(&s->buckets);
     if (s->init)
         for (size_t v = 0; v < s->g->n_values; v++) tx_tensor_release(&s->init[v]);
     free(s->init);
@@ -610,9 +639,12 @@ size_t teexec_session_plan_count(const teexec_session *s)
 /* ---- running ----------------------------------------------------------- */
 
 /* Checks the given inputs against the model and binds symbolic dims; fills
- * bound[i] with the tensor for session input i. */
+ * bound[i] with the tensor for session input i and in_dev[i] with the CUDA
+ * device its data is on (-1: host memory; a CPU session takes host
+ * tensors only). */
 static teexec_status *bind_inputs(teexec_session *s, size_t n_inputs, const char *const *names,
-                                  const teexec_tensor *const *tensors, const tx_tensor **bound)
+                                  const teexec_tensor *const *tensors, const tx_tensor **bound,
+                                  int *in_dev)
 {
     const teexec_model *m = s->user_model;
     for (size_t i = 0; i < s->n_in; i++) bound[i] = NULL;
@@ -637,7 +669,12 @@ static teexec_status *bind_inputs(teexec_session *s, size_t n_inputs, const char
         }
         if (bound[i])
             return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "input \"%s\" is given twice", names[k]);
+        if (tensors[k]->on_device && !s->cuda)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                            "input \"%s\" is a CUDA device tensor; a CPU session reads host "
+                            "tensors (teexec_tensor_to_host copies one)", names[k]);
         bound[i] = &tensors[k]->t;
+        in_dev[i] = tensors[k]->on_device ? tensors[k]->device : -1;
     }
     for (size_t i = 0; i < s->n_in; i++) {
         const tx_ir_value *val = &s->g->values[s->in_vals[i]];
@@ -670,6 +707,68 @@ static teexec_status *bind_inputs(teexec_session *s, size_t n_inputs, const char
                                         "dim \"%s\" is %lld in input \"%s\" but %lld in input "
                                         "\"%s\"", val->dim_params[d], (long long)bound[j]->dims[e],
                                         w->name, (long long)t->dims[d], val->name);
+            }
+        }
+    }
+    return NULL;
+}
+
+/* A bucketed dim of this run: the size the caller gave and the one that
+ * runs. */
+typedef struct bucket_bind {
+    const char *name;
+    int64_t given, runs;
+} bucket_bind;
+
+/* Shape buckets (exec/shape_buckets.h): every input dim declared with a
+ * bucketed symbolic name is padded up to its bucket (a new host tensor in
+ * padded[i], which bound[i] then points at); bb gets each such dim that
+ * changed (at most s->buckets.n). */
+static teexec_status *pad_inputs(teexec_session *s, const tx_tensor **bound, const int *in_dev,
+                                 tx_tensor *padded, bucket_bind *bb, size_t *n_bb)
+{
+    *n_bb = 0;
+    for (size_t i = 0; i < s->n_in; i++) {
+        const tx_ir_value *val = &s->g->values[s->in_vals[i]];
+        for (int32_t d = 0; d < val->rank && d < bound[i]->rank; d++) {
+            if (val->dims[d] >= 0 || !val->dim_params[d]) continue;
+            int64_t v = bound[i]->dims[d], r = v;
+            TX_TRY(tx_buckets_round(&s->buckets, val->dim_params[d], v, &r));
+            if (r == v) continue;
+            if (in_dev[i] >= 0)
+                return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                                "input \"%s\": dim \"%s\" is %lld and its bucket %lld; shape "
+                                "buckets pad host tensors only (give a device tensor at the "
+                                "bucket's size)",
+                                val->name, val->dim_params[d], (long long)v, (long long)r);
+            tx_tensor t;
+            TX_TRY(tx_tensor_pad_dim(bound[i], d, r, &t));
+            tx_tensor_release(&padded[i]);
+            padded[i] = t;
+            bound[i] = &padded[i];
+            size_t k = 0;
+            while (k < *n_bb && strcmp(bb[k].name, val->dim_params[d])) k++;
+            if (k == *n_bb && k < s->buckets.n) bb[(*n_bb)++] = (bucket_bind){val->dim_params[d], v, r};
+        }
+    }
+    return NULL;
+}
+
+/* Outputs whose declared dims name a padded dim go back to the given size. */
+static teexec_status *cut_outputs(teexec_session *s, const bucket_bind *bb, size_t n_bb,
+                                  size_t n_outputs, const int32_t *want, teexec_tensor **out)
+{
+    for (size_t j = 0; j < n_outputs && n_bb; j++) {
+        const tx_ir_value *val = &s->g->values[want[j]];
+        for (int32_t d = 0; d < val->rank && d < out[j]->t.rank; d++) {
+            if (val->dims[d] >= 0 || !val->dim_params[d]) continue;
+            for (size_t k = 0; k < n_bb; k++) {
+                if (strcmp(bb[k].name, val->dim_params[d]) || out[j]->t.dims[d] != bb[k].runs)
+                    continue;
+                tx_tensor t;
+                TX_TRY(tx_tensor_cut_dim(&out[j]->t, d, bb[k].given, &t));
+                tx_tensor_release(&out[j]->t);
+                out[j]->t = t;
             }
         }
     }
@@ -859,20 +958,40 @@ static teexec_status *session_run(teexec_session *s, const teexec_run_options *r
         }
     }
     const tx_tensor **bound = calloc(s->n_in ? s->n_in : 1, sizeof(*bound));
+    int *in_dev = calloc(s->n_in ? s->n_in : 1, sizeof(*in_dev));
     const tx_tensor **cur = calloc(g->n_values ? g->n_values : 1, sizeof(*cur));
     tx_tensor *store = calloc(g->n_values ? g->n_values : 1, sizeof(*store));
-    teexec_status *st = (!bound || !cur || !store) ? tx_oom() : NULL;
+    teexec_status *st = (!bound || !in_dev || !cur || !store) ? tx_oom() : NULL;
+    if (!st && !s->cuda && tx_run_device_outputs(ro))
+        st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                      "device outputs (run options) need a CUDA session; this one runs on the CPU");
     /* a CUDA session called without inputs reruns on the previous ones,
      * which are still on the device */
     bool reuse = s->cuda && n_inputs == 0 && s->n_in > 0;
-    if (!st && !reuse) st = bind_inputs(s, n_inputs, input_names, input_tensors, bound);
+    if (!st && !reuse) st = bind_inputs(s, n_inputs, input_names, input_tensors, bound, in_dev);
+    /* shape buckets: padded inputs, outputs cut back after the run */
+    tx_tensor *padded = NULL;
+    bucket_bind *bb = NULL;
+    size_t n_bb = 0;
+    if (!st && !reuse && s->buckets.n) {
+        padded = calloc(s->n_in ? s->n_in : 1, sizeof(*padded));
+        bb = calloc(s->buckets.n, sizeof(*bb));
+        if (!padded || !bb) st = tx_oom();
+        if (!st) st = pad_inputs(s, bound, in_dev, padded, bb, &n_bb);
+        if (!st && n_bb && tx_run_device_outputs(ro))
+            st = tx_error(TEEXEC_ERR_UNSUPPORTED,
+                          "dim \"%s\" is %lld, padded to its bucket %lld: shape buckets cut "
+                          "host outputs only (run without device outputs, or at the bucket's size)",
+                          bb[0].name, (long long)bb[0].given, (long long)bb[0].runs);
+    }
     /* the start of the work proper: what a log reader (or a test waiting
      * to cancel a run in flight) keys on */
     if (!st && tx_log_enabled(TEEXEC_LOG_DEBUG))
         tx_log(TEEXEC_LOG_DEBUG, "session run started (%s, %zu nodes)",
                teexec_session_device_name(s), g->n_nodes);
     if (!st && s->cuda)
-        st = tx_session_cuda_run(s, ro, reuse ? NULL : bound, n_outputs, want, out_tensors);
+        st = tx_session_cuda_run(s, ro, reuse ? NULL : bound, reuse ? NULL : in_dev, n_outputs,
+                                 want, out_tensors);
     tx_plan *p = NULL;
     if (!st && !s->cuda) st = find_plan(s, bound, &p);
     if (!st && !s->cuda) st = execute(s, ro, p, bound, cur, store);
@@ -899,11 +1018,16 @@ static teexec_status *session_run(teexec_session *s, const teexec_run_options *r
         st = tx_tensor_to_public(&t, &out_tensors[j]);
         if (st) tx_tensor_release(&t);
     }
+    if (!st && n_bb) st = cut_outputs(s, bb, n_bb, n_outputs, want, out_tensors);
     if (store)
         for (size_t v = 0; v < g->n_values; v++) tx_tensor_release(&store[v]);
+    for (size_t i = 0; padded && i < s->n_in; i++) tx_tensor_release(&padded[i]);
+    free(padded);
+    free(bb);
     free(store);
     free(cur);
     free(bound);
+    free(in_dev);
     free(want);
     if (st) {
         for (size_t j = 0; j < n_outputs; j++) {

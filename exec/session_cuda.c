@@ -7,8 +7,11 @@
 #include "exec/session_cuda.h"
 
 #include "exec/cuda/gpu_graph.h"
+#include "exec/device_mem.h"
+#include "exec/prepare.h"
 #include "exec/run_options.h"
 #include "exec/tensor_internal.h"
+#include "exec/weight_share.h"
 #include "planner/plan_cache.h"
 
 #include <stdlib.h>
@@ -53,6 +56,14 @@ teexec_status *teexec_session_options_set_cuda_stream(teexec_session_options *o,
 {
     if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options is NULL");
     o->cuda_stream = stream;
+    return NULL;
+}
+
+teexec_status *teexec_session_options_set_device_memory_limit(teexec_session_options *o,
+                                                             size_t bytes)
+{
+    if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options is NULL");
+    o->device_memory_limit = bytes;
     return NULL;
 }
 
@@ -129,6 +140,7 @@ static teexec_status *copy_options(teexec_session *s, const teexec_session_optio
         c->profile = o->profile;
         c->dtype = o->dtype;
         c->cuda_stream = o->cuda_stream;
+        c->device_memory_limit = o->device_memory_limit;
         if (o->recipe && !(c->recipe = strdup(o->recipe))) {
             free(c);
             return tx_oom();
@@ -161,6 +173,13 @@ static teexec_status *build_graph(void *ctx, const tx_ir_graph *ir, const tx_pla
     cfg.profile = o->profile;
     cfg.stream = o->cuda_stream;
     cfg.n_inputs = s->n_in;
+    /* the limit covers the session: its other executors' own memory
+     * counts, but for the one this insert will drop (the cache is full:
+     * the oldest goes once the new one exists) */
+    cfg.memory_limit = o->device_memory_limit;
+    size_t first = s->n_gpu_live >= TX_MAX_GPU_GRAPHS ? 1 : 0;
+    for (size_t i = first; i < s->n_gpu_live; i++)
+        cfg.memory_held += tx_gpu_graph_device_bytes(s->gpu_live[i]);
     const char **names = calloc(s->n_in ? s->n_in : 1, sizeof(*names));
     tx_shape *shapes = calloc(s->n_in ? s->n_in : 1, sizeof(*shapes));
     if (!names || !shapes) {
@@ -179,14 +198,28 @@ static teexec_status *build_graph(void *ctx, const tx_ir_graph *ir, const tx_pla
     free(names);
     free(shapes);
     TX_TRY(st);
+    if (s->n_gpu_live == TX_MAX_GPU_GRAPHS + 1) {
+        /* cannot happen: the cache drops one for every insert past its bound */
+        tx_gpu_graph_destroy(g);
+        return tx_error(TEEXEC_ERR_INTERNAL, "more CUDA executors than the cache holds");
+    }
+    s->gpu_live[s->n_gpu_live++] = g;
     *payload = g;
     return NULL;
 }
 
 static void free_graph(void *ctx, tx_fuser_plan *plan, void *payload)
 {
-    (void)ctx;
+    teexec_session *s = ctx;
     (void)plan;
+    for (size_t i = 0; i < s->n_gpu_live; i++)
+        if (s->gpu_live[i] == payload) {
+            memmove(&s->gpu_live[i], &s->gpu_live[i + 1],
+                    (s->n_gpu_live - i - 1) * sizeof(s->gpu_live[0]));
+            s->n_gpu_live--;
+            break;
+        }
+    if (s->last_gpu == payload) s->last_gpu = NULL;
     tx_gpu_graph_destroy(payload);
 }
 
@@ -229,6 +262,7 @@ void tx_session_cuda_free(teexec_session *s)
     tx_plan_cache_free(s->gpu);
     s->gpu = NULL;
     s->last_gpu = NULL;
+    s->n_gpu_live = 0;
     if (s->gpu_opts) free(s->gpu_opts->recipe);
     free(s->gpu_opts);
     s->gpu_opts = NULL;
@@ -236,10 +270,80 @@ void tx_session_cuda_free(teexec_session *s)
 
 size_t tx_session_cuda_plan_count(const teexec_session *s) { return tx_plan_cache_size(s->gpu); }
 
-teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *ro,
-                                   const tx_tensor **bound, size_t n_outputs,
-                                   const int32_t *want, teexec_tensor **out)
+teexec_status *teexec_session_device_memory(const teexec_session *s, size_t *weight_bytes,
+                                            size_t *own_bytes)
 {
+    if (weight_bytes) *weight_bytes = 0;
+    if (own_bytes) *own_bytes = 0;
+    if (!s) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "session is NULL");
+    if (!s->cuda) return NULL; /* a CPU session holds no device memory */
+    const struct tx_ws_lease *leases[TX_MAX_GPU_GRAPHS + 1];
+    size_t own = 0;
+    for (size_t i = 0; i < s->n_gpu_live; i++) {
+        leases[i] = tx_gpu_graph_weights(s->gpu_live[i]);
+        own += tx_gpu_graph_device_bytes(s->gpu_live[i]);
+    }
+    size_t w = 0;
+    TX_TRY(tx_ws_leases_bytes(leases, s->n_gpu_live, &w));
+    if (weight_bytes) *weight_bytes = w;
+    if (own_bytes) *own_bytes = own;
+    return NULL;
+}
+
+teexec_status *teexec_session_wait(teexec_session *s)
+{
+    if (!s) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "session is NULL");
+    if (!s->cuda) return NULL; /* CPU runs return finished */
+    for (size_t i = 0; i < s->n_gpu_live; i++) TX_TRY(tx_gpu_graph_wait(s->gpu_live[i]));
+    return NULL;
+}
+
+uint64_t tx_session_cuda_host_copies(const teexec_session *s) { return s->cuda_host_copies; }
+
+size_t teexec_model_device_weight_bytes(const teexec_model *model)
+{
+    if (!model) return 0;
+    /* the copies belong to the model that runs: the lowered one */
+    const teexec_model *run = model->prepared && model->prepared->lowered
+                                  ? model->prepared->lowered
+                                  : model;
+    return tx_weight_share_bytes(run->weights, -1, NULL);
+}
+
+/* A second device buffer holding src's bytes (an output asked twice);
+ * src was written in g's stream order, so g's work is waited for first. */
+static teexec_status *device_clone(tx_gpu_graph *g, const teexec_tensor *src, tx_tensor *t)
+{
+    memset(t, 0, sizeof(*t));
+    TX_TRY(tx_gpu_graph_wait(g));
+    char probe;
+    TX_TRY(tx_tensor_wrap(t, src->t.dtype, src->t.rank, src->t.dims, &probe));
+    int dev = 0;
+    void *p = NULL;
+    TX_TRY(tx_device_alloc(t->nbytes, &dev, &p));
+    teexec_status *st = tx_device_to_device(p, src->t.data, src->t.nbytes);
+    if (st) {
+        tx_device_free(dev, p);
+        memset(t, 0, sizeof(*t));
+        return st;
+    }
+    t->data = p;
+    t->owns_data = false;
+    return NULL;
+}
+
+teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *ro,
+                                   const tx_tensor **bound, const int *in_device,
+                                   size_t n_outputs, const int32_t *want, teexec_tensor **out)
+{
+    tx_gpu_run_io io = {.out_device = tx_run_device_outputs(ro),
+                        .stream = tx_run_cuda_stream(ro),
+                        .no_sync = tx_run_no_sync(ro)};
+    if (io.no_sync && n_outputs && !io.out_device)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "a run that does not wait for the device (run options no_sync) must "
+                        "leave its outputs on the device (run options device_outputs)");
+
     tx_gpu_graph *g = NULL;
     if (!bound) {
         /* the previous run's inputs, still on the device */
@@ -260,6 +364,25 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *
         free(shapes);
         TX_TRY(st);
     }
+    /* device inputs: on the session's device, read there without a host copy */
+    bool *in_dev = NULL;
+    if (bound && in_device) {
+        in_dev = calloc(s->n_in ? s->n_in : 1, sizeof(*in_dev));
+        if (!in_dev) return tx_oom();
+        for (size_t i = 0; i < s->n_in; i++) {
+            if (in_device[i] < 0) continue;
+            if (in_device[i] != tx_gpu_graph_device(g)) {
+                teexec_status *e = tx_error(
+                    TEEXEC_ERR_INVALID_ARGUMENT,
+                    "input \"%s\" is on CUDA device %d; the session runs on device %d",
+                    s->g->values[s->in_vals[i]].name, in_device[i], tx_gpu_graph_device(g));
+                free(in_dev);
+                return e;
+            }
+            in_dev[i] = true;
+        }
+    }
+    io.in_device = in_dev;
     size_t no = tx_gpu_graph_output_count(g);
     tx_tensor *outs = calloc(no ? no : 1, sizeof(*outs));
     bool *mask = calloc(no ? no : 1, sizeof(*mask));
@@ -283,31 +406,49 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *
         st = tx_run_cancelled_status("before launching the model on the CUDA device", NULL);
     if (!st) {
         tx_gpu_graph_set_run_options(g, ro);
-        st = tx_gpu_graph_run(g, bound, n_outputs ? outs : NULL, mask);
+        st = tx_gpu_graph_run(g, bound, &io, n_outputs ? outs : NULL, mask);
         tx_gpu_graph_set_run_options(g, NULL);
+        s->cuda_host_copies += io.host_copies;
     }
+    int dev = tx_gpu_graph_device(g);
     for (size_t j = 0; !st && j < n_outputs; j++) {
         size_t k = slot[j];
         tx_tensor t;
-        if (outs[k].data && outs[k].owns_data) {
+        if (outs[k].data && (outs[k].owns_data || io.out_device)) {
             t = outs[k];
             memset(&outs[k], 0, sizeof(outs[k]));
         } else {
             /* asked for twice: the first request took the buffer */
-            const tx_tensor *src = NULL;
+            const teexec_tensor *src = NULL;
             for (size_t p = 0; p < j && !src; p++)
-                if (want[p] == want[j]) src = &out[p]->t;
+                if (want[p] == want[j]) src = out[p];
             if (!src) {
                 st = tx_error(TEEXEC_ERR_INTERNAL, "output missing");
                 break;
             }
-            st = tx_tensor_clone(src, &t);
+            if (io.out_device) st = device_clone(g, src, &t);
+            else st = tx_tensor_clone(&src->t, &t);
             if (st) break;
         }
-        st = tx_tensor_to_public(&t, &out[j]);
-        if (st) tx_tensor_release(&t);
+        if (io.out_device) {
+            st = tx_tensor_to_public_device(&t, dev, tx_device_free, &out[j]);
+            if (st) tx_device_free(dev, t.data);
+        } else {
+            st = tx_tensor_to_public(&t, &out[j]);
+            if (st) tx_tensor_release(&t);
+        }
+    }
+    if (st && io.out_device) {
+        /* device outputs not handed out yet (the caller's are released by
+         * the session on failure) */
+        for (size_t k = 0; outs && k < no; k++)
+            if (outs[k].data) {
+                tx_device_free(dev, outs[k].data);
+                memset(&outs[k], 0, sizeof(outs[k]));
+            }
     }
     for (size_t k = 0; outs && k < no; k++) tx_tensor_release(&outs[k]);
+    free(in_dev);
     free(outs);
     free(mask);
     free(slot);

@@ -34,12 +34,20 @@ void tx_session_cuda_free(teexec_session *s);
 size_t tx_session_cuda_plan_count(const teexec_session *s);
 
 /* ro: the run options (may be NULL), checked for a cancel before the
- * executor launches and, with CUDA graphs off, between kernel launches;
+ * executor launches and, with CUDA graphs off, between kernel launches,
+ * and their CUDA settings (stream, device outputs, no host sync);
  * bound: the session inputs (in_vals order), or NULL: the previous run's,
- * still on the device; want: value indices of the requested outputs; out:
- * n_outputs new public tensors. */
+ * still on the device; in_device (may be NULL: all host): per input, the
+ * CUDA device its data lives on, -1 for host memory; want: value indices
+ * of the requested outputs; out: n_outputs new public tensors (device
+ * tensors with device outputs). */
 teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *ro,
-                                   const tx_tensor **bound, size_t n_outputs,
-                                   const int32_t *want, teexec_tensor **out) TX_NODISCARD;
+                                   const tx_tensor **bound, const int *in_device,
+                                   size_t n_outputs, const int32_t *want,
+                                   teexec_tensor **out) TX_NODISCARD;
+
+/* Host<->device copies the session's runs made for inputs and outputs so
+ * far (tests: a run on device tensors makes none). */
+uint64_t tx_session_cuda_host_copies(const teexec_session *s);
 
 #endif

@@ -30,6 +30,7 @@
 #include "exec/backend.h"
 #include "exec/model_internal.h"
 #include "exec/recipe_delayed.h"
+#include "exec/shape_buckets.h"
 #include "import/shape_infer.h"
 #include "planner/plan.h"
 
@@ -72,6 +73,8 @@ struct teexec_session_options {
     bool profile;
     teexec_dtype dtype;      /* UNDEFINED = the model's */
     void *cuda_stream;       /* the caller's cudaStream_t, or NULL: the session's own */
+    size_t device_memory_limit; /* CUDA sessions: bytes (exec/device_budget.h), 0 = none */
+    tx_buckets buckets;      /* symbolic dims padded up before planning (shape_buckets.h) */
     /* Internal (the CUDA executor's CPU session on its lowered model):
      * plans types and folded values but allocates no host arena. */
     bool plan_only;
@@ -110,6 +113,11 @@ struct teexec_session {
     teexec_session_options *gpu_opts;
     struct tx_plan_cache *gpu;      /* payloads: tx_gpu_graph (exec/session_cuda.c) */
     struct tx_gpu_graph *last_gpu;  /* the executor of the last run (in `gpu`) */
+    /* the executors `gpu` holds, oldest insert first (the cache's eviction
+     * order); one more while a new one is inserted */
+    struct tx_gpu_graph *gpu_live[TX_MAX_GPU_GRAPHS + 1];
+    size_t n_gpu_live;
+    uint64_t cuda_host_copies;      /* host<->device copies of runs' inputs and outputs */
     /* CPU sessions: the recipe and determinism every fuser plan is built
      * for, the fp8-delayed scaling state (one per session, rolled after
      * each run as TE does under fp8_autocast), the number of runs so far
@@ -123,6 +131,7 @@ struct teexec_session {
     size_t n_trace, cap_trace;
     const tx_fuser_plan *last_fplan;   /* the plan of the last run (borrowed) */
     tx_tensor *init;         /* per value: decoded initializer (data NULL otherwise) */
+    tx_buckets buckets;      /* the options' shape buckets (exec/shape_buckets.h) */
     int32_t *in_vals;        /* graph inputs the caller feeds, model->inputs order */
     size_t n_in;
     int64_t *last_use;       /* per value: last reading node; n_nodes for graph outputs */

@@ -1250,7 +1250,12 @@ teexec_status *teexec_trainer_step_with(teexec_trainer *t, const teexec_run_opti
                                         const teexec_tensor *const *tensors, double *out_loss)
 {
     const char *prev = tx_run_begin(ro);
-    teexec_status *st = trainer_step(t, ro, count, names, tensors, out_loss);
+    teexec_status *st = NULL;
+    /* trainers read host tensors only (device I/O is for sessions) */
+    for (size_t k = 0; !st && tensors && k < count; k++)
+        st = tx_tensor_host_only(tensors[k], names && names[k] ? names[k] : "a step's tensor");
+    if (st && out_loss) *out_loss = NAN;
+    if (!st) st = trainer_step(t, ro, count, names, tensors, out_loss);
     return tx_run_end(ro, prev, st);
 }
 

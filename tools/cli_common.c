@@ -13,7 +13,9 @@ int cli_exit_code(const teexec_status *st)
     switch (teexec_status_code(st)) {
     case TEEXEC_OK: return CLI_EXIT_OK;
     case TEEXEC_ERR_UNSUPPORTED: return CLI_EXIT_UNSUPPORTED;
-    case TEEXEC_ERR_DEVICE: return CLI_EXIT_DEVICE;
+    case TEEXEC_ERR_DEVICE:
+    case TEEXEC_ERR_OUT_OF_DEVICE_MEMORY:
+        return CLI_EXIT_DEVICE;
     /* The CLI validates its own arguments, so an invalid argument reaching
      * the library is about a file the user named: bad input. */
     case TEEXEC_ERR_INVALID_ARGUMENT:

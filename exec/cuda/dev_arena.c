@@ -1,6 +1,7 @@
 /* dev_arena.c - one device allocation for many buffers (dev_arena.h). */
 #include "exec/cuda/dev_arena.h"
 
+#include "exec/device_budget.h"
 #include "planner/memory_plan.h"
 
 #include <cuda_runtime_api.h>
@@ -30,7 +31,8 @@ void tx_dev_want_live(tx_dev_reqs *l, void *slot, size_t bytes, int32_t start, i
     l->r[l->n++] = (tx_dev_req){(void **)slot, bytes ? bytes : 1, start, end};
 }
 
-teexec_status *tx_dev_place(tx_dev_reqs *l, const char *what, void **arena, size_t *total)
+teexec_status *tx_dev_place(tx_dev_reqs *l, const char *what, const tx_dev_budget *budget,
+                            void **arena, size_t *total)
 {
     *arena = NULL;
     *total = 0;
@@ -60,10 +62,22 @@ teexec_status *tx_dev_place(tx_dev_reqs *l, const char *what, void **arena, size
         free(mp.tensors);
         return tx_status_prefix(st, "%s", what);
     }
+    if (budget) {
+        size_t own = bytes > SIZE_MAX - budget->own_extra ? SIZE_MAX : bytes + budget->own_extra;
+        st = tx_device_budget_check(budget->limit, budget->held, budget->weights, own, what);
+        if (st) {
+            free(mp.tensors);
+            return st;
+        }
+    }
     cudaError_t e = cudaMalloc(arena, bytes ? bytes : 1);
     if (e != cudaSuccess) {
         free(mp.tensors);
         *arena = NULL;
+        if (e == cudaErrorMemoryAllocation) {
+            (void)cudaGetLastError(); /* not sticky: clear it for the next call */
+            return tx_device_alloc_failed(bytes, what, cudaGetErrorString(e));
+        }
         return tx_error(TEEXEC_ERR_DEVICE, "%s: allocating %.1f MiB of device memory: %s", what,
                         (double)bytes / 1048576.0, cudaGetErrorString(e));
     }

@@ -43,10 +43,20 @@ void tx_dev_want(tx_dev_reqs *l, void *slot, size_t bytes);
  * every use happens in step order on one stream. */
 void tx_dev_want_live(tx_dev_reqs *l, void *slot, size_t bytes, int32_t start, int32_t end);
 
+/* A device-memory limit the allocation must respect (exec/device_budget.h):
+ * limit 0 = none; held, weights and own_extra (the owner's other own
+ * allocations) are what the owner counts besides the arena. */
+typedef struct tx_dev_budget {
+    size_t limit, held, weights, own_extra;
+} tx_dev_budget;
+
 /* One cudaMalloc for every request; sets each slot; *arena and *total get
- * the allocation. `what` names the owner in the error message. */
-teexec_status *tx_dev_place(tx_dev_reqs *l, const char *what, void **arena,
-                            size_t *total) TX_NODISCARD;
+ * the allocation. `what` names the owner in the error message. With a
+ * budget (may be NULL), an arena that would take the owner past its limit
+ * is refused before anything is allocated; that and a cudaMalloc out of
+ * memory give TEEXEC_ERR_OUT_OF_DEVICE_MEMORY with the bytes asked. */
+teexec_status *tx_dev_place(tx_dev_reqs *l, const char *what, const tx_dev_budget *budget,
+                            void **arena, size_t *total) TX_NODISCARD;
 
 void tx_dev_reqs_free(tx_dev_reqs *l);
 

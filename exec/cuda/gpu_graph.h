@@ -11,7 +11,9 @@
  * and the plan's fused kernels where the GPU has them (the others run
  * unfused; each such choice is kept with its reason), uploads the
  * parameters (converted to the compute dtype; FP32 master copies when
- * training) and makes ONE device allocation for every value, saved tensor,
+ * training; for inference, the model's initializers come from the model's
+ * shared device copies, exec/weight_share.h, uploaded by the first executor
+ * that needs them) and makes ONE device allocation for every other value, saved tensor,
  * gradient, node state and the scratch. Runs then allocate nothing and do
  * not synchronize the host except to hand back results; with CUDA graphs on
  * the forward (and the training step) is captured on the first run and
@@ -36,6 +38,7 @@
 #include <stdint.h>
 
 typedef struct tx_gpu_graph tx_gpu_graph;
+struct tx_ws_lease;
 
 typedef struct tx_gpu_graph_config {
     tx_recipe recipe;
@@ -52,6 +55,10 @@ typedef struct tx_gpu_graph_config {
     const char *const *input_names;
     const tx_shape *input_shapes;
     const teexec_train_options *train; /* training only: loss and optimizer */
+    /* device-memory limit (exec/device_budget.h; 0: none) and the bytes the
+     * owner already holds in other executors, counted against it */
+    size_t memory_limit;
+    size_t memory_held;
 } tx_gpu_graph_config;
 
 /* Whether a usable CUDA device is present (for device AUTO); never fails. */
@@ -63,13 +70,32 @@ teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph
                                    tx_gpu_graph **out) TX_NODISCARD;
 void tx_gpu_graph_destroy(tx_gpu_graph *g);
 
-/* Inference: inputs[i] for config input i (host tensors with the planned
- * shapes), or inputs NULL: the inputs of the previous run, still on the
- * device. outputs (NULL: fetch nothing) has one entry per graph output;
- * entry j receives a new host tensor when want is NULL or want[j], else is
- * left empty. Returns when the device has finished. */
+/* How a run's tensors and stream meet the caller's (NULL: host inputs and
+ * outputs, the graph's own stream, the call waits for the device). */
+typedef struct tx_gpu_run_io {
+    const bool *in_device; /* per input: its data is a device address (NULL: all host) */
+    bool out_device;       /* outputs: new device buffers (tx_device_free), not host tensors */
+    void *stream;          /* the caller's cudaStream_t: the run starts after the work queued
+                            * on it so far, and work queued on it later waits for the run */
+    bool no_sync;          /* return once queued (needs out_device or no outputs fetched) */
+    uint64_t host_copies;  /* out: host<->device copies this run made (inputs and outputs) */
+} tx_gpu_run_io;
+
+/* Inference: inputs[i] for config input i (tensors with the planned
+ * shapes, host memory unless io->in_device[i]), or inputs NULL: the inputs
+ * of the previous run, still on the device. outputs (NULL: fetch nothing)
+ * has one entry per graph output; entry j receives a new tensor when want
+ * is NULL or want[j], else is left empty: a host tensor, or with
+ * io->out_device a tensor over new device memory (owns_data false; free it
+ * with tx_device_free). Returns when the device has finished, unless
+ * io->no_sync. io may be NULL. */
 teexec_status *tx_gpu_graph_run(tx_gpu_graph *g, const tx_tensor *const *inputs,
-                                tx_tensor *outputs, const bool *want) TX_NODISCARD;
+                                tx_gpu_run_io *io, tx_tensor *outputs,
+                                const bool *want) TX_NODISCARD;
+/* Waits for every run queued on the graph's stream. */
+teexec_status *tx_gpu_graph_wait(tx_gpu_graph *g) TX_NODISCARD;
+/* The device ordinal the graph runs on. */
+int tx_gpu_graph_device(const tx_gpu_graph *g);
 
 /* The run options (may be NULL; borrowed until replaced) that the next
  * runs check for a cancel: before every node's kernels when the run is not
@@ -107,7 +133,10 @@ teexec_status *tx_gpu_graph_param_lowered(const tx_gpu_graph *g, const char *nam
 
 /* The --profile table (teexec_session_profile's format); caller frees. */
 teexec_status *tx_gpu_graph_profile(const tx_gpu_graph *g, char **out_text) TX_NODISCARD;
-/* Device bytes of the one allocation. */
+/* Device bytes the executor allocated for itself (its arena and small
+ * state), and the shared weights it reads (NULL for a trainer, whose
+ * parameters are in its own allocation). */
 size_t tx_gpu_graph_device_bytes(const tx_gpu_graph *g);
+const struct tx_ws_lease *tx_gpu_graph_weights(const tx_gpu_graph *g);
 
 #endif

@@ -9,9 +9,11 @@
 #include "exec/cuda/gpu_handoff.h"
 #include "exec/cuda/te_cuda_basic.h"
 #include "exec/cuda/te_cuda_linear.h"
+#include "exec/device_budget.h"
 #include "exec/prepare.h"
 #include "exec/quant_operand.h"
 #include "exec/trainable.h"
+#include "exec/weight_share.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gemm_lt.h"
 #include "kernels/cuda/gemm_select.h"
@@ -741,9 +743,68 @@ static teexec_status *value_lifetimes(tx_gpu_graph *g, const life_steps *ls,
     return NULL;
 }
 
+/* An inference executor reads the model's initializers from the model's
+ * shared copies (exec/weight_share.h); a trainer updates its parameters, so
+ * it keeps every value in its own arena. */
+static bool share_value(const tx_gpu_graph *g, size_t v)
+{
+    const gval *gv = &g->vals[v];
+    return !g->cfg.training && g->lowered->weights &&
+           (g->ir->values[v].flags & TX_IR_VALUE_INITIALIZER) && gv->host && gv->host->data &&
+           !gv->produced;
+}
+
+/* ---- the shared weights' ops (weight_share.h): g's stream uploads ---- */
+
+static teexec_status *upload_value(tx_gpu_graph *g, void *dst, const tx_tensor *h,
+                                   teexec_dtype dst_dtype);
+
+static teexec_status *ws_alloc(void *ctx, int device, size_t bytes, void **out)
+{
+    (void)ctx;
+    (void)device; /* the current device: the executor's */
+    cudaError_t e = cudaMalloc(out, bytes ? bytes : 1);
+    if (e == cudaSuccess) return NULL;
+    *out = NULL;
+    if (e == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        return tx_device_alloc_failed(bytes, "cuda executor: the model's shared weights",
+                                      cudaGetErrorString(e));
+    }
+    return cuda_err(e, "allocating the model's shared weights");
+}
+
+static teexec_status *ws_fill(void *ctx, const tx_ws_want *w, void *dst)
+{
+    tx_gpu_graph *g = ctx;
+    const gval *gv = w->src;
+    return upload_value(g, dst, gv->host, gv->dev.dtype);
+}
+
+static teexec_status *ws_finish(void *ctx)
+{
+    tx_gpu_graph *g = ctx;
+    /* the copies are read from other executors' streams next */
+    CU(cudaStreamSynchronize(g->stream), "uploading the model's shared weights");
+    return NULL;
+}
+
+static void ws_free(int device, void *ptr)
+{
+    int cur = -1;
+    bool switched = cudaGetDevice(&cur) == cudaSuccess && cur != device &&
+                    cudaSetDevice(device) == cudaSuccess;
+    cudaFree(ptr);
+    if (switched) cudaSetDevice(cur);
+}
+
+static const tx_ws_ops ws_ops = {ws_alloc, ws_fill, ws_finish, ws_free};
+
 static teexec_status *place_memory(tx_gpu_graph *g)
 {
     tx_dev_reqs l = {0};
+    tx_ws_want *wants = NULL;
+    size_t n_wants = 0;
     const tx_ir_graph *ir = g->ir;
     life_steps ls = {0};
     size_t nv = ir->n_values ? ir->n_values : 1;
@@ -751,7 +812,8 @@ static teexec_status *place_memory(tx_gpu_graph *g)
             *vhi = malloc(nv * sizeof(int32_t)), *glo = malloc(nv * sizeof(int32_t)),
             *ghi = malloc(nv * sizeof(int32_t));
     teexec_status *st = NULL;
-    if (!alias_of || !vlo || !vhi || !glo || !ghi) st = tx_oom();
+    wants = calloc(nv, sizeof(*wants));
+    if (!alias_of || !vlo || !vhi || !glo || !ghi || !wants) st = tx_oom();
     for (size_t v = 0; v < ir->n_values && !st; v++) alias_of[v] = -1;
     for (size_t i = 0; i < g->n_nodes && !st; i++) {
         gnode *n = &g->nodes[i];
@@ -793,7 +855,16 @@ static teexec_status *place_memory(tx_gpu_graph *g)
         gval *gv = &g->vals[v];
         if (gv->dev.rank == 0 && gv->dev.numel == 0 && gv->model_dtype == TEEXEC_DTYPE_UNDEFINED)
             continue;
-        if (alias_of[v] < 0) tx_dev_want_live(&l, &gv->dev.data, tensor_bytes(&gv->dev), vlo[v], vhi[v]);
+        if (alias_of[v] >= 0) {
+            /* its root's buffer */
+        } else if (share_value(g, v)) {
+            gv->shared = true;
+            wants[n_wants++] = (tx_ws_want){.value = (int32_t)v, .dtype = (int32_t)gv->dev.dtype,
+                                            .bytes = tensor_bytes(&gv->dev), .src = gv,
+                                            .slot = &gv->dev.data};
+        } else {
+            tx_dev_want_live(&l, &gv->dev.data, tensor_bytes(&gv->dev), vlo[v], vhi[v]);
+        }
         if (gv->req && g->cfg.training)
             tx_dev_want_live(&l, &gv->grad.data, tensor_bytes(&gv->grad), glo[v], ghi[v]);
     }
@@ -864,9 +935,23 @@ static teexec_status *place_memory(tx_gpu_graph *g)
     if (!st) {
         tx_dev_want(&l, &g->scratch, g->scratch_bytes);
         tx_dev_want(&l, &g->env.gemm_ws, GEMM_WORKSPACE);
-        st = tx_dev_place(&l, "cuda executor: the model's tensors", &g->arena, &g->arena_bytes);
+        /* the limit counts the weights in full, shared or not */
+        tx_dev_budget budget = {.limit = g->cfg.memory_limit,
+                                .held = g->cfg.memory_held,
+                                .weights = tx_ws_wants_bytes(wants, n_wants),
+                                .own_extra = g->delayed_bytes};
+        if (budget.weights == SIZE_MAX)
+            st = tx_error(TEEXEC_ERR_LIMIT, "cuda executor: the weights' size overflows");
+        if (!st)
+            st = tx_dev_place(&l, "cuda executor: the model's tensors", &budget, &g->arena,
+                              &g->arena_bytes);
         g->arena_unshared_bytes = l.sum_bytes;
     }
+    /* the weights the model's other executors have not uploaded yet go up
+     * now (under the registry's lock, so two creators never both upload) */
+    if (!st && n_wants)
+        st = tx_weight_share_acquire(g->lowered->weights, g->device, wants, n_wants, &ws_ops, g,
+                                     &g->weights);
     tx_dev_reqs_free(&l);
     life_steps_free(&ls);
     if (!st) {
@@ -883,36 +968,40 @@ static teexec_status *place_memory(tx_gpu_graph *g)
     free(vhi);
     free(glo);
     free(ghi);
+    free(wants);
     return st;
 }
 
-/* Host values known before running (initializers, folded constants) go to
- * the device once, converted to the compute dtype. */
+/* One host value to device memory at dst, converted to dst_dtype. */
+static teexec_status *upload_value(tx_gpu_graph *g, void *dst, const tx_tensor *h,
+                                   teexec_dtype dst_dtype)
+{
+    if (h->dtype == dst_dtype) {
+        CU(cudaMemcpyAsync(dst, h->data, h->nbytes, cudaMemcpyHostToDevice, g->stream),
+           "uploading a constant");
+        return NULL;
+    }
+    void *tmp = NULL;
+    CU(cudaMalloc(&tmp, h->nbytes ? h->nbytes : 1), "staging a constant");
+    cudaError_t e = cudaMemcpyAsync(tmp, h->data, h->nbytes, cudaMemcpyHostToDevice, g->stream);
+    teexec_status *st = e == cudaSuccess ? NULL : cuda_err(e, "uploading a constant");
+    if (!st) st = tx_cuda_convert(tmp, h->dtype, dst, dst_dtype, (size_t)h->numel, g->stream);
+    /* tmp is freed only once the conversion has read it */
+    e = cudaStreamSynchronize(g->stream);
+    if (!st && e != cudaSuccess) st = cuda_err(e, "converting a constant");
+    cudaFree(tmp);
+    return st;
+}
+
+/* Host values known before running (folded constants; initializers too
+ * for a trainer) go to the device once, converted to the compute dtype;
+ * the shared initializers are up already (place_memory). */
 static teexec_status *upload_known(tx_gpu_graph *g)
 {
     for (size_t v = 0; v < g->ir->n_values; v++) {
         gval *gv = &g->vals[v];
-        if (!gv->host || !gv->dev.data || gv->produced) continue;
-        const tx_tensor *h = gv->host;
-        if (h->dtype == gv->dev.dtype) {
-            CU(cudaMemcpyAsync(gv->dev.data, h->data, h->nbytes, cudaMemcpyHostToDevice,
-                               g->stream),
-               "uploading a constant");
-            continue;
-        }
-        void *tmp = NULL;
-        CU(cudaMalloc(&tmp, h->nbytes ? h->nbytes : 1), "staging a constant");
-        cudaError_t e = cudaMemcpyAsync(tmp, h->data, h->nbytes, cudaMemcpyHostToDevice, g->stream);
-        teexec_status *st = e == cudaSuccess ? NULL : cuda_err(e, "uploading a constant");
-        if (!st)
-            st = tx_cuda_convert(tmp, h->dtype, gv->dev.data, gv->dev.dtype, (size_t)h->numel,
-                                 g->stream);
-        if (!st) {
-            e = cudaStreamSynchronize(g->stream);
-            if (e != cudaSuccess) st = cuda_err(e, "converting a constant");
-        }
-        cudaFree(tmp);
-        TX_TRY(st);
+        if (!gv->host || !gv->dev.data || gv->produced || gv->shared) continue;
+        TX_TRY(upload_value(g, gv->dev.data, gv->host, gv->dev.dtype));
     }
     return NULL;
 }
@@ -1031,10 +1120,14 @@ void tx_gpu_graph_destroy(tx_gpu_graph *g)
     if (g->n_delayed) tx_delayed_free(&g->delayed);
     if (g->arena) cudaFree(g->arena);
     if (g->delayed_dev) cudaFree(g->delayed_dev);
+    /* after the stream is idle: the last release frees the copies */
+    if (g->weights) tx_weight_share_release(g->lowered->weights, g->weights);
     tx_gemm_lt_destroy(g->gemm);
     tx_sdpa_cudnn_destroy(g->sdpa);
     if (g->ev[0]) cudaEventDestroy(g->ev[0]);
     if (g->ev[1]) cudaEventDestroy(g->ev[1]);
+    if (g->io_ev[0]) cudaEventDestroy(g->io_ev[0]);
+    if (g->io_ev[1]) cudaEventDestroy(g->io_ev[1]);
     if (g->own_stream && g->stream) cudaStreamDestroy(g->stream);
     tx_fuser_plan_free(g->fplan);
     teexec_session_destroy(g->cpu);
@@ -1046,6 +1139,7 @@ static teexec_status *device_setup(tx_gpu_graph *g, tx_device_caps *caps)
 {
     int dev = 0;
     CU(cudaGetDevice(&dev), "selecting the device");
+    g->device = dev;
     struct cudaDeviceProp prop;
     CU(cudaGetDeviceProperties(&prop, dev), "reading the device's properties");
     g->env.sm = prop.major * 10 + prop.minor;
@@ -1166,7 +1260,21 @@ static teexec_status *init_delayed(tx_gpu_graph *g)
     g->n_delayed = count;
     /* its own small allocation: the Linears' quantizers are prepared with
      * pointers into it before the arena exists */
-    CU(cudaMalloc((void **)&g->delayed_dev, 2 * (size_t)count * sizeof(float)), "fp8-delayed state");
+    g->delayed_bytes = 2 * (size_t)count * sizeof(float);
+    TX_TRY(tx_device_budget_check(g->cfg.memory_limit, g->cfg.memory_held, 0, g->delayed_bytes,
+                                  "cuda executor: the fp8-delayed state"));
+    cudaError_t e = cudaMalloc((void **)&g->delayed_dev, g->delayed_bytes);
+    if (e != cudaSuccess) {
+        g->delayed_dev = NULL;
+        g->delayed_bytes = 0;
+        if (e == cudaErrorMemoryAllocation) {
+            (void)cudaGetLastError();
+            return tx_device_alloc_failed(2 * (size_t)count * sizeof(float),
+                                          "cuda executor: the fp8-delayed state",
+                                          cudaGetErrorString(e));
+        }
+        return cuda_err(e, "fp8-delayed state");
+    }
     return NULL;
 }
 
@@ -1202,6 +1310,27 @@ static void decide_graphs(tx_gpu_graph *g)
             g->graph_ok = false;
             g->graph_off_why = "NVFP4 stochastic rounding draws new numbers each step";
         }
+    }
+}
+
+/* The host copies of the big float weights an inference executor read
+ * from the model's shared device copies: needed only to upload them (done
+ * by now, by this executor or an earlier one), so they go, and a session
+ * per shape does not keep the model's weights in host memory each. Small
+ * initializers stay (node preparation may have kept pointers to integer
+ * shapes and indices), and so does one a graph output reads. */
+static void drop_host_weights(tx_gpu_graph *g)
+{
+    if (g->cfg.training) return;
+    for (size_t v = 0; v < g->ir->n_values; v++) {
+        gval *gv = &g->vals[v];
+        if (!gv->shared || gv->host != &g->cpu->init[v]) continue;
+        const tx_tensor *h = gv->host;
+        if (!is_float(h->dtype) || h->nbytes < ((size_t)64 << 10) ||
+            (g->ir->values[v].flags & TX_IR_VALUE_GRAPH_OUTPUT))
+            continue;
+        tx_tensor_release(&g->cpu->init[v]);
+        gv->host = NULL;
     }
 }
 
@@ -1269,6 +1398,7 @@ teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph
         cudaError_t e = cudaStreamSynchronize(g->stream);
         if (e != cudaSuccess) st = cuda_err(e, "setting up");
     }
+    if (!st) drop_host_weights(g);
     if (st) {
         tx_gpu_graph_destroy(g);
         return tx_status_with_file(st, model->file ? model->file->path : NULL);

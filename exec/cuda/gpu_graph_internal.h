@@ -37,6 +37,8 @@ typedef struct gval {
     bool req;                  /* carries a gradient */
     tx_tensor grad;            /* device grad (dev's dtype) when req */
     bool grad_live;            /* backward simulation / run: the grad buffer holds a value */
+    bool shared;               /* dev.data is the model's shared copy (exec/weight_share.h):
+                                * read only, uploaded by whoever acquired it first */
 } gval;
 
 typedef struct gnode {
@@ -140,6 +142,9 @@ struct tx_gpu_graph {
     int32_t *in_values;        /* per graph input (model order) */
     size_t n_in;
     /* device */
+    int device;                /* the CUDA device ordinal it was made on */
+    struct tx_ws_lease *weights; /* its shared weights (inference), or NULL */
+    size_t delayed_bytes;      /* delayed_dev's size */
     cudaStream_t stream;
     bool own_stream;
     tx_cuda_env env;
@@ -175,6 +180,9 @@ struct tx_gpu_graph {
     size_t n_prof;
     uint64_t calls_done;       /* finished run / step calls */
     cudaEvent_t ev[2];
+    /* a caller's stream (tx_gpu_run_io): [0] recorded on it before the
+     * run, [1] on ours after; made on first use */
+    cudaEvent_t io_ev[2];
     /* cancellation (tx_gpu_graph_set_run_options): the current run's
      * options, and whether run_body is being captured (no cancel points
      * inside a capture: the captured graph must be whole) */

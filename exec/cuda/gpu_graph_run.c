@@ -2,6 +2,8 @@
  * backward, optimizer, CUDA-graph capture and replay, the profile, results
  * and parameters by the user's names. */
 #include "exec/cuda/gpu_graph_internal.h"
+#include "exec/device_budget.h"
+#include "exec/weight_share.h"
 
 #include "exec/cuda/te_cuda_linear.h"
 #include "exec/run_options.h"
@@ -272,7 +274,11 @@ static teexec_status *launch(tx_gpu_graph *g)
     return NULL;
 }
 
-static teexec_status *upload_inputs(tx_gpu_graph *g, const tx_tensor *const *inputs)
+/* in_device (may be NULL): per input, its data is a device address: copied
+ * (or converted) on the device, never through the host. *copies counts
+ * the host-to-device copies made. */
+static teexec_status *upload_inputs(tx_gpu_graph *g, const tx_tensor *const *inputs,
+                                    const bool *in_device, uint64_t *copies)
 {
     for (size_t i = 0; i < g->n_in; i++) {
         gval *gv = &g->vals[g->in_values[i]];
@@ -287,6 +293,20 @@ static teexec_status *upload_inputs(tx_gpu_graph *g, const tx_tensor *const *inp
                             teexec_dtype_name(gv->model_dtype),
                             tx_tensor_describe(&gv->dev, y, sizeof y));
         }
+        bool dev = in_device && in_device[i];
+        if (dev && !g->staging[i]) {
+            CU(cudaMemcpyAsync(gv->dev.data, t->data, t->nbytes, cudaMemcpyDeviceToDevice,
+                               g->stream),
+               "copying a device input");
+            continue;
+        }
+        if (dev) {
+            /* converted straight from the caller's buffer */
+            TX_TRY(tx_cuda_convert(t->data, t->dtype, gv->dev.data, gv->dev.dtype,
+                                   (size_t)t->numel, g->stream));
+            continue;
+        }
+        (*copies)++;
         if (!g->staging[i]) {
             CU(cudaMemcpyAsync(gv->dev.data, t->data, t->nbytes, cudaMemcpyHostToDevice, g->stream),
                "uploading an input");
@@ -297,6 +317,68 @@ static teexec_status *upload_inputs(tx_gpu_graph *g, const tx_tensor *const *inp
         TX_TRY(tx_cuda_convert(g->staging[i], t->dtype, gv->dev.data, gv->dev.dtype,
                                (size_t)t->numel, g->stream));
     }
+    return NULL;
+}
+
+/* A graph output as new device memory of want_dtype (stream-ordered: the
+ * buffer is allocated, filled and usable in g's stream order; freed with
+ * cudaFree, tx_device_free). A value known on the host goes up from it. */
+static teexec_status *device_output(tx_gpu_graph *g, const gval *gv, tx_tensor *out,
+                                    uint64_t *copies)
+{
+    memset(out, 0, sizeof *out);
+    const tx_tensor *src = gv->host && !gv->produced ? gv->host : &gv->dev;
+    teexec_dtype want = gv->model_dtype;
+    char probe;
+    TX_TRY(tx_tensor_wrap(out, want, src->rank, src->dims, &probe));
+    void *p = NULL;
+    cudaError_t e = cudaMallocAsync(&p, out->nbytes ? out->nbytes : 1, g->stream);
+    if (e != cudaSuccess) {
+        memset(out, 0, sizeof *out);
+        if (e == cudaErrorMemoryAllocation) {
+            (void)cudaGetLastError();
+            return tx_device_alloc_failed(out->nbytes, "cuda executor: a device output",
+                                          cudaGetErrorString(e));
+        }
+        return cuda_err(e, "allocating a device output");
+    }
+    teexec_status *st = NULL;
+    if (src == gv->host) {
+        (*copies)++;
+        e = cudaMemcpyAsync(p, src->data, out->nbytes, cudaMemcpyHostToDevice, g->stream);
+        if (e != cudaSuccess) st = cuda_err(e, "uploading a constant output");
+    } else if (src->dtype == want) {
+        e = cudaMemcpyAsync(p, src->data, out->nbytes, cudaMemcpyDeviceToDevice, g->stream);
+        if (e != cudaSuccess) st = cuda_err(e, "copying a device output");
+    } else {
+        st = tx_cuda_convert(src->data, src->dtype, p, want, (size_t)src->numel, g->stream);
+    }
+    if (st) {
+        cudaFreeAsync(p, g->stream);
+        memset(out, 0, sizeof *out);
+        return st;
+    }
+    out->data = p;
+    out->owns_data = false;
+    return NULL;
+}
+
+/* Orders g's stream after the work queued so far on the caller's. */
+static teexec_status *join_caller(tx_gpu_graph *g, cudaStream_t caller)
+{
+    for (int k = 0; k < 2; k++)
+        if (!g->io_ev[k])
+            CU(cudaEventCreateWithFlags(&g->io_ev[k], cudaEventDisableTiming), "a stream event");
+    CU(cudaEventRecord(g->io_ev[0], caller), "ordering after the caller's stream");
+    CU(cudaStreamWaitEvent(g->stream, g->io_ev[0], 0), "ordering after the caller's stream");
+    return NULL;
+}
+
+/* And the caller's stream after everything queued on g's. */
+static teexec_status *rejoin_caller(tx_gpu_graph *g, cudaStream_t caller)
+{
+    CU(cudaEventRecord(g->io_ev[1], g->stream), "ordering the caller's stream after the run");
+    CU(cudaStreamWaitEvent(caller, g->io_ev[1], 0), "ordering the caller's stream after the run");
     return NULL;
 }
 
@@ -332,34 +414,64 @@ static teexec_status *download(tx_gpu_graph *g, const tx_tensor *dev, teexec_dty
 }
 
 teexec_status *tx_gpu_graph_run(tx_gpu_graph *g, const tx_tensor *const *inputs,
-                                tx_tensor *outputs, const bool *want)
+                                tx_gpu_run_io *io, tx_tensor *outputs, const bool *want)
 {
+    tx_gpu_run_io none = {0};
+    if (!io) io = &none;
+    io->host_copies = 0;
+    const tx_ir_graph *ir = g->ir;
+    bool fetch = false;
+    for (size_t j = 0; outputs && j < ir->n_outputs; j++) fetch = fetch || !want || want[j];
+    if (io->no_sync && fetch && !io->out_device)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "a run that does not wait for the device must leave its outputs on the "
+                        "device (host outputs are only there once it has finished)");
+    cudaStream_t caller = (cudaStream_t)io->stream;
+    if (caller == g->stream) caller = NULL; /* the session's stream is the caller's already */
+    if (caller) TX_TRY(join_caller(g, caller));
     if (inputs) {
-        TX_TRY(upload_inputs(g, inputs));
+        TX_TRY(upload_inputs(g, inputs, io->in_device, &io->host_copies));
         g->inputs_bound = true;
     } else if (!g->inputs_bound) {
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "no inputs given and none from an earlier run");
     }
     TX_TRY(launch(g));
-    const tx_ir_graph *ir = g->ir;
     for (size_t j = 0; outputs && j < ir->n_outputs; j++) {
         memset(&outputs[j], 0, sizeof outputs[j]);
         if (want && !want[j]) continue;
         int32_t o = ir->outputs[j];
         gval *gv = &g->vals[o];
         teexec_status *st = NULL;
-        if (gv->host && !gv->produced) st = tx_tensor_clone(gv->host, &outputs[j]);
-        else st = download(g, &gv->dev, gv->model_dtype, g->out_staging[j], &outputs[j]);
+        if (io->out_device) st = device_output(g, gv, &outputs[j], &io->host_copies);
+        else if (gv->host && !gv->produced) st = tx_tensor_clone(gv->host, &outputs[j]);
+        else {
+            io->host_copies++;
+            st = download(g, &gv->dev, gv->model_dtype, g->out_staging[j], &outputs[j]);
+        }
         if (st) {
-            for (size_t k = 0; k < j; k++) tx_tensor_release(&outputs[k]);
+            for (size_t k = 0; k < j; k++) {
+                if (io->out_device && outputs[k].data) cudaFreeAsync(outputs[k].data, g->stream);
+                else tx_tensor_release(&outputs[k]);
+                memset(&outputs[k], 0, sizeof outputs[k]);
+            }
             return st;
         }
     }
-    /* the call returns when the work is done, fetched or not */
-    CU(cudaStreamSynchronize(g->stream), "running the model");
+    if (caller) TX_TRY(rejoin_caller(g, caller));
     g->calls_done++;
+    /* the call returns when the work is done, fetched or not, unless asked
+     * not to wait */
+    if (!io->no_sync) CU(cudaStreamSynchronize(g->stream), "running the model");
     return NULL;
 }
+
+teexec_status *tx_gpu_graph_wait(tx_gpu_graph *g)
+{
+    CU(cudaStreamSynchronize(g->stream), "waiting for the model's runs");
+    return NULL;
+}
+
+int tx_gpu_graph_device(const tx_gpu_graph *g) { return g->device; }
 
 static teexec_status *update_delayed(tx_gpu_graph *g)
 {
@@ -437,7 +549,8 @@ teexec_status *tx_gpu_graph_step(tx_gpu_graph *g, const tx_tensor *const *inputs
     }
     if (loss_data) g->target_bound = true;
     if (inputs) {
-        TX_TRY(upload_inputs(g, inputs));
+        uint64_t copies = 0;
+        TX_TRY(upload_inputs(g, inputs, NULL, &copies));
         g->inputs_bound = true;
     }
     g->env.step = g->steps;
@@ -549,7 +662,8 @@ teexec_status *tx_gpu_graph_grad(const tx_gpu_graph *g, const char *name, tx_ten
     return param_tensor(g, name, true, false, out);
 }
 
-size_t tx_gpu_graph_device_bytes(const tx_gpu_graph *g) { return g->arena_bytes; }
+size_t tx_gpu_graph_device_bytes(const tx_gpu_graph *g) { return g->arena_bytes + g->delayed_bytes; }
+const struct tx_ws_lease *tx_gpu_graph_weights(const tx_gpu_graph *g) { return g->weights; }
 
 teexec_status *tx_gpu_graph_profile(const tx_gpu_graph *g, char **out_text)
 {
@@ -601,6 +715,10 @@ teexec_status *tx_gpu_graph_profile(const tx_gpu_graph *g, char **out_text)
                             "device arena: %.1f MiB (%.1f MiB if no two buffers shared memory)\n",
                             (double)g->arena_bytes / 1048576.0,
                             (double)g->arena_unshared_bytes / 1048576.0);
+    if (g->weights)
+        len += (size_t)snprintf(s + len, cap - len,
+                                "shared weights: %.1f MiB (one copy for every session of the model)\n",
+                                (double)tx_ws_lease_bytes(g->weights) / 1048576.0);
     /* the plan's fusions that do not run, with why (the planner's and the
      * GPU's: a fusion the GPU has no kernel for runs unfused) */
     size_t nd = g->fplan ? g->fplan->n_declines : 0;

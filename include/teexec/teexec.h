@@ -67,7 +67,9 @@ typedef enum teexec_code {
     TEEXEC_ERR_DEVICE = 6,           /* a CUDA/cuBLASLt/cuDNN failure       */
     TEEXEC_ERR_NO_MEMORY = 7,        /* an allocation failed                */
     TEEXEC_ERR_INTERNAL = 8,         /* a bug in teexec: please report it   */
-    TEEXEC_ERR_CANCELLED = 9         /* the run was cancelled (run options) */
+    TEEXEC_ERR_CANCELLED = 9,        /* the run was cancelled (run options) */
+    TEEXEC_ERR_OUT_OF_DEVICE_MEMORY = 10 /* a CUDA session does not fit: over its
+                                          * device-memory limit, or the device is full */
 } teexec_code;
 
 typedef struct teexec_status teexec_status;
@@ -195,6 +197,13 @@ TEEXEC_API teexec_status *teexec_model_load_memory(
 /* Releases a model. Accepts NULL. Every session and trainer created from the
  * model must have been destroyed first. */
 TEEXEC_API void teexec_model_destroy(teexec_model *model);
+
+/* Bytes of this model's weights on CUDA devices now, over all devices:
+ * each (device, compute dtype) holds one copy, uploaded by the first CUDA
+ * session that needs it, shared by every inference session (and every
+ * input shape of each), and freed with the last of them. A trainer's
+ * parameters are its own and are not counted. 0 without CUDA. Any thread. */
+TEEXEC_API size_t teexec_model_device_weight_bytes(const teexec_model *model);
 
 /* --- introspection: all getters are thread-safe on a loaded model; the
  * strings and arrays they return are owned by the model and live until
@@ -392,6 +401,42 @@ typedef enum teexec_device {
     TEEXEC_DEVICE_CUDA = 2
 } teexec_device;
 
+/* Device tensors: a teexec_tensor whose data is CUDA device memory, for
+ * CUDA sessions to read as inputs and return as outputs without a host
+ * copy (run options set_device_outputs). teexec_tensor_data returns the
+ * device address (never dereference it on the host); dtype, rank, dims and
+ * sizes read as for host tensors. Only CUDA sessions accept them: CPU
+ * sessions, trainers, teexec_tensor_save_file and teexec_tensor_cast refuse
+ * them with TEEXEC_ERR_INVALID_ARGUMENT. Without the CUDA backend (or a
+ * device) creating one fails (TEEXEC_ERR_UNSUPPORTED / _DEVICE).
+ *
+ * Ordering: teexec never orders a device tensor's contents with the
+ * caller's work except through a run's stream (run options
+ * set_cuda_stream); fill an input on that stream (or finish filling it
+ * before the run), and read an output on it (or after the run returned or
+ * teexec_session_wait). */
+
+/* New device memory on the current CUDA device (contents undefined),
+ * freed by teexec_tensor_destroy (cudaFree: waits for the device). */
+TEEXEC_API teexec_status *teexec_tensor_create_device(teexec_dtype dtype, int32_t rank,
+                                                      const int64_t *dims,
+                                                      teexec_tensor **out_tensor);
+/* A device tensor over the caller's device memory (cudaMalloc'd or
+ * managed; borrowed: never freed by teexec, it must outlive the tensor and
+ * any run reading it); data_bytes must equal the shape's storage size. */
+TEEXEC_API teexec_status *teexec_tensor_create_device_borrowed(teexec_dtype dtype, int32_t rank,
+                                                               const int64_t *dims,
+                                                               void *device_data,
+                                                               size_t data_bytes,
+                                                               teexec_tensor **out_tensor);
+/* TEEXEC_DEVICE_CUDA for a device tensor, TEEXEC_DEVICE_CPU otherwise. */
+TEEXEC_API teexec_device teexec_tensor_device(const teexec_tensor *tensor);
+/* A new host tensor holding a copy of `tensor` (a device or host tensor).
+ * For a device tensor the copy waits for the legacy default stream only:
+ * after a run with set_no_sync, call teexec_session_wait first. */
+TEEXEC_API teexec_status *teexec_tensor_to_host(const teexec_tensor *tensor,
+                                                teexec_tensor **out_tensor);
+
 /* Options are an opaque object with setters, so new options can be added
  * without breaking callers. Defaults: device AUTO, threads 0 (the OpenBLAS
  * default), every symbolic input dim 1 at planning time.
@@ -413,6 +458,26 @@ TEEXEC_API teexec_status *teexec_session_options_set_threads(teexec_session_opti
  * signature is planned once and cached). Setting a name again replaces it. */
 TEEXEC_API teexec_status *teexec_session_options_set_dim(teexec_session_options *options,
                                                          const char *dim_name, int64_t value);
+/* Shape buckets: runs pad the symbolic input dim `dim_name` with zeros at
+ * its end up to a multiple of `multiple` (set_dim_multiple) or to the
+ * smallest listed size that holds it (set_dim_buckets: 1 to 64 sizes > 0,
+ * any order; a run over the largest is refused with
+ * TEEXEC_ERR_INVALID_ARGUMENT naming the dim and its bound), so variable
+ * traffic reuses a few plans and CUDA graphs; outputs whose declared dims
+ * name the dim are cut back to the size given. The declared size
+ * (set_dim) is planned at its bucket. Zero padding is right only where
+ * positions along the dim do not affect each other's outputs (batch rows)
+ * or only later ones (a causal sequence): the caller chooses the dims.
+ * Padding copies host inputs; a device input or device outputs whose dim
+ * needs padding are refused (TEEXEC_ERR_UNSUPPORTED): give them at a
+ * bucket size. Setting a dim again replaces its bucket. */
+TEEXEC_API teexec_status *teexec_session_options_set_dim_multiple(teexec_session_options *options,
+                                                                  const char *dim_name,
+                                                                  int64_t multiple);
+TEEXEC_API teexec_status *teexec_session_options_set_dim_buckets(teexec_session_options *options,
+                                                                 const char *dim_name,
+                                                                 const int64_t *sizes,
+                                                                 size_t n_sizes);
 /* The quantization recipe a session runs the model's Linears under:
  * "none" (default), "fp8-delayed", "fp8-current", "fp8-block", "mxfp8",
  * "nvfp4" (":hybrid" for E5M2 grads), as teexec_plan_options_set_recipe.
@@ -453,6 +518,21 @@ TEEXEC_API teexec_status *teexec_session_options_set_cuda_stream(teexec_session_
  * UNDEFINED is refused at creation (TEEXEC_ERR_UNSUPPORTED). */
 TEEXEC_API teexec_status *teexec_session_options_set_dtype(teexec_session_options *options,
                                                            teexec_dtype dtype);
+/* A cap on the device memory a CUDA session holds, in bytes; 0 (default):
+ * none. Counted: the memory each of its executors (one per input-shape
+ * signature) allocates for itself -- activations, saved buffers, scratch,
+ * the cuBLASLt workspace -- and the model's weights it reads, in full even
+ * when other sessions share them on the device (so whether a session fits
+ * does not depend on what else runs). Not counted: the CUDA context, the
+ * cuBLASLt / cuDNN handles, captured graphs. A session or a new signature
+ * that does not fit is refused before it allocates, with
+ * TEEXEC_ERR_OUT_OF_DEVICE_MEMORY and a message giving the bytes it needs
+ * and the limit (a device that is simply full gives the same code); what
+ * it allocated is freed and the session (for a run) stays usable. Reaching
+ * the 4-signature bound, the executor about to be dropped does not count.
+ * CPU sessions ignore it. */
+TEEXEC_API teexec_status *teexec_session_options_set_device_memory_limit(
+    teexec_session_options *options, size_t bytes);
 
 /* ------------------------------------------------------------------ */
 /* Sessions                                                            */
@@ -503,7 +583,8 @@ TEEXEC_API teexec_status *teexec_session_run(teexec_session *session, size_t n_i
 /* ------------------------------------------------------------------ */
 
 /* Per-run settings for teexec_session_run_with / teexec_trainer_step_with:
- * a tag and a cancellation flag.
+ * a tag, a cancellation flag, and for CUDA session runs a stream, device
+ * outputs and no host wait (below).
  *
  * Cancellation: teexec_run_options_cancel() may be called from any thread,
  * also while runs using the options are in flight (several runs, even of
@@ -540,6 +621,25 @@ TEEXEC_API teexec_status *teexec_run_options_cancel(teexec_run_options *options)
 /* Clears the cancel flag, so the options can serve the next runs. Any
  * thread; a run already in flight may or may not see the reset. */
 TEEXEC_API teexec_status *teexec_run_options_reset(teexec_run_options *options);
+/* CUDA runs (CPU sessions ignore these, but for device outputs, which they
+ * refuse). Set them while no run uses the options.
+ * cuda_stream: a caller's cudaStream_t the run is queued in order with:
+ * it starts after the work queued on that stream so far, and work queued
+ * there afterwards waits for it (events, no host wait). NULL (default): no
+ * ordering with the caller's streams. The stream must outlive the run. */
+TEEXEC_API teexec_status *teexec_run_options_set_cuda_stream(teexec_run_options *options,
+                                                             void *stream);
+/* Outputs as device tensors (new device memory per output and run, on the
+ * session's device; the caller destroys them) instead of host copies.
+ * Default 0. */
+TEEXEC_API teexec_status *teexec_run_options_set_device_outputs(teexec_run_options *options,
+                                                                int enabled);
+/* The run returns once its work is queued, without waiting for the device;
+ * needs device outputs when any output is asked for (INVALID_ARGUMENT
+ * otherwise). Wait with teexec_session_wait, or order on cuda_stream.
+ * Default 0: a run returns when the device has finished. */
+TEEXEC_API teexec_status *teexec_run_options_set_no_sync(teexec_run_options *options,
+                                                         int enabled);
 /* 1 while the cancel flag is set, else 0 (also for NULL). Any thread. */
 TEEXEC_API int teexec_run_options_is_cancelled(const teexec_run_options *options);
 
@@ -574,6 +674,22 @@ TEEXEC_API size_t teexec_session_plan_count(const teexec_session *session);
  * TEEXEC_ERR_INVALID_ARGUMENT when the session was not created with
  * profiling. */
 TEEXEC_API teexec_status *teexec_session_profile(const teexec_session *session, char **out_text);
+
+/* Waits until every run queued on a CUDA session (runs with
+ * set_no_sync) has finished on the device; returns at once for a CPU
+ * session. One thread at a time per session, like a run. */
+TEEXEC_API teexec_status *teexec_session_wait(teexec_session *session);
+
+/* The device memory a CUDA session holds now: *weight_bytes the model's
+ * weights its executors read (one copy per device and dtype, shared with
+ * every other session of the model on that device: the same bytes are
+ * reported by each of them and held once), *own_bytes what its executors
+ * allocated for themselves (activations, buffers, scratch, workspace; per
+ * session and per input-shape signature). The counts of
+ * options_set_device_memory_limit. Either pointer may be NULL. A CPU
+ * session reports 0 and 0. Does not block. */
+TEEXEC_API teexec_status *teexec_session_device_memory(const teexec_session *session,
+                                                       size_t *weight_bytes, size_t *own_bytes);
 
 /* Releases a session and everything it allocated. Accepts NULL. */
 TEEXEC_API void teexec_session_destroy(teexec_session *session);
