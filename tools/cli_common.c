@@ -14,6 +14,8 @@ int cli_exit_code(const teexec_status *st)
     case TEEXEC_OK: return CLI_EXIT_OK;
     case TEEXEC_ERR_UNSUPPORTED: return CLI_EXIT_UNSUPPORTED;
     case TEEXEC_ERR_DEVICE: return CLI_EXIT_DEVICE;
+    /* another rank (or its link) failed: the multi-GPU run's device side */
+    case TEEXEC_ERR_COMM: return CLI_EXIT_DEVICE;
     /* The CLI validates its own arguments, so an invalid argument reaching
      * the library is about a file the user named: bad input. */
     case TEEXEC_ERR_INVALID_ARGUMENT:

@@ -67,7 +67,8 @@ typedef enum teexec_code {
     TEEXEC_ERR_DEVICE = 6,           /* a CUDA/cuBLASLt/cuDNN failure       */
     TEEXEC_ERR_NO_MEMORY = 7,        /* an allocation failed                */
     TEEXEC_ERR_INTERNAL = 8,         /* a bug in teexec: please report it   */
-    TEEXEC_ERR_CANCELLED = 9         /* the run was cancelled (run options) */
+    TEEXEC_ERR_CANCELLED = 9,        /* the run was cancelled (run options) */
+    TEEXEC_ERR_COMM = 10             /* a rank failed or a collective timed out */
 } teexec_code;
 
 typedef struct teexec_status teexec_status;
@@ -592,6 +593,68 @@ typedef enum teexec_te_ops_format {
  * first call and owned by the library (never free it); NULL only if memory
  * ran out while building it, or for an unknown format. Thread-safe. */
 TEEXEC_API const char *teexec_te_ops_text(teexec_te_ops_format format);
+
+/* ================================================================== */
+/* Communicators (several ranks: data and tensor parallelism)          */
+/* ================================================================== */
+
+/* One rank of a group that runs collectives (docs/multi-gpu.md). Two
+ * backends: "threads" (world_size ranks in this process, one thread each,
+ * host buffers, sums in rank order 0..W-1 so every rank and every run gets
+ * the same bits) and "nccl" (libnccl.so.2 loaded at run time, device
+ * buffers on the rank's GPU; CUDA builds only). A collective that waits
+ * longer than the group's timeout, or any rank's teexec_comm_abort, fails
+ * the group: that call and every later one on every rank return
+ * TEEXEC_ERR_COMM with the first failure's reason, never a hang. Each rank
+ * is used by one thread at a time; the ranks of a group run concurrently. */
+typedef struct teexec_comm teexec_comm;
+
+/* world_size thread ranks into out_comms[0..world_size) (rank i at index
+ * i). timeout_ms <= 0: 60000. Each rank is released with
+ * teexec_comm_destroy; the shared state goes with the last. */
+TEEXEC_API teexec_status *teexec_comm_create_threads(int world_size, int timeout_ms,
+                                                     teexec_comm **out_comms);
+/* One NCCL rank of a group spread over processes (one per GPU, on one or
+ * several hosts): rank 0 writes NCCL's unique id to the file `rendezvous`
+ * (a temporary file renamed into place), the others poll for it up to
+ * timeout_ms; then ncclCommInitRank on CUDA device `device`. World size 1
+ * needs no file (NULL). TEEXEC_ERR_UNSUPPORTED in a build without CUDA,
+ * TEEXEC_ERR_DEVICE when NCCL cannot be loaded. */
+TEEXEC_API teexec_status *teexec_comm_create_nccl(int world_size, int rank, int device,
+                                                  const char *rendezvous, int timeout_ms,
+                                                  teexec_comm **out_comm);
+/* world_size NCCL ranks in this process on devices[0..world_size)
+ * (NULL = 0..world_size-1) through ncclCommInitAll, rank i at index i. */
+TEEXEC_API teexec_status *teexec_comm_create_nccl_threads(int world_size, const int *devices,
+                                                          int timeout_ms,
+                                                          teexec_comm **out_comms);
+/* CUDA devices visible to this process (0 without CUDA or a GPU). */
+TEEXEC_API int teexec_comm_gpu_count(void);
+TEEXEC_API int teexec_comm_rank(const teexec_comm *comm);
+TEEXEC_API int teexec_comm_world_size(const teexec_comm *comm);
+/* "threads" or "nccl". Static string. */
+TEEXEC_API const char *teexec_comm_backend_name(const teexec_comm *comm);
+/* Collectives over `count` elements of dtype FLOAT, DOUBLE or BFLOAT16
+ * (bf16 sums in fp32, rounded once), host buffers for "threads", device
+ * buffers for "nccl"; every rank calls the same collectives in the same
+ * order. send may equal recv (all-reduce), or be recv + rank * count
+ * (all-gather). all_reduce_sum: recv[i] = sum over ranks of send[i].
+ * all_gather: recv (world_size * count) = the ranks' sends in rank order.
+ * reduce_scatter: send has world_size * count; recv (count) = the sum of
+ * block `rank` over the ranks. */
+TEEXEC_API teexec_status *teexec_comm_all_reduce_sum(teexec_comm *comm, teexec_dtype dtype,
+                                                     const void *send, void *recv, size_t count);
+TEEXEC_API teexec_status *teexec_comm_all_gather(teexec_comm *comm, teexec_dtype dtype,
+                                                 const void *send, void *recv, size_t count);
+TEEXEC_API teexec_status *teexec_comm_reduce_scatter(teexec_comm *comm, teexec_dtype dtype,
+                                                     const void *send, void *recv, size_t count);
+/* Returns once every rank has called it (or the group failed). */
+TEEXEC_API teexec_status *teexec_comm_barrier(teexec_comm *comm);
+/* Fails the group with `reason` (NULL: "aborted"), so every rank's pending
+ * and later collectives return TEEXEC_ERR_COMM instead of waiting. */
+TEEXEC_API void teexec_comm_abort(teexec_comm *comm, const char *reason);
+/* Releases one rank. Accepts NULL. */
+TEEXEC_API void teexec_comm_destroy(teexec_comm *comm);
 
 /* ================================================================== */
 /* Training                                                            */
