@@ -3,6 +3,9 @@
  * current communicator. */
 #include "exec/comm.h"
 
+#include "exec/session_internal.h"
+#include "kernels/cpu/te_collective.h"
+
 #include <stdint.h>
 
 size_t tx_comm_dtype_size(teexec_dtype dt)
@@ -21,11 +24,42 @@ static _Thread_local teexec_comm *current;
 
 teexec_comm *tx_comm_current(void) { return current; }
 
+static teexec_status *te_all_reduce(void *ctx, teexec_dtype dt, void *buf, size_t count)
+{
+    return teexec_comm_all_reduce_sum(ctx, dt, buf, buf, count);
+}
+
 teexec_comm *tx_comm_bind(teexec_comm *c)
 {
     teexec_comm *prev = current;
     current = c;
+    /* the CPU te.ops collectives reduce host tensors: a host group only */
+    tx_te_collective tc = {te_all_reduce, c, c ? c->world_size : 1};
+    tx_te_collective_bind(c && !c->device_memory && c->world_size > 1 ? &tc : NULL);
     return prev;
+}
+
+teexec_status *tx_comm_check_session(const teexec_comm *c, bool cuda)
+{
+    if (!c || c->world_size == 1) return NULL;
+    if (cuda)
+        return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                        "tensor-parallel te.ops collectives over %d ranks run on CPU sessions "
+                        "only so far (the CUDA executor does not call NCCL yet)",
+                        c->world_size);
+    if (c->device_memory)
+        return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                        "a CPU session reduces host tensors: it needs a \"threads\" "
+                        "communicator, not \"%s\"",
+                        c->vt->name);
+    return NULL;
+}
+
+teexec_status *teexec_session_options_set_comm(teexec_session_options *o, teexec_comm *comm)
+{
+    if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "session options are NULL");
+    o->comm = comm;
+    return NULL;
 }
 
 teexec_status *teexec_comm_create_threads(int world_size, int timeout_ms, teexec_comm **out)

@@ -61,6 +61,10 @@ size_t tx_comm_dtype_size(teexec_dtype dt);
 teexec_comm *tx_comm_current(void);
 teexec_comm *tx_comm_bind(teexec_comm *c);
 
+/* NULL when a session (CUDA or not) can use c as its tensor-parallel
+ * group; TEEXEC_ERR_UNSUPPORTED saying why not. */
+teexec_status *tx_comm_check_session(const teexec_comm *c, bool cuda) TX_NODISCARD;
+
 /* The thread backend, and the NCCL backend (exec/comm_nccl.c, or the stubs
  * of comm_nccl_none.c in a build without CUDA). */
 teexec_status *tx_comm_threads_create(int world_size, int timeout_ms,

@@ -72,6 +72,7 @@ struct teexec_session_options {
     bool profile;
     teexec_dtype dtype;      /* UNDEFINED = the model's */
     void *cuda_stream;       /* the caller's cudaStream_t, or NULL: the session's own */
+    teexec_comm *comm;       /* tensor-parallel group (borrowed), NULL = world size 1 */
     /* Internal (the CUDA executor's CPU session on its lowered model):
      * plans types and folded values but allocates no host arena. */
     bool plan_only;
@@ -122,6 +123,7 @@ struct teexec_session {
     tx_run_kernel *trace;
     size_t n_trace, cap_trace;
     const tx_fuser_plan *last_fplan;   /* the plan of the last run (borrowed) */
+    teexec_comm *comm;       /* tensor-parallel group the te.ops collectives use (borrowed) */
     tx_tensor *init;         /* per value: decoded initializer (data NULL otherwise) */
     int32_t *in_vals;        /* graph inputs the caller feeds, model->inputs order */
     size_t n_in;

@@ -2,14 +2,16 @@
  * te_misc.c - the TE ops that move or scale values without other math, CPU:
  * Identity, Quantize (identity without a recipe: the recipe's quantizers
  * run in the quantizer kernels, not here), the communication ops AllGather,
- * AllReduce, ReduceScatter (identity at world size 1, the only world size
- * the CPU backend has), Reshape, ConstantScale, AddExtraInput and
- * MakeExtraOutput.
+ * AllReduce, ReduceScatter (over the thread's tensor-parallel group,
+ * te_collective.h; the identity without one), Reshape, ConstantScale,
+ * AddExtraInput and MakeExtraOutput.
  */
+#include "kernels/cpu/te_collective.h"
 #include "kernels/cpu/te_common.h"
 #include "kernels/cpu/te_impl.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* dst = src·s (+ add·1 when add is given), one rounding at the store. */
 static teexec_status *scale_add(const tx_tensor *src, double s, const tx_tensor *add, tx_tensor *dst)
@@ -62,6 +64,51 @@ teexec_status *tx_te_cpu_passthrough_bwd(const tx_te_bwd_args *a)
     TX_TRY(same_shape(a->op, "dx", a->grad_input, a->grad_output));
     tx_te_convert_copy(a->grad_input, a->grad_output);
     return NULL;
+}
+
+/* Communication ops over more than one rank. AllReduce sums y = x over the
+ * group (float, double and bfloat16 tensors, summed in the group's
+ * order); its backward is dx = dy (TE's row-parallel output: every rank
+ * holds the whole gradient already). AllGather and ReduceScatter change
+ * dim 0 by the world size, which shape inference (world size 1) does not
+ * know yet: refused at world > 1. */
+static teexec_status *group_op(const tx_te_fwd_args *a, const tx_te_collective *g)
+{
+    const char *name = tx_te_schema(a->op)->name;
+    if (a->op != TX_TE_ALL_REDUCE)
+        return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                        "te.ops %s over %d ranks: its output shape at world size > 1 is not "
+                        "inferred yet (AllReduce is supported)",
+                        name, g->world);
+    teexec_dtype dt = a->input->dtype;
+    if (dt != TEEXEC_DTYPE_FLOAT && dt != TEEXEC_DTYPE_DOUBLE && dt != TEEXEC_DTYPE_BFLOAT16)
+        return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                        "te.ops %s over %d ranks: dtype %s (float, double or bfloat16 only)", name,
+                        g->world, teexec_dtype_name(dt));
+    if (a->output->dtype != dt)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "te.ops %s: y's dtype differs from x's", name);
+    if (a->output->data != a->input->data) memcpy(a->output->data, a->input->data, a->input->nbytes);
+    return tx_status_prefix(g->all_reduce(g->ctx, dt, a->output->data, (size_t)a->output->numel),
+                            "te.ops %s", name);
+}
+
+teexec_status *tx_te_cpu_collective_fwd(const tx_te_fwd_args *a)
+{
+    const tx_te_collective *g = tx_te_collective_current();
+    if (g->world < 2 || !g->all_reduce) return tx_te_cpu_passthrough_fwd(a);
+    TX_TRY(tx_te_check_real(a->op, "x", a->input));
+    TX_TRY(same_shape(a->op, "y", a->output, a->input));
+    return group_op(a, g);
+}
+
+teexec_status *tx_te_cpu_collective_bwd(const tx_te_bwd_args *a)
+{
+    const tx_te_collective *g = tx_te_collective_current();
+    if (g->world >= 2 && a->op != TX_TE_ALL_REDUCE)
+        return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                        "te.ops %s backward over %d ranks is not supported yet",
+                        tx_te_schema(a->op)->name, g->world);
+    return tx_te_cpu_passthrough_bwd(a);
 }
 
 teexec_status *tx_te_cpu_reshape_fwd(const tx_te_fwd_args *a)

@@ -1,0 +1,237 @@
+/* test_tp_collectives.c - te.ops communication ops over a tensor-parallel
+ * group of thread ranks on the CPU (teexec_session_options_set_comm):
+ *
+ * The single-rank model y = Linear(GELU(Linear(x, W1)), W2) split the way
+ * TE and Megatron split an MLP -- rank r holds rows [r*H/W, (r+1)*H/W) of
+ * W1 (column parallel: its share of the hidden features, GELU applied to
+ * them locally) and the same columns of W2 (row parallel: a partial y),
+ * then AllReduce sums the partial ys -- gives every rank the single-rank y
+ * within fp32 tolerance (the hidden sum is split into W partial sums, so
+ * the rounding differs), and the same bits on every rank. Without a group
+ * AllReduce is the identity (a rank's partial y); AllGather over two
+ * ranks and a CUDA session with a group are refused with a reason. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "teexec/teexec.h"
+#include "../import/model_builder.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FLT ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
+enum { M = 6, K = 8, H = 12, N = 5 };
+
+static void ok(teexec_status *st)
+{
+    if (st) {
+        fprintf(stderr, "status: %s\n", teexec_status_message(st));
+        teexec_status_destroy(st);
+        fail();
+    }
+}
+
+static float w1_at(int h, int k) { return sinf(0.37f * (float)(h * K + k) + 0.1f) * 0.5f; }
+static float w2_at(int n, int h) { return cosf(0.23f * (float)(n * H + h) + 0.7f) * 0.4f; }
+
+static void set_init(Onnx__GraphProto *g, const char *name, int64_t rows, int64_t cols,
+                     const float *vals)
+{
+    int64_t dims[2] = {rows, cols};
+    mb_init(g, name, dims, 2);
+    Onnx__TensorProto *t = g->initializer[g->n_initializer - 1];
+    memcpy(t->raw_data.data, vals, sizeof(float) * (size_t)(rows * cols));
+}
+
+/* Rank r of w (w = 1: the whole model, no AllReduce unless `reduce`);
+ * `gather` puts an AllGather where the AllReduce goes. */
+static teexec_model *build(int r, int w, int reduce, int gather)
+{
+    int hs = H / w, h0 = r * hs;
+    Onnx__ModelProto *m = mb_model(8);
+    mb_opset(m, "", 17);
+    mb_opset(m, "te.ops", 1);
+    Onnx__GraphProto *g = mb_graph("tp_mlp");
+    m->graph = g;
+    mb_node(g, "fc1", "Linear", "te.ops", "x,w1", "h");
+    mb_node(g, "act", "GELU", "te.ops", "h", "a");
+    mb_node(g, "fc2", "Linear", "te.ops", "a,w2", reduce || gather ? "p" : "y");
+    if (reduce || gather) mb_node(g, "ar", gather ? "AllGather" : "AllReduce", "te.ops", "p", "y");
+    mb_input(g, "x", FLT, "6,8");
+    char ydims[32];
+    snprintf(ydims, sizeof ydims, "%d,%d", M, N);
+    mb_output(g, "y", FLT, ydims);
+    float w1[H * K], w2[N * H];
+    for (int h = 0; h < hs; h++)
+        for (int k = 0; k < K; k++) w1[h * K + k] = w1_at(h0 + h, k);
+    for (int n = 0; n < N; n++)
+        for (int h = 0; h < hs; h++) w2[n * hs + h] = w2_at(n, h0 + h);
+    set_init(g, "w1", hs, K, w1);
+    set_init(g, "w2", N, hs, w2);
+    size_t size;
+    uint8_t *bytes = mb_pack(m, &size);
+    teexec_model *model;
+    ok(teexec_model_load_memory(bytes, size, NULL, NULL, &model));
+    free(bytes);
+    mb_free_all();
+    return model;
+}
+
+static teexec_tensor *input_x(void)
+{
+    float x[M * K];
+    for (int i = 0; i < M * K; i++) x[i] = (float)((i * 7) % 13) / 6.0f - 1.0f;
+    int64_t dims[2] = {M, K};
+    teexec_tensor *t;
+    ok(teexec_tensor_create_copy(TEEXEC_DTYPE_FLOAT, 2, dims, x, sizeof x, &t));
+    return t;
+}
+
+typedef struct rank_job {
+    teexec_session *s;
+    teexec_tensor *y;
+    teexec_code code;
+    char msg[300];
+} rank_job;
+
+static void *run_rank(void *arg)
+{
+    rank_job *j = arg;
+    teexec_tensor *x = input_x();
+    const char *in = "x", *out = "y";
+    const teexec_tensor *xs[1] = {x};
+    teexec_status *st = teexec_session_run(j->s, 1, &in, xs, 1, &out, &j->y);
+    j->code = teexec_status_code(st);
+    if (st) snprintf(j->msg, sizeof j->msg, "%s", teexec_status_message(st));
+    teexec_status_destroy(st);
+    teexec_tensor_destroy(x);
+    return NULL;
+}
+
+static teexec_session *session_for(teexec_model *m, teexec_comm *c)
+{
+    teexec_session_options *so;
+    ok(teexec_session_options_create(&so));
+    ok(teexec_session_options_set_device(so, TEEXEC_DEVICE_CPU));
+    ok(teexec_session_options_set_comm(so, c));
+    teexec_session *s;
+    ok(teexec_session_create(m, so, &s));
+    teexec_session_options_destroy(so);
+    return s;
+}
+
+/* Runs ranks 0..w-1 of the split model in threads; jobs[r].y their outputs. */
+static void run_split(int w, int gather, teexec_model **models, rank_job *jobs, teexec_comm **c)
+{
+    ok(teexec_comm_create_threads(w, 5000, c));
+    pthread_t th[4];
+    for (int r = 0; r < w; r++) {
+        models[r] = build(r, w, 1, gather);
+        memset(&jobs[r], 0, sizeof jobs[r]);
+        jobs[r].s = session_for(models[r], c[r]);
+    }
+    for (int r = 0; r < w; r++) assert_int_equal(pthread_create(&th[r], NULL, run_rank, &jobs[r]), 0);
+    for (int r = 0; r < w; r++) pthread_join(th[r], NULL);
+}
+
+static void free_split(int w, teexec_model **models, rank_job *jobs, teexec_comm **c)
+{
+    for (int r = 0; r < w; r++) {
+        teexec_tensor_destroy(jobs[r].y);
+        teexec_session_destroy(jobs[r].s);
+        teexec_model_destroy(models[r]);
+        teexec_comm_destroy(c[r]);
+    }
+}
+
+static void column_row_parallel_mlp(void **state)
+{
+    (void)state;
+    teexec_model *full = build(0, 1, 0, 0);
+    rank_job one = {.s = session_for(full, NULL)};
+    run_rank(&one);
+    assert_int_equal(one.code, TEEXEC_OK);
+    const float *want = teexec_tensor_data_const(one.y);
+    for (int w = 2; w <= 4; w++) {
+        if (H % w) continue;
+        teexec_model *models[4];
+        rank_job jobs[4];
+        teexec_comm *c[4];
+        run_split(w, 0, models, jobs, c);
+        double worst = 0, big = 0;
+        for (int r = 0; r < w; r++) {
+            if (jobs[r].code) fprintf(stderr, "rank %d: %s\n", r, jobs[r].msg);
+            assert_int_equal(jobs[r].code, TEEXEC_OK);
+            assert_int_equal(teexec_tensor_element_count(jobs[r].y), M * N);
+            assert_memory_equal(teexec_tensor_data_const(jobs[r].y),
+                                teexec_tensor_data_const(jobs[0].y), sizeof(float) * M * N);
+        }
+        const float *got = teexec_tensor_data_const(jobs[0].y);
+        for (int i = 0; i < M * N; i++) {
+            double d = fabs((double)got[i] - want[i]);
+            if (d > worst) worst = d;
+            if (fabs((double)want[i]) > big) big = fabs((double)want[i]);
+        }
+        fprintf(stderr, "%d ranks: worst |y - y_single| %.3g (max |y| %.3g)\n", w, worst, big);
+        assert_true(worst <= 1e-5 * big);
+        free_split(w, models, jobs, c);
+    }
+    /* without a group the AllReduce is the identity: rank 0's partial y */
+    teexec_model *part = build(0, 2, 1, 0);
+    rank_job alone = {.s = session_for(part, NULL)};
+    run_rank(&alone);
+    assert_int_equal(alone.code, TEEXEC_OK);
+    assert_memory_not_equal(teexec_tensor_data_const(alone.y), want, sizeof(float) * M * N);
+    teexec_tensor_destroy(alone.y);
+    teexec_session_destroy(alone.s);
+    teexec_model_destroy(part);
+    teexec_tensor_destroy(one.y);
+    teexec_session_destroy(one.s);
+    teexec_model_destroy(full);
+}
+
+static void refusals(void **state)
+{
+    (void)state;
+    teexec_model *models[2];
+    rank_job jobs[2];
+    teexec_comm *c[2];
+    run_split(2, 1, models, jobs, c);
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(jobs[r].code, TEEXEC_ERR_UNSUPPORTED);
+        assert_non_null(strstr(jobs[r].msg, "AllGather over 2 ranks"));
+    }
+    free_split(2, models, jobs, c);
+    /* a CUDA session does not take a group yet */
+    teexec_comm *g[2];
+    ok(teexec_comm_create_threads(2, 1000, g));
+    teexec_model *m = build(0, 2, 1, 0);
+    teexec_session_options *so;
+    ok(teexec_session_options_create(&so));
+    ok(teexec_session_options_set_device(so, TEEXEC_DEVICE_CUDA));
+    ok(teexec_session_options_set_comm(so, g[0]));
+    teexec_session *s = NULL;
+    teexec_status *st = teexec_session_create(m, so, &s);
+    assert_non_null(st); /* no GPU here: a device error; with one: unsupported */
+    assert_true(teexec_status_code(st) == TEEXEC_ERR_UNSUPPORTED ||
+                teexec_status_code(st) == TEEXEC_ERR_DEVICE);
+    teexec_status_destroy(st);
+    teexec_session_options_destroy(so);
+    teexec_model_destroy(m);
+    teexec_comm_destroy(g[0]);
+    teexec_comm_destroy(g[1]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(column_row_parallel_mlp),
+        cmocka_unit_test(refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
