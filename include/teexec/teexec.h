@@ -881,6 +881,21 @@ TEEXEC_API teexec_status *teexec_model_convert(const teexec_model *model,
                                                const teexec_plan_options *options,
                                                const char *path, char **summary);
 
+/* Writes rank `rank` of a `world_size`-way tensor-parallel split of a te.ops
+ * model to `path` (atomically), the layout TE uses (docs/multi-gpu.md):
+ * each main-graph chain Linear(W1) -> [Bias, plain activation, Dropout,
+ * ConstantScale, Identity]* -> Linear(W2), its weights initializers read
+ * once and its hidden size H a multiple of world_size, keeps rows
+ * [r*H/W, (r+1)*H/W) of W1 and the chain's biases (column parallel) and
+ * the same columns of W2 (row parallel), with a te.ops AllReduce inserted
+ * on W2's output; everything else is replicated. Run the ranks' sessions
+ * with a communicator (teexec_session_options_set_comm). *out_n_split
+ * (may be NULL) gets the number of chains split; TEEXEC_ERR_UNSUPPORTED
+ * when there is none. */
+TEEXEC_API teexec_status *teexec_model_split_tensor_parallel(const teexec_model *model,
+                                                             int world_size, int rank,
+                                                             const char *path, int *out_n_split);
+
 /* Releases a string the library returned. Accepts NULL. */
 TEEXEC_API void teexec_string_free(char *text);
 

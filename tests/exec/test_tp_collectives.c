@@ -9,7 +9,12 @@
  * within fp32 tolerance (the hidden sum is split into W partial sums, so
  * the rounding differs), and the same bits on every rank. Without a group
  * AllReduce is the identity (a rank's partial y); AllGather over two
- * ranks and a CUDA session with a group are refused with a reason. */
+ * ranks and a CUDA session with a group are refused with a reason.
+ *
+ * teexec_model_split_tensor_parallel (and `teexec convert
+ * --tensor-parallel N`) writes those rank models from the single-rank one
+ * (with a Bias after each Linear: the first split with its Linear, the
+ * second kept after the inserted AllReduce), and they run to the same y. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +28,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define FLT ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
 enum { M = 6, K = 8, H = 12, N = 5 };
@@ -80,6 +87,47 @@ static teexec_model *build(int r, int w, int reduce, int gather)
     free(bytes);
     mb_free_all();
     return model;
+}
+
+/* The single-rank model with biases, written to `path`. */
+static void write_biased(const char *path)
+{
+    Onnx__ModelProto *m = mb_model(8);
+    mb_opset(m, "", 17);
+    mb_opset(m, "te.ops", 1);
+    Onnx__GraphProto *g = mb_graph("mlp");
+    m->graph = g;
+    mb_node(g, "fc1", "Linear", "te.ops", "x,w1", "h");
+    mb_node(g, "b1", "Bias", "te.ops", "h,bias1", "hb");
+    mb_node(g, "act", "GELU", "te.ops", "hb", "a");
+    mb_node(g, "fc2", "Linear", "te.ops", "a,w2", "p");
+    mb_node(g, "b2", "Bias", "te.ops", "p,bias2", "y");
+    mb_input(g, "x", FLT, "6,8");
+    mb_output(g, "y", FLT, "6,5");
+    mb_value_info_add(g, "h", FLT, "6,12"); /* recorded shapes the split must drop */
+    mb_value_info_add(g, "a", FLT, "6,12");
+    float w1[H * K], w2[N * H], b1[H], b2[N];
+    for (int h = 0; h < H; h++)
+        for (int k = 0; k < K; k++) w1[h * K + k] = w1_at(h, k);
+    for (int n = 0; n < N; n++)
+        for (int h = 0; h < H; h++) w2[n * H + h] = w2_at(n, h);
+    for (int h = 0; h < H; h++) b1[h] = 0.05f * (float)(h - 6);
+    for (int n = 0; n < N; n++) b2[n] = 0.3f - 0.1f * (float)n;
+    set_init(g, "w1", H, K, w1);
+    set_init(g, "w2", N, H, w2);
+    int64_t dh = H, dn = N;
+    mb_init(g, "bias1", &dh, 1);
+    memcpy(g->initializer[g->n_initializer - 1]->raw_data.data, b1, sizeof b1);
+    mb_init(g, "bias2", &dn, 1);
+    memcpy(g->initializer[g->n_initializer - 1]->raw_data.data, b2, sizeof b2);
+    size_t size;
+    uint8_t *bytes = mb_pack(m, &size);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, 1, size, f), size);
+    fclose(f);
+    free(bytes);
+    mb_free_all();
 }
 
 static teexec_tensor *input_x(void)
@@ -227,11 +275,105 @@ static void refusals(void **state)
     teexec_comm_destroy(g[1]);
 }
 
+static void run_models(teexec_model *full, teexec_model **ranks, int w)
+{
+    rank_job one = {.s = session_for(full, NULL)};
+    run_rank(&one);
+    assert_int_equal(one.code, TEEXEC_OK);
+    teexec_comm *c[4];
+    rank_job jobs[4];
+    ok(teexec_comm_create_threads(w, 5000, c));
+    pthread_t th[4];
+    for (int r = 0; r < w; r++) {
+        memset(&jobs[r], 0, sizeof jobs[r]);
+        jobs[r].s = session_for(ranks[r], c[r]);
+    }
+    for (int r = 0; r < w; r++) assert_int_equal(pthread_create(&th[r], NULL, run_rank, &jobs[r]), 0);
+    for (int r = 0; r < w; r++) pthread_join(th[r], NULL);
+    const float *want = teexec_tensor_data_const(one.y);
+    for (int r = 0; r < w; r++) {
+        if (jobs[r].code) fprintf(stderr, "rank %d: %s\n", r, jobs[r].msg);
+        assert_int_equal(jobs[r].code, TEEXEC_OK);
+        const float *got = teexec_tensor_data_const(jobs[r].y);
+        for (int i = 0; i < M * N; i++) assert_true(fabs((double)got[i] - want[i]) <= 1e-5);
+        teexec_tensor_destroy(jobs[r].y);
+        teexec_session_destroy(jobs[r].s);
+        teexec_comm_destroy(c[r]);
+    }
+    teexec_tensor_destroy(one.y);
+    teexec_session_destroy(one.s);
+}
+
+static void split_writes_rank_models(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/teexec_tp_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256], rp[4][256];
+    snprintf(path, sizeof path, "%s/mlp.onnx", dir);
+    write_biased(path);
+    teexec_model *full;
+    ok(teexec_model_load_file(path, NULL, &full));
+    for (int w = 2; w <= 4; w += 2) {
+        teexec_model *ranks[4];
+        for (int r = 0; r < w; r++) {
+            snprintf(rp[r], sizeof rp[r], "%s/r%d.onnx", dir, r);
+            int n = -1;
+            ok(teexec_model_split_tensor_parallel(full, w, r, rp[r], &n));
+            assert_int_equal(n, 1);
+            ok(teexec_model_load_file(rp[r], NULL, &ranks[r]));
+            /* W1, bias1 and W2 are 1/w of theirs; bias2 is whole */
+            teexec_param_stats ps, fs;
+            teexec_model_param_stats(ranks[r], &ps);
+            teexec_model_param_stats(full, &fs);
+            assert_int_equal(ps.elements, (uint64_t)((H * K + H + N * H) / w + N));
+            assert_int_equal(fs.elements, (uint64_t)(H * K + H + N * H + N));
+            int has_ar = 0;
+            for (size_t i = 0; i < teexec_model_op_count(ranks[r]); i++)
+                if (!strcmp(teexec_model_op(ranks[r], i)->op_type, "AllReduce")) has_ar = 1;
+            assert_true(has_ar);
+        }
+        run_models(full, ranks, w);
+        for (int r = 0; r < w; r++) {
+            teexec_model_destroy(ranks[r]);
+            unlink(rp[r]);
+        }
+    }
+    /* H = 12 does not split 5 ways: nothing to split */
+    teexec_status *st = teexec_model_split_tensor_parallel(full, 5, 0, rp[0], NULL);
+    assert_int_equal(teexec_status_code(st), TEEXEC_ERR_UNSUPPORTED);
+    teexec_status_destroy(st);
+    /* the CLI: OUT.rank<R>.onnx per rank */
+    const char *build = getenv("TEEXEC_BUILD_ROOT");
+    if (build) {
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd,
+                 "'%s/tools/teexec' convert '%s' '%s/tp.onnx' --tensor-parallel 2 > /dev/null",
+                 build, path, dir);
+        int rc = system(cmd);
+        assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
+        teexec_model *ranks[2];
+        for (int r = 0; r < 2; r++) {
+            snprintf(rp[r], sizeof rp[r], "%s/tp.rank%d.onnx", dir, r);
+            ok(teexec_model_load_file(rp[r], NULL, &ranks[r]));
+        }
+        run_models(full, ranks, 2);
+        for (int r = 0; r < 2; r++) {
+            teexec_model_destroy(ranks[r]);
+            unlink(rp[r]);
+        }
+    }
+    teexec_model_destroy(full);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(column_row_parallel_mlp),
         cmocka_unit_test(refusals),
+        cmocka_unit_test(split_writes_rank_models),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
