@@ -27,12 +27,7 @@ teexec_status *tx_dp_create(teexec_comm *comm, int local_batch, double bucket_mb
     double bytes = mb * 1024.0 * 1024.0;
     dp->bucket_bytes = bytes < 64 ? 64 : bytes > 1e12 ? (size_t)1e12 : (size_t)bytes;
     dp->bucket_bytes -= dp->bucket_bytes % sizeof(double);
-    dp->bucket = malloc(dp->bucket_bytes);
-    if (!dp->bucket) {
-        free(dp);
-        return tx_oom();
-    }
-    *out = dp;
+    *out = dp; /* the bucket is allocated at the first reduce, no larger than the gradients */
     return NULL;
 }
 
@@ -107,7 +102,15 @@ teexec_status *tx_dp_reduce(tx_dp *dp, double n_local, double *loss, double *con
     TX_TRY(teexec_comm_all_reduce_sum(dp->comm, TEEXEC_DTYPE_DOUBLE, counts, counts, 2));
     double w = counts[0] > 0 ? n_local / counts[0] : 0.0;
     *loss = counts[0] > 0 ? counts[1] / counts[0] : 0.0;
-    size_t cap = dp->bucket_bytes / sizeof(double), used = 0, n_idx = 0;
+    size_t cap = dp->bucket_bytes / sizeof(double), used = 0, n_idx = 0, total = 0;
+    for (size_t j = 0; j < n; j++) total += (size_t)numel[j];
+    if (total < cap) cap = total ? total : 1;
+    if (!dp->bucket) {
+        dp->bucket = malloc(sizeof(double) * cap);
+        if (!dp->bucket) return tx_oom();
+        dp->bucket_bytes = sizeof(double) * cap;
+    }
+    cap = dp->bucket_bytes / sizeof(double);
     size_t *idx = malloc(sizeof(size_t) * (n ? n : 1));
     if (!idx) return tx_oom();
     teexec_status *st = NULL;

@@ -39,7 +39,8 @@ typedef struct tx_dp {
     int rank, world;
     bool local_batch, zero1;
     size_t bucket_bytes;
-    double *bucket;        /* owned, bucket_bytes */
+    double *bucket;        /* owned, bucket_bytes (made at the first reduce, capped by
+                            * the gradients' total size) */
     tx_tensor label;       /* this step's share of the label (owned) */
     int *owner;            /* zero1: per parameter, the rank that updates it */
     size_t n_params;
