@@ -29,12 +29,25 @@ static teexec_status *te_all_reduce(void *ctx, teexec_dtype dt, void *buf, size_
     return teexec_comm_all_reduce_sum(ctx, dt, buf, buf, count);
 }
 
+static teexec_status *te_all_gather(void *ctx, teexec_dtype dt, const void *send, void *recv,
+                                    size_t count)
+{
+    return teexec_comm_all_gather(ctx, dt, send, recv, count);
+}
+
+static teexec_status *te_reduce_scatter(void *ctx, teexec_dtype dt, const void *send, void *recv,
+                                        size_t count)
+{
+    return teexec_comm_reduce_scatter(ctx, dt, send, recv, count);
+}
+
 teexec_comm *tx_comm_bind(teexec_comm *c)
 {
     teexec_comm *prev = current;
     current = c;
     /* the CPU te.ops collectives reduce host tensors: a host group only */
-    tx_te_collective tc = {te_all_reduce, c, c ? c->world_size : 1};
+    tx_te_collective tc = {te_all_reduce, te_all_gather, te_reduce_scatter, c,
+                           c ? c->world_size : 1};
     tx_te_collective_bind(c && !c->device_memory && c->world_size > 1 ? &tc : NULL);
     return prev;
 }

@@ -454,13 +454,14 @@ TEEXEC_API teexec_status *teexec_session_options_set_cuda_stream(teexec_session_
  * UNDEFINED is refused at creation (TEEXEC_ERR_UNSUPPORTED). */
 TEEXEC_API teexec_status *teexec_session_options_set_dtype(teexec_session_options *options,
                                                            teexec_dtype dtype);
-/* The tensor-parallel group (docs/multi-gpu.md) whose ranks this session's
- * te.ops communication ops reduce over: AllReduce sums its input over the
- * group's ranks (each rank runs its own session on its own part of the
- * model, all calling run together); NULL (default) or a world of one: the
- * identity. A CPU session takes a "threads" communicator; AllGather and
- * ReduceScatter over more than one rank, and CUDA sessions with a group,
- * are refused (TEEXEC_ERR_UNSUPPORTED). Borrowed: it must outlive the
+/* The tensor-parallel group (docs/multi-gpu.md) this session's te.ops
+ * communication ops run over (each rank runs its own session on its own
+ * part of the model, all calling run together): AllReduce sums its input
+ * over the group's ranks, AllGather / ReduceScatter gather / sum-and-split
+ * along dim 0 over world_size ranks (their attribute, which must be the
+ * group's size). NULL (default) or a world of one: the identity. A CPU
+ * session takes a "threads" communicator; CUDA sessions with a group are
+ * refused (TEEXEC_ERR_UNSUPPORTED). Borrowed: it must outlive the
  * session. */
 struct teexec_comm;
 TEEXEC_API teexec_status *teexec_session_options_set_comm(teexec_session_options *options,

@@ -23,6 +23,12 @@ typedef struct tx_te_collective {
     /* buf (count elements of dt: FLOAT, DOUBLE or BFLOAT16) = the sum of
      * every rank's buf, in place */
     teexec_status *(*all_reduce)(void *ctx, teexec_dtype dt, void *buf, size_t count);
+    /* recv (world * count) = the ranks' send (count each) in rank order */
+    teexec_status *(*all_gather)(void *ctx, teexec_dtype dt, const void *send, void *recv,
+                                 size_t count);
+    /* recv (count) = block `rank` of the sum of the ranks' send (world * count) */
+    teexec_status *(*reduce_scatter)(void *ctx, teexec_dtype dt, const void *send, void *recv,
+                                     size_t count);
     void *ctx;
     int world; /* < 2: no group */
 } tx_te_collective;

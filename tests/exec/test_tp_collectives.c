@@ -8,8 +8,11 @@
  * then AllReduce sums the partial ys -- gives every rank the single-rank y
  * within fp32 tolerance (the hidden sum is split into W partial sums, so
  * the rounding differs), and the same bits on every rank. Without a group
- * AllReduce is the identity (a rank's partial y); AllGather over two
- * ranks and a CUDA session with a group are refused with a reason.
+ * AllReduce is the identity (a rank's partial y); an AllGather whose
+ * world_size attribute is not the group's and a CUDA session with a group
+ * are refused with a reason. Sequence parallel: AllGather(world_size W)
+ * of the ranks' row blocks is the whole tensor, ReduceScatter(world_size
+ * W) gives rank r block r of the sum, on every rank.
  *
  * teexec_model_split_tensor_parallel (and `teexec convert
  * --tensor-parallel N`) writes those rank models from the single-rank one
@@ -25,6 +28,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,8 +255,9 @@ static void refusals(void **state)
     teexec_comm *c[2];
     run_split(2, 1, models, jobs, c);
     for (int r = 0; r < 2; r++) {
-        assert_int_equal(jobs[r].code, TEEXEC_ERR_UNSUPPORTED);
-        assert_non_null(strstr(jobs[r].msg, "AllGather over 2 ranks"));
+        assert_int_equal(jobs[r].code, TEEXEC_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(jobs[r].msg, "world_size=1, but the run's tensor-parallel group "
+                                            "has 2 ranks"));
     }
     free_split(2, models, jobs, c);
     /* a CUDA session does not take a group yet */
@@ -273,6 +278,113 @@ static void refusals(void **state)
     teexec_model_destroy(m);
     teexec_comm_destroy(g[0]);
     teexec_comm_destroy(g[1]);
+}
+
+/* x [rows_in, K] -> op(world_size = w) -> y; on rank r x = x0 * (r + 1). */
+static teexec_model *build_comm(const char *op, int w, int rows_in, int rows_out)
+{
+    Onnx__ModelProto *m = mb_model(8);
+    mb_opset(m, "", 17);
+    mb_opset(m, "te.ops", 1);
+    Onnx__GraphProto *g = mb_graph("sp");
+    m->graph = g;
+    Onnx__NodeProto *n = mb_node(g, "c", op, "te.ops", "x", "y");
+    mb_attr_int(n, "world_size", w);
+    char d[32];
+    snprintf(d, sizeof d, "%d,%d", rows_in, K);
+    mb_input(g, "x", FLT, d);
+    snprintf(d, sizeof d, "%d,%d", rows_out, K);
+    mb_output(g, "y", FLT, d);
+    size_t size;
+    uint8_t *bytes = mb_pack(m, &size);
+    teexec_model *model;
+    ok(teexec_model_load_memory(bytes, size, NULL, NULL, &model));
+    free(bytes);
+    mb_free_all();
+    return model;
+}
+
+typedef struct sp_job {
+    teexec_session *s;
+    teexec_tensor *x, *y;
+    teexec_code code;
+} sp_job;
+
+static void *run_sp(void *arg)
+{
+    sp_job *j = arg;
+    const char *in = "x", *out = "y";
+    const teexec_tensor *xs[1] = {j->x};
+    teexec_status *st = teexec_session_run(j->s, 1, &in, xs, 1, &out, &j->y);
+    j->code = teexec_status_code(st);
+    if (st) fprintf(stderr, "%s\n", teexec_status_message(st));
+    teexec_status_destroy(st);
+    return NULL;
+}
+
+static void sequence_parallel_ops(void **state)
+{
+    (void)state;
+    enum { W = 3, R = 4 }; /* rows per rank */
+    for (int which = 0; which < 2; which++) {
+        bool gather = which == 0;
+        teexec_comm *c[W];
+        ok(teexec_comm_create_threads(W, 5000, c));
+        sp_job jobs[W];
+        teexec_model *models[W];
+        pthread_t th[W];
+        for (int r = 0; r < W; r++) {
+            int rows = gather ? R : R * W;
+            models[r] = build_comm(gather ? "AllGather" : "ReduceScatter", W, rows,
+                                   gather ? R * W : R);
+            float x[R * W * K];
+            for (int i = 0; i < rows * K; i++) x[i] = (float)(i % 17) * 0.5f * (float)(r + 1);
+            int64_t dims[2] = {rows, K};
+            memset(&jobs[r], 0, sizeof jobs[r]);
+            ok(teexec_tensor_create_copy(TEEXEC_DTYPE_FLOAT, 2, dims, x,
+                                         sizeof(float) * (size_t)(rows * K), &jobs[r].x));
+            jobs[r].s = session_for(models[r], c[r]);
+        }
+        for (int r = 0; r < W; r++) assert_int_equal(pthread_create(&th[r], NULL, run_sp, &jobs[r]), 0);
+        for (int r = 0; r < W; r++) pthread_join(th[r], NULL);
+        for (int r = 0; r < W; r++) {
+            assert_int_equal(jobs[r].code, TEEXEC_OK);
+            const float *y = teexec_tensor_data_const(jobs[r].y);
+            if (gather) {
+                assert_int_equal(teexec_tensor_dims(jobs[r].y)[0], R * W);
+                for (int q = 0; q < W; q++)
+                    for (int i = 0; i < R * K; i++)
+                        assert_true(y[q * R * K + i] == (float)(i % 17) * 0.5f * (float)(q + 1));
+            } else {
+                assert_int_equal(teexec_tensor_dims(jobs[r].y)[0], R);
+                for (int i = 0; i < R * K; i++) {
+                    float v = (float)((r * R * K + i) % 17) * 0.5f;
+                    assert_true(y[i] == v * 1.0f + v * 2.0f + v * 3.0f);
+                }
+            }
+        }
+        for (int r = 0; r < W; r++) {
+            teexec_tensor_destroy(jobs[r].x);
+            teexec_tensor_destroy(jobs[r].y);
+            teexec_session_destroy(jobs[r].s);
+            teexec_model_destroy(models[r]);
+            teexec_comm_destroy(c[r]);
+        }
+    }
+    /* world_size 1 without a group: the identity */
+    teexec_model *m = build_comm("ReduceScatter", 1, R, R);
+    sp_job one = {.s = session_for(m, NULL)};
+    float x[R * K];
+    for (int i = 0; i < R * K; i++) x[i] = (float)i;
+    int64_t dims[2] = {R, K};
+    ok(teexec_tensor_create_copy(TEEXEC_DTYPE_FLOAT, 2, dims, x, sizeof x, &one.x));
+    run_sp(&one);
+    assert_int_equal(one.code, TEEXEC_OK);
+    assert_memory_equal(teexec_tensor_data_const(one.y), x, sizeof x);
+    teexec_tensor_destroy(one.x);
+    teexec_tensor_destroy(one.y);
+    teexec_session_destroy(one.s);
+    teexec_model_destroy(m);
 }
 
 static void run_models(teexec_model *full, teexec_model **ranks, int w)
@@ -374,6 +486,7 @@ int main(void)
         cmocka_unit_test(column_row_parallel_mlp),
         cmocka_unit_test(refusals),
         cmocka_unit_test(split_writes_rank_models),
+        cmocka_unit_test(sequence_parallel_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
