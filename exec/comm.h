@@ -75,4 +75,23 @@ teexec_status *tx_comm_nccl_create_threads(int world_size, const int *devices, i
                                            teexec_comm **out) TX_NODISCARD;
 int tx_comm_gpu_count(void);
 
+/* Data parallel on the GPU (exec/train_dp.h): replaces the n device
+ * buffers bufs[i] (numel[i] elements of FLOAT, BFLOAT16 or FLOAT16) by
+ * their average over the ranks, once the work queued on `stream` (a
+ * cudaStream_t) is done. NCCL: ncclAllReduce(ncclAvg) on the rank's
+ * stream, made to wait for `stream` by an event, grouped into one NCCL
+ * launch per bucket_bytes; threads: copied to the host, all-reduced there,
+ * scaled and copied back (two trainers on one GPU, or a test without NCCL).
+ * Returns when the averages are in place. */
+teexec_status *tx_comm_average_device(teexec_comm *c, void *stream, size_t n, void *const *bufs,
+                                      const uint64_t *numel, const teexec_dtype *dtypes,
+                                      size_t bucket_bytes) TX_NODISCARD;
+/* An NCCL rank makes its GPU the calling thread's current CUDA device (the
+ * CUDA executor plans and runs on the current device); NULL and nothing
+ * done for a host group. */
+teexec_status *tx_comm_use_device(const teexec_comm *c) TX_NODISCARD;
+/* vals[0..n) (host doubles) = their sum over the ranks, for any backend
+ * (NCCL through a device scratch buffer of the rank's). */
+teexec_status *tx_comm_all_reduce_host(teexec_comm *c, double *vals, size_t n) TX_NODISCARD;
+
 #endif

@@ -22,6 +22,7 @@
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,9 @@ typedef struct nccl_state {
     const tx_nccl_api *api;
     ncclComm_t comm;
     cudaStream_t stream;
+    cudaEvent_t ready;   /* the caller's stream reached the data (tx_comm_average_device) */
+    double *scratch;     /* tx_comm_all_reduce_host's device copy */
+    size_t scratch_n;
     int device, timeout_ms;
     bool failed;
     char reason[256];
@@ -180,11 +184,13 @@ static void n_abort(teexec_comm *c, const char *reason)
 static void n_destroy(teexec_comm *c)
 {
     nccl_state *s = c->state;
+    cudaSetDevice(s->device);
     if (s->comm) {
-        cudaSetDevice(s->device);
         /* a healthy communicator finishes its work; a failed one was aborted */
         s->api->CommDestroy(s->comm);
     }
+    if (s->scratch) cudaFree(s->scratch);
+    if (s->ready) cudaEventDestroy(s->ready);
     if (s->stream) cudaStreamDestroy(s->stream);
     free(s);
     free(c);
@@ -354,4 +360,149 @@ teexec_status *tx_comm_nccl_create_threads(int world, const int *devices, int ti
     free(dev);
     free(comms);
     return st;
+}
+
+/* ---- data parallel helpers (comm.h) --------------------------------------- */
+
+static ncclDataType_t grad_type(teexec_dtype dt)
+{
+    return dt == TEEXEC_DTYPE_BFLOAT16 ? ncclBfloat16
+           : dt == TEEXEC_DTYPE_FLOAT16 ? ncclFloat16
+                                         : ncclFloat32;
+}
+
+static teexec_status *average_nccl(teexec_comm *c, cudaStream_t stream, size_t n,
+                                   void *const *bufs, const uint64_t *numel,
+                                   const teexec_dtype *dts, size_t bucket_bytes)
+{
+    nccl_state *s = c->state;
+    TX_TRY(enter(c, "gradient all-reduce"));
+    cudaError_t ce = s->ready ? cudaSuccess
+                              : cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming);
+    /* the rank's stream waits for the backward on the caller's: no host sync */
+    if (ce == cudaSuccess) ce = cudaEventRecord(s->ready, stream);
+    if (ce == cudaSuccess) ce = cudaStreamWaitEvent(s->stream, s->ready, 0);
+    if (ce != cudaSuccess) return fail(c, "gradient all-reduce", cudaGetErrorString(ce));
+    size_t i = 0;
+    while (i < n) {
+        /* one bucket: consecutive buffers up to bucket_bytes, one NCCL launch */
+        size_t bytes = 0;
+        ncclResult_t r = s->api->GroupStart();
+        for (; i < n && r == ncclSuccess; i++) {
+            size_t b = (size_t)numel[i] * (dts[i] == TEEXEC_DTYPE_FLOAT ? 4 : 2);
+            if (bytes && bytes + b > bucket_bytes) break;
+            bytes += b;
+            if (numel[i])
+                r = s->api->AllReduce(bufs[i], bufs[i], (size_t)numel[i], grad_type(dts[i]),
+                                      ncclAvg, s->comm, s->stream);
+        }
+        ncclResult_t e = s->api->GroupEnd();
+        if (r == ncclSuccess || r == ncclInProgress) r = e;
+        TX_TRY(issued(c, "gradient all-reduce", r));
+    }
+    return NULL;
+}
+
+static float bf16_to_float(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint16_t float_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* Host staging for a "threads" group: FLOAT buffers all-reduced as they
+ * are, BFLOAT16 ones summed in fp32 by the group; scaled by 1/W. */
+static teexec_status *average_host(teexec_comm *c, cudaStream_t stream, size_t n,
+                                   void *const *bufs, const uint64_t *numel,
+                                   const teexec_dtype *dts)
+{
+    cudaError_t ce = cudaStreamSynchronize(stream);
+    if (ce != cudaSuccess)
+        return tx_error(TEEXEC_ERR_DEVICE, "gradient all-reduce: %s", cudaGetErrorString(ce));
+    float inv = 1.0f / (float)c->world_size;
+    teexec_status *st = NULL;
+    for (size_t i = 0; i < n && !st; i++) {
+        if (!numel[i]) continue;
+        if (dts[i] != TEEXEC_DTYPE_FLOAT && dts[i] != TEEXEC_DTYPE_BFLOAT16) {
+            st = tx_error(TEEXEC_ERR_UNSUPPORTED,
+                          "data parallel over a \"threads\" group: %s gradients (float or "
+                          "bfloat16 only)",
+                          teexec_dtype_name(dts[i]));
+            break;
+        }
+        size_t es = dts[i] == TEEXEC_DTYPE_FLOAT ? 4 : 2, m = (size_t)numel[i];
+        void *h = malloc(m * es);
+        if (!h) return tx_oom();
+        ce = cudaMemcpy(h, bufs[i], m * es, cudaMemcpyDeviceToHost);
+        if (ce != cudaSuccess)
+            st = tx_error(TEEXEC_ERR_DEVICE, "gradient all-reduce: %s", cudaGetErrorString(ce));
+        if (!st) st = teexec_comm_all_reduce_sum(c, dts[i], h, h, m);
+        if (!st) {
+            if (es == 4)
+                for (size_t e = 0; e < m; e++) ((float *)h)[e] *= inv;
+            else
+                for (size_t e = 0; e < m; e++)
+                    ((uint16_t *)h)[e] =
+                        float_to_bf16(bf16_to_float(((uint16_t *)h)[e]) * inv);
+            ce = cudaMemcpy(bufs[i], h, m * es, cudaMemcpyHostToDevice);
+            if (ce != cudaSuccess)
+                st = tx_error(TEEXEC_ERR_DEVICE, "gradient all-reduce: %s",
+                              cudaGetErrorString(ce));
+        }
+        free(h);
+    }
+    return st;
+}
+
+teexec_status *tx_comm_average_device(teexec_comm *c, void *stream, size_t n, void *const *bufs,
+                                      const uint64_t *numel, const teexec_dtype *dtypes,
+                                      size_t bucket_bytes)
+{
+    if (!c || c->world_size == 1) return NULL;
+    if (c->device_memory)
+        return average_nccl(c, (cudaStream_t)stream, n, bufs, numel, dtypes,
+                            bucket_bytes ? bucket_bytes : ((size_t)25 << 20));
+    return average_host(c, (cudaStream_t)stream, n, bufs, numel, dtypes);
+}
+
+teexec_status *tx_comm_use_device(const teexec_comm *c)
+{
+    if (!c || !c->device_memory) return NULL;
+    const nccl_state *s = c->state;
+    cudaError_t ce = cudaSetDevice(s->device);
+    return ce == cudaSuccess ? NULL
+                             : tx_error(TEEXEC_ERR_DEVICE, "rank %d: selecting device %d: %s",
+                                        c->rank, s->device, cudaGetErrorString(ce));
+}
+
+teexec_status *tx_comm_all_reduce_host(teexec_comm *c, double *vals, size_t n)
+{
+    if (!c->device_memory) return teexec_comm_all_reduce_sum(c, TEEXEC_DTYPE_DOUBLE, vals, vals, n);
+    nccl_state *s = c->state;
+    TX_TRY(enter(c, "all_reduce_sum"));
+    if (s->scratch_n < n) {
+        if (s->scratch) cudaFree(s->scratch);
+        s->scratch = NULL;
+        s->scratch_n = 0;
+        cudaError_t ce = cudaMalloc((void **)&s->scratch, n * sizeof(double));
+        if (ce != cudaSuccess) return fail(c, "all_reduce_sum", cudaGetErrorString(ce));
+        s->scratch_n = n;
+    }
+    cudaError_t ce = cudaMemcpyAsync(s->scratch, vals, n * sizeof(double), cudaMemcpyHostToDevice,
+                                     s->stream);
+    if (ce != cudaSuccess) return fail(c, "all_reduce_sum", cudaGetErrorString(ce));
+    TX_TRY(n_all_reduce(c, TEEXEC_DTYPE_DOUBLE, s->scratch, s->scratch, n));
+    ce = cudaMemcpyAsync(vals, s->scratch, n * sizeof(double), cudaMemcpyDeviceToHost, s->stream);
+    if (ce == cudaSuccess) ce = cudaStreamSynchronize(s->stream);
+    return ce == cudaSuccess ? NULL : fail(c, "all_reduce_sum", cudaGetErrorString(ce));
 }

@@ -513,9 +513,16 @@ static teexec_status *gpu_step(teexec_trainer *t, size_t count, const char *cons
                                const teexec_tensor *const *tensors, double *out_loss)
 {
     const tx_ir_graph *g = t->g;
+    /* an NCCL rank's GPU (the executor runs on the thread's current device) */
+    if (t->dp) TX_TRY(tx_comm_use_device(t->dp->comm));
     if (count == 0 && t->gpu) {
         /* the previous step's inputs and loss data, still on the device */
-        teexec_status *st = tx_gpu_graph_step(t->gpu, NULL, NULL, out_loss);
+        if (t->dp) tx_gpu_graph_set_grad_hook(t->gpu, tx_dp_gpu_grads, t->dp);
+        double l = NAN;
+        teexec_status *st = tx_gpu_graph_step(t->gpu, NULL, NULL, &l);
+        /* every rank joins the loss's all-reduce, whether it reads the loss or not */
+        if (!st && t->dp) st = tx_dp_average_loss(t->dp, &l);
+        if (!st && out_loss) *out_loss = l;
         if (!st) t->params_synced = false;
         return tx_status_with_file(st, model_path(t));
     }
@@ -548,6 +555,21 @@ static teexec_status *gpu_step(teexec_trainer *t, size_t count, const char *cons
     if (!st && !label)
         st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "the %s loss needs a tensor \"%s\"",
                       t->opt.loss == TEEXEC_LOSS_MSE ? "mse" : "cross-entropy", lname);
+    /* data parallel: this rank's rows of the global batch (copies) */
+    tx_tensor *parts = NULL;
+    if (!st && t->dp && !t->dp->local_batch) {
+        parts = calloc(g->n_inputs ? g->n_inputs : 1, sizeof(*parts));
+        tx_tensor **pp = calloc(g->n_inputs ? g->n_inputs : 1, sizeof(*pp));
+        st = parts && pp ? NULL : tx_oom();
+        for (size_t i = 0; i < g->n_inputs && !st; i++) {
+            st = tx_tensor_clone(in[i], &parts[i]);
+            pp[i] = &parts[i];
+            in[i] = &parts[i];
+        }
+        if (!st) st = tx_dp_shard(t->dp, pp, g->n_inputs, &label);
+        for (size_t i = 0; i < g->n_inputs && !st; i++) shapes[i] = tx_shape_of(in[i]);
+        free(pp);
+    }
     if (!st && t->gpu) {
         for (size_t i = 0; i < g->n_inputs && !st; i++)
             if (!tx_shape_equal(&t->gpu_shapes[i], &shapes[i]))
@@ -557,11 +579,17 @@ static teexec_status *gpu_step(teexec_trainer *t, size_t count, const char *cons
                               g->values[g->inputs[i]].name);
     }
     if (!st && !t->gpu) st = gpu_create(t, shapes);
-    if (!st) st = tx_gpu_graph_step(t->gpu, in, label, out_loss);
+    if (!st && t->dp) tx_gpu_graph_set_grad_hook(t->gpu, tx_dp_gpu_grads, t->dp);
+    double l = NAN;
+    if (!st) st = tx_gpu_graph_step(t->gpu, in, label, &l);
+    if (!st && t->dp) st = tx_dp_average_loss(t->dp, &l);
+    if (!st && out_loss) *out_loss = l;
     if (!st) {
         t->stepped = true;
         t->params_synced = false;
     }
+    for (size_t i = 0; parts && i < g->n_inputs; i++) tx_tensor_release(&parts[i]);
+    free(parts);
     free(in);
     free(shapes);
     return tx_status_with_file(st, model_path(t));
@@ -604,18 +632,28 @@ teexec_status *teexec_trainer_profile(const teexec_trainer *t, char **out_text)
     return tx_gpu_graph_profile(t->gpu, out_text);
 }
 
-/* Data parallelism (train_dp.h): the rank's state, refused on the CUDA
- * trainer (its gradients never leave its one-launch step yet); with zero1
- * the optimizer state of the parameters other ranks own is dropped. */
+/* Data parallelism (train_dp.h): the rank's state. The CPU trainer's
+ * gradients are host memory: a "threads" group; the CUDA trainer's reach
+ * the group through the executor's gradient hook (NCCL, or the host for a
+ * "threads" group) and keep no ZeRO-1 sharding yet. With zero1 the
+ * optimizer state of the parameters other ranks own is dropped. */
 static teexec_status *dp_setup(teexec_trainer *t)
 {
     TX_TRY(tx_dp_create(t->opt.comm, t->opt.dp_local_batch, t->opt.dp_bucket_mb, t->opt.zero1,
                         &t->dp));
     if (!t->dp) return NULL;
-    if (t->cuda)
+    if (!t->cuda && t->dp->comm->device_memory)
         return tx_error(TEEXEC_ERR_UNSUPPORTED,
-                        "data parallel training runs on the CPU trainer only so far (device "
-                        "cpu); the CUDA trainer keeps its gradients inside its one-launch step");
+                        "data parallel training on the CPU trainer needs a host communicator "
+                        "(teexec_comm_create_threads), not %s",
+                        t->dp->comm->vt->name);
+    if (t->cuda) {
+        if (t->dp->zero1)
+            return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                            "zero1 runs on the CPU trainer only so far (the CUDA trainer's "
+                            "optimizer state lives in its executor)");
+        return NULL;
+    }
     size_t *bytes = malloc(sizeof(size_t) * (t->n_params ? t->n_params : 1));
     if (!bytes) return tx_oom();
     for (size_t i = 0; i < t->n_params; i++) bytes[i] = t->params[i].data.nbytes;
@@ -773,7 +811,10 @@ teexec_status *teexec_trainer_create(const teexec_model *model, const teexec_tra
         t->opt.recipe = t->recipe;
     }
     if (t->cuda) {
-        st = gpu_create_declared(t);
+        /* a data parallel rank plans for its share of the batch, known at
+         * the first step (the declared shapes are the global batch's) */
+        st = t->dp ? tx_comm_use_device(t->dp->comm) : NULL;
+        if (!st && !(t->dp && !t->dp->local_batch)) st = gpu_create_declared(t);
         if (st) goto fail;
     } else {
         bool planned; /* declared shapes: planned now, else at the first step */

@@ -9,11 +9,6 @@ teexec_status *tx_dp_create(teexec_comm *comm, int local_batch, double bucket_mb
 {
     *out = NULL;
     if (!comm || comm->world_size == 1) return NULL;
-    if (comm->device_memory)
-        return tx_error(TEEXEC_ERR_UNSUPPORTED,
-                        "data parallel training on the CPU trainer needs a host communicator "
-                        "(teexec_comm_create_threads), not %s",
-                        comm->vt->name);
     if (!(bucket_mb >= 0)) /* NaN too */
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "dp_bucket_mb %g", bucket_mb);
     tx_dp *dp = calloc(1, sizeof *dp);
@@ -165,6 +160,20 @@ teexec_status *tx_dp_partition(tx_dp *dp, const size_t *bytes, size_t n)
     free(dp->gather);
     dp->gather = malloc(dp->block_bytes * (size_t)(dp->world + 1) + 4);
     return dp->gather ? NULL : tx_oom();
+}
+
+teexec_status *tx_dp_gpu_grads(void *ctx, void *stream, size_t n, void *const *grads,
+                               const uint64_t *numel, const teexec_dtype *dtypes)
+{
+    tx_dp *dp = ctx;
+    return tx_comm_average_device(dp->comm, stream, n, grads, numel, dtypes, dp->bucket_bytes);
+}
+
+teexec_status *tx_dp_average_loss(tx_dp *dp, double *loss)
+{
+    TX_TRY(tx_comm_all_reduce_host(dp->comm, loss, 1));
+    *loss /= (double)dp->world;
+    return NULL;
 }
 
 bool tx_dp_owns(const tx_dp *dp, size_t i)

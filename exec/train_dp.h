@@ -19,6 +19,16 @@
  *      batch's mean loss on every rank, with the same bits on every rank.
  *      Overlap: none on the CPU -- the backward walk is serial, buckets go
  *      after it; overlapping them with the backward is the GPU goal.
+ *   On the CUDA trainer (one launch for forward and backward on the
+ *   device) the step hands its gradient buffers to tx_dp_gpu_grads between
+ *   the backward and the optimizer (exec/cuda/gpu_graph.h's hook): they
+ *   are averaged over the ranks (NCCL's ncclAvg on device buffers, grouped
+ *   into one NCCL launch per bucket, the rank's stream waiting for the
+ *   backward by an event; or through the host for a "threads" group), and
+ *   the reported loss is the ranks' average (tx_dp_average_loss): the
+ *   global batch's mean when every rank counts as many elements, as
+ *   PyTorch DDP. No overlap with the backward there either yet: the
+ *   backward is one launch (a captured CUDA graph), the buckets follow it.
  *   4. optimizer: every rank updates every parameter identically; with
  *      zero1 (ZeRO stage 1) each rank keeps optimizer state only for the
  *      parameters it owns (contiguous ranges of the parameter list of about
@@ -62,6 +72,12 @@ teexec_status *tx_dp_shard(tx_dp *dp, tx_tensor *const *vals, size_t n,
  * grads[i] has numel[i] doubles. */
 teexec_status *tx_dp_reduce(tx_dp *dp, double n_local, double *loss, double *const *grads,
                             const uint64_t *numel, size_t n) TX_NODISCARD;
+
+/* The CUDA trainer's gradient hook (gpu_graph.h's tx_gpu_grad_hook; ctx =
+ * the tx_dp), and its loss: *loss = the ranks' average. */
+teexec_status *tx_dp_gpu_grads(void *ctx, void *stream, size_t n, void *const *grads,
+                               const uint64_t *numel, const teexec_dtype *dtypes) TX_NODISCARD;
+teexec_status *tx_dp_average_loss(tx_dp *dp, double *loss) TX_NODISCARD;
 
 /* zero1: assigns owners to n parameters of the given byte sizes. */
 teexec_status *tx_dp_partition(tx_dp *dp, const size_t *bytes, size_t n) TX_NODISCARD;

@@ -724,9 +724,11 @@ typedef struct teexec_train_options {
     int profile;
     /* Data parallelism (docs/multi-gpu.md): this trainer is rank
      * teexec_comm_rank(comm) of teexec_comm_world_size(comm) [NULL: one
-     * rank]; the communicator is borrowed and must outlive the trainer,
-     * the CPU trainer takes a "threads" one, the CUDA trainer refuses one
-     * of more than one rank (not yet wired). Each step's tensors are the
+     * rank]; the communicator is borrowed and must outlive the trainer.
+     * The CPU trainer takes a "threads" one; the CUDA trainer an "nccl"
+     * one (its steps make the rank's GPU the calling thread's current
+     * device) or a "threads" one (gradients averaged through the host:
+     * several trainers on one GPU). Each step's tensors are the
      * global batch: inputs whose dim 0 equals the label's (B) are cut to
      * this rank's rows [r*B/W, (r+1)*B/W), B % W == 0; with dp_local_batch
      * they are this rank's share already. Gradients are averaged over the
@@ -735,8 +737,11 @@ typedef struct teexec_train_options {
      * every rank reports the global loss and holds the same parameters;
      * teexec_trainer_save_model writes on rank 0 only. zero1 [0]: each rank
      * keeps optimizer state for its part of the parameters only, updates
-     * it, and the updated values are all-gathered (ZeRO stage 1). Every
-     * rank must step the same number of times. */
+     * it, and the updated values are all-gathered (ZeRO stage 1; CPU
+     * trainers only). The CUDA trainer averages gradients and losses
+     * equally over the ranks (NCCL's ncclAvg), the global batch's when
+     * every rank counts as many elements. Every rank must step the same
+     * number of times. */
     teexec_comm *comm;
     int dp_local_batch;
     double dp_bucket_mb;

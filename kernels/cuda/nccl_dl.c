@@ -24,7 +24,8 @@ static void load_once(void)
     loaded = RESOLVE(GetVersion) && RESOLVE(GetUniqueId) && RESOLVE(CommInitRankConfig) &&
              RESOLVE(CommInitAll) && RESOLVE(CommDestroy) && RESOLVE(CommAbort) &&
              RESOLVE(CommGetAsyncError) && RESOLVE(GetErrorString) && RESOLVE(AllReduce) &&
-             RESOLVE(AllGather) && RESOLVE(ReduceScatter);
+             RESOLVE(AllGather) && RESOLVE(ReduceScatter) && RESOLVE(GroupStart) &&
+             RESOLVE(GroupEnd);
 }
 
 teexec_status *tx_nccl_load(const tx_nccl_api **out)

@@ -37,6 +37,8 @@ typedef struct tx_nccl_api {
                               cudaStream_t);
     ncclResult_t (*ReduceScatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
                                   ncclComm_t, cudaStream_t);
+    ncclResult_t (*GroupStart)(void);
+    ncclResult_t (*GroupEnd)(void);
 } tx_nccl_api;
 
 /* The loaded table, or TEEXEC_ERR_DEVICE saying why NCCL cannot be used. */

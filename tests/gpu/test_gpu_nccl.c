@@ -3,7 +3,10 @@
  * device buffers): all-reduce, all-gather and reduce-scatter return their
  * input (float, double, bf16), the barrier returns, a collective after
  * teexec_comm_abort fails with TEEXEC_ERR_COMM, and a CPU trainer takes a
- * one-rank NCCL communicator as the identity. Exits 77 without a GPU; exits 77
+ * one-rank NCCL communicator as the identity. Data parallel CUDA trainers
+ * on this one GPU over a "threads" group (gradients averaged through the
+ * host): two ranks given the same rows follow one trainer bitwise, a
+ * split batch within 1e-4 (gpu_dp.h). Exits 77 without a GPU; exits 77
  * with the reason when NCCL cannot be loaded. The multi-GPU paths are
  * test_gpu_nccl_multi.c. */
 #include <setjmp.h>
@@ -13,6 +16,7 @@
 #include <cmocka.h>
 
 #include "tests/gpu/gpu_harness.h"
+#include "tests/gpu/gpu_dp.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +99,17 @@ static void cpu_trainer_world_one(void **state)
     teexec_model_destroy(m);
 }
 
+static void cuda_trainers_one_gpu(void **state)
+{
+    (void)state;
+    teexec_comm *c[2];
+    TG_OK(teexec_comm_create_threads(2, 60000, c));
+    dp_check(c, 2, "2 CUDA trainers on one GPU, threads group");
+    teexec_comm_destroy(c[0]);
+    teexec_comm_destroy(c[1]);
+    tg_record("dp_cuda_threads_one_gpu", 1, "replicated bitwise, split within 1e-4");
+}
+
 int main(void)
 {
     tg_require_gpu("test_gpu_nccl");
@@ -111,6 +126,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(single_rank_collectives),
         cmocka_unit_test(cpu_trainer_world_one),
+        cmocka_unit_test(cuda_trainers_one_gpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,9 +3,11 @@
  * per GPU (this program re-executed as `--child RANK FILE`, the unique id
  * through the rendezvous file); the collectives' values; a rank that
  * aborts or never arrives ends the others with TEEXEC_ERR_COMM within the
- * timeout; the trainers' refusals (a CPU trainer with a device-memory
- * group, a CUDA trainer with more than one rank). Exits 77 with the
- * reason on a machine with fewer than two GPUs. */
+ * timeout; data parallel CUDA trainers, one per GPU over NCCL, against one
+ * trainer (gpu_dp.h: the same rows on both ranks bitwise, a split batch
+ * within 1e-4); the refusals (a CPU trainer with a device-memory group,
+ * zero1 on the CUDA trainer). Exits 77 with the reason on a machine with
+ * fewer than two GPUs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +15,7 @@
 #include <cmocka.h>
 
 #include "tests/gpu/gpu_harness.h"
+#include "tests/gpu/gpu_dp.h"
 
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -189,13 +192,25 @@ static void trainers_refuse(void **state)
     TG_OK(teexec_comm_create_threads(2, 1000, t));
     o.device = TEEXEC_DEVICE_CUDA;
     o.comm = t[0];
+    o.zero1 = 1;
     st = teexec_trainer_create(m, &o, &tr);
     assert_int_equal(teexec_status_code(st), TEEXEC_ERR_UNSUPPORTED);
-    assert_non_null(strstr(teexec_status_message(st), "CPU trainer only"));
+    assert_non_null(strstr(teexec_status_message(st), "zero1"));
     teexec_status_destroy(st);
     teexec_comm_destroy(t[0]);
     teexec_comm_destroy(t[1]);
     teexec_model_destroy(m);
+}
+
+static void cuda_trainers_two_gpus(void **state)
+{
+    (void)state;
+    teexec_comm *c[2];
+    TG_OK(teexec_comm_create_nccl_threads(2, NULL, 60000, c));
+    dp_check(c, 2, "2 CUDA trainers on 2 GPUs over NCCL");
+    teexec_comm_destroy(c[0]);
+    teexec_comm_destroy(c[1]);
+    tg_record("dp_cuda_nccl_two_gpus", 1, "replicated bitwise, split within 1e-4");
 }
 
 static int child(int rank, const char *file)
@@ -228,6 +243,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(threads_per_gpu),
         cmocka_unit_test(processes_per_gpu),
         cmocka_unit_test(trainers_refuse),
+        cmocka_unit_test(cuda_trainers_two_gpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
