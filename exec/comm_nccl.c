@@ -10,10 +10,12 @@
  *
  * Rendezvous (one process per rank): rank 0 asks NCCL for a unique id and
  * writes its 128 bytes to <file>.tmp.<pid>, fsyncs, renames it to <file>;
- * the others poll for the file (its full size) until the timeout. A stale
- * file from an earlier run would hand out a dead id: the launcher removes
- * it first (docs/multi-gpu.md); the polling ranks only read a file whose
- * modification time is not older than their own start.
+ * the others poll for the file (its full size) until the timeout. Once
+ * rank 0's communicator is up every rank has joined, so every rank has read
+ * the id: rank 0 removes the file then, and a later run cannot pick up a
+ * dead id. A file left by a run that failed before that is the launcher's
+ * to remove (docs/multi-gpu.md); its file time cannot tell, since rank 0
+ * may well have written the live one before a slower rank started.
  */
 #include "exec/comm.h"
 
@@ -267,14 +269,11 @@ static teexec_status *write_id(const char *path, const ncclUniqueId *id)
 
 static teexec_status *read_id(const char *path, int rank, int timeout_ms, ncclUniqueId *id)
 {
-    time_t started = time(NULL);
     double end = now_s() + (timeout_ms > 0 ? timeout_ms : 60000) / 1000.0;
     for (;;) {
         struct stat sb;
-        /* a whole file (rank 0 renames it into place) written since we began
-         * (a second's slack for coarse file times) */
-        if (stat(path, &sb) == 0 && sb.st_size == (off_t)sizeof *id &&
-            sb.st_mtime + 1 >= started) {
+        /* a whole file: rank 0 renames it into place */
+        if (stat(path, &sb) == 0 && sb.st_size == (off_t)sizeof *id) {
             FILE *f = fopen(path, "rb");
             if (f) {
                 size_t got = fread(id, 1, sizeof *id, f);
@@ -321,6 +320,7 @@ teexec_status *tx_comm_nccl_create(int world, int rank, int device, const char *
         n_destroy(c);
         return st;
     }
+    if (rank == 0 && world > 1) unlink(rendezvous); /* every rank has read it */
     *out = c;
     return NULL;
 }

@@ -629,7 +629,8 @@ TEEXEC_API teexec_status *teexec_comm_create_threads(int world_size, int timeout
 /* One NCCL rank of a group spread over processes (one per GPU, on one or
  * several hosts): rank 0 writes NCCL's unique id to the file `rendezvous`
  * (a temporary file renamed into place), the others poll for it up to
- * timeout_ms; then ncclCommInitRank on CUDA device `device`. World size 1
+ * timeout_ms; then ncclCommInitRank on CUDA device `device`, after which
+ * rank 0 removes the file (remove one a failed run left first). World size 1
  * needs no file (NULL). TEEXEC_ERR_UNSUPPORTED in a build without CUDA,
  * TEEXEC_ERR_DEVICE when NCCL cannot be loaded. */
 TEEXEC_API teexec_status *teexec_comm_create_nccl(int world_size, int rank, int device,
