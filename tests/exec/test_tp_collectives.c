@@ -416,6 +416,62 @@ static void run_models(teexec_model *full, teexec_model **ranks, int w)
     teexec_session_destroy(one.s);
 }
 
+/* models/te_mlp (LayerNorm, Linear, Bias, GELU, Linear, Bias, residual)
+ * split over 2 ranks: each rank's y equals the whole model's on its
+ * committed input within fp32 tolerance. */
+static void split_te_mlp(void **state)
+{
+    (void)state;
+    const char *root = getenv("TEEXEC_SOURCE_ROOT");
+    char path[1024], xpath[1024], dir[] = "/tmp/teexec_tpm_XXXXXX", rp[2][256];
+    snprintf(path, sizeof path, "%s/models/te_mlp/model.onnx", root ? root : ".");
+    snprintf(xpath, sizeof xpath, "%s/models/te_mlp/inputs/x.npy", root ? root : ".");
+    assert_non_null(mkdtemp(dir));
+    teexec_model *full, *ranks[2];
+    ok(teexec_model_load_file(path, NULL, &full));
+    teexec_tensor *x;
+    ok(teexec_tensor_load_file(xpath, &x));
+    for (int r = 0; r < 2; r++) {
+        snprintf(rp[r], sizeof rp[r], "%s/r%d.onnx", dir, r);
+        int n = 0;
+        ok(teexec_model_split_tensor_parallel(full, 2, r, rp[r], &n));
+        assert_int_equal(n, 1);
+        ok(teexec_model_load_file(rp[r], NULL, &ranks[r]));
+    }
+    sp_job one = {.s = session_for(full, NULL), .x = x};
+    run_sp(&one);
+    assert_int_equal(one.code, TEEXEC_OK);
+    teexec_comm *c[2];
+    ok(teexec_comm_create_threads(2, 5000, c));
+    sp_job jobs[2];
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++) jobs[r] = (sp_job){.s = session_for(ranks[r], c[r]), .x = x};
+    for (int r = 0; r < 2; r++) assert_int_equal(pthread_create(&th[r], NULL, run_sp, &jobs[r]), 0);
+    for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    const float *want = teexec_tensor_data_const(one.y);
+    uint64_t n = teexec_tensor_element_count(one.y);
+    double worst = 0;
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(jobs[r].code, TEEXEC_OK);
+        assert_int_equal(teexec_tensor_element_count(jobs[r].y), n);
+        const float *got = teexec_tensor_data_const(jobs[r].y);
+        for (uint64_t i = 0; i < n; i++)
+            if (fabs((double)got[i] - want[i]) > worst) worst = fabs((double)got[i] - want[i]);
+        teexec_tensor_destroy(jobs[r].y);
+        teexec_session_destroy(jobs[r].s);
+        teexec_comm_destroy(c[r]);
+        teexec_model_destroy(ranks[r]);
+        unlink(rp[r]);
+    }
+    fprintf(stderr, "te_mlp over 2 ranks: worst |y - y_single| %.3g\n", worst);
+    assert_true(worst < 1e-5);
+    teexec_tensor_destroy(one.y);
+    teexec_session_destroy(one.s);
+    teexec_tensor_destroy(x);
+    teexec_model_destroy(full);
+    rmdir(dir);
+}
+
 static void split_writes_rank_models(void **state)
 {
     (void)state;
@@ -487,6 +543,7 @@ int main(void)
         cmocka_unit_test(refusals),
         cmocka_unit_test(split_writes_rank_models),
         cmocka_unit_test(sequence_parallel_ops),
+        cmocka_unit_test(split_te_mlp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
