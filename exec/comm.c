@@ -55,11 +55,12 @@ teexec_comm *tx_comm_bind(teexec_comm *c)
 teexec_status *tx_comm_check_session(const teexec_comm *c, bool cuda)
 {
     if (!c || c->world_size == 1) return NULL;
-    if (cuda)
+    if (cuda && !c->device_memory)
         return tx_error(TEEXEC_ERR_UNSUPPORTED,
-                        "tensor-parallel te.ops collectives over %d ranks run on CPU sessions "
-                        "only so far (the CUDA executor does not call NCCL yet)",
-                        c->world_size);
+                        "a CUDA session reduces device tensors: its tensor-parallel group must "
+                        "be an \"nccl\" communicator, not \"%s\"",
+                        c->vt->name);
+    if (cuda) return NULL;
     if (c->device_memory)
         return tx_error(TEEXEC_ERR_UNSUPPORTED,
                         "a CPU session reduces host tensors: it needs a \"threads\" "

@@ -86,6 +86,14 @@ int tx_comm_gpu_count(void);
 teexec_status *tx_comm_average_device(teexec_comm *c, void *stream, size_t n, void *const *bufs,
                                       const uint64_t *numel, const teexec_dtype *dtypes,
                                       size_t bucket_bytes) TX_NODISCARD;
+/* te.ops AllReduce on the GPU (exec/cuda/te_cuda_basic.c): buf (count
+ * elements of FLOAT, BFLOAT16 or FLOAT16 in device memory) summed over c's
+ * ranks in place, queued on `stream` (a cudaStream_t) and not waited for:
+ * the executor's end-of-run synchronisation waits for it, and a peer that
+ * never joins is not caught by the group's timeout there. NULL c or a
+ * world of one: nothing. A host group: TEEXEC_ERR_UNSUPPORTED. */
+teexec_status *tx_comm_enqueue_all_reduce(teexec_comm *c, teexec_dtype dt, void *buf,
+                                          size_t count, void *stream) TX_NODISCARD;
 /* An NCCL rank makes its GPU the calling thread's current CUDA device (the
  * CUDA executor plans and runs on the current device); NULL and nothing
  * done for a host group. */

@@ -475,6 +475,28 @@ teexec_status *tx_comm_average_device(teexec_comm *c, void *stream, size_t n, vo
     return average_host(c, (cudaStream_t)stream, n, bufs, numel, dtypes);
 }
 
+teexec_status *tx_comm_enqueue_all_reduce(teexec_comm *c, teexec_dtype dt, void *buf,
+                                          size_t count, void *stream)
+{
+    if (!c || c->world_size == 1) return NULL;
+    if (!c->device_memory)
+        return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                        "a CUDA session's AllReduce needs an \"nccl\" communicator, not \"%s\"",
+                        c->vt->name);
+    if (dt != TEEXEC_DTYPE_FLOAT && dt != TEEXEC_DTYPE_BFLOAT16 && dt != TEEXEC_DTYPE_FLOAT16)
+        return tx_error(TEEXEC_ERR_UNSUPPORTED, "AllReduce over NCCL: dtype %s",
+                        teexec_dtype_name(dt));
+    nccl_state *s = c->state;
+    if (s->failed)
+        return tx_error(TEEXEC_ERR_COMM, "rank %d (nccl): AllReduce refused: %s", c->rank,
+                        s->reason);
+    ncclResult_t r = s->api->AllReduce(buf, buf, count, grad_type(dt), ncclSum, s->comm,
+                                       (cudaStream_t)stream);
+    if (r != ncclSuccess && r != ncclInProgress)
+        return fail(c, "AllReduce", s->api->GetErrorString(r));
+    return NULL;
+}
+
 teexec_status *tx_comm_use_device(const teexec_comm *c)
 {
     if (!c || !c->device_memory) return NULL;

@@ -544,6 +544,7 @@ teexec_status *teexec_session_create(const teexec_model *model,
     s->g = run->ir->graph;
     s->comm = options ? options->comm : NULL;
     st = tx_comm_check_session(s->comm, use_cuda);
+    if (!st && use_cuda) st = tx_comm_use_device(s->comm); /* an NCCL rank's GPU */
     if (st) {
         free(s);
         return st;
@@ -826,8 +827,10 @@ teexec_status *teexec_session_run_with(teexec_session *s, const teexec_run_optio
 {
     const char *prev = tx_run_begin(ro);
     teexec_comm *prev_comm = tx_comm_bind(s ? s->comm : NULL); /* the te.ops collectives' group */
-    teexec_status *st = session_run(s, ro, n_inputs, input_names, input_tensors, n_outputs,
-                                    output_names, out_tensors);
+    teexec_status *st = s && s->cuda ? tx_comm_use_device(s->comm) : NULL;
+    if (!st)
+        st = session_run(s, ro, n_inputs, input_names, input_tensors, n_outputs, output_names,
+                         out_tensors);
     tx_comm_bind(prev_comm);
     return tx_run_end(ro, prev, st);
 }

@@ -460,9 +460,10 @@ TEEXEC_API teexec_status *teexec_session_options_set_dtype(teexec_session_option
  * over the group's ranks, AllGather / ReduceScatter gather / sum-and-split
  * along dim 0 over world_size ranks (their attribute, which must be the
  * group's size). NULL (default) or a world of one: the identity. A CPU
- * session takes a "threads" communicator; CUDA sessions with a group are
- * refused (TEEXEC_ERR_UNSUPPORTED). Borrowed: it must outlive the
- * session. */
+ * session takes a "threads" communicator; a CUDA session an "nccl" one
+ * (AllReduce only; the rank's GPU becomes the calling thread's current
+ * device for creation and runs; no CUDA graphs then). Borrowed: it must
+ * outlive the session. */
 struct teexec_comm;
 TEEXEC_API teexec_status *teexec_session_options_set_comm(teexec_session_options *options,
                                                           struct teexec_comm *comm);

@@ -9,8 +9,8 @@
  * within fp32 tolerance (the hidden sum is split into W partial sums, so
  * the rounding differs), and the same bits on every rank. Without a group
  * AllReduce is the identity (a rank's partial y); an AllGather whose
- * world_size attribute is not the group's and a CUDA session with a group
- * are refused with a reason. Sequence parallel: AllGather(world_size W)
+ * world_size attribute is not the group's and a CUDA session with a host
+ * group are refused with a reason. Sequence parallel: AllGather(world_size W)
  * of the ranks' row blocks is the whole tensor, ReduceScatter(world_size
  * W) gives rank r block r of the sum, on every rank.
  *
@@ -260,7 +260,7 @@ static void refusals(void **state)
                                             "has 2 ranks"));
     }
     free_split(2, models, jobs, c);
-    /* a CUDA session does not take a group yet */
+    /* a CUDA session does not take a host ("threads") group */
     teexec_comm *g[2];
     ok(teexec_comm_create_threads(2, 1000, g));
     teexec_model *m = build(0, 2, 1, 0);

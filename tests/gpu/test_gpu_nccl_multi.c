@@ -5,8 +5,10 @@
  * aborts or never arrives ends the others with TEEXEC_ERR_COMM within the
  * timeout; data parallel CUDA trainers, one per GPU over NCCL, against one
  * trainer (gpu_dp.h: the same rows on both ranks bitwise, a split batch
- * within 1e-4); the refusals (a CPU trainer with a device-memory group,
- * zero1 on the CUDA trainer). Exits 77 with the reason on a machine with
+ * within 1e-4); tensor parallel CUDA sessions (models/te_mlp split by
+ * teexec_model_split_tensor_parallel, one rank per GPU, te.ops AllReduce
+ * through NCCL) against one session within 1e-4; the refusals (a CPU
+ * trainer with a device-memory group, zero1 on the CUDA trainer). Exits 77 with the reason on a machine with
  * fewer than two GPUs. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -129,6 +131,95 @@ static void threads_per_gpu(void **state)
     tg_record("nccl_threads", 1, "2 GPUs, one thread each; abort ends the peer");
 }
 
+typedef struct tp_job {
+    teexec_session *s;
+    const teexec_tensor *x;
+    teexec_tensor *y;
+    teexec_code code;
+    char msg[400];
+} tp_job;
+
+static void *tp_run(void *arg)
+{
+    tp_job *j = arg;
+    const char *in = "x", *out = "y";
+    teexec_status *st = teexec_session_run(j->s, 1, &in, &j->x, 1, &out, &j->y);
+    j->code = teexec_status_code(st);
+    if (st) snprintf(j->msg, sizeof j->msg, "%s", teexec_status_message(st));
+    teexec_status_destroy(st);
+    return NULL;
+}
+
+static teexec_session *cuda_session(teexec_model *m, teexec_comm *c)
+{
+    teexec_session_options *so;
+    TG_OK(teexec_session_options_create(&so));
+    TG_OK(teexec_session_options_set_device(so, TEEXEC_DEVICE_CUDA));
+    TG_OK(teexec_session_options_set_deterministic(so, 1));
+    TG_OK(teexec_session_options_set_comm(so, c));
+    teexec_session *s;
+    TG_OK(teexec_session_create(m, so, &s));
+    teexec_session_options_destroy(so);
+    return s;
+}
+
+static void tensor_parallel_sessions(void **state)
+{
+    (void)state;
+    const char *root = getenv("TEEXEC_SOURCE_ROOT");
+    char path[1024], xpath[1024], rp[2][256], dir[] = "/tmp/teexec_tpg_XXXXXX";
+    snprintf(path, sizeof path, "%s/models/te_mlp/model.onnx", root ? root : ".");
+    snprintf(xpath, sizeof xpath, "%s/models/te_mlp/inputs/x.npy", root ? root : ".");
+    assert_non_null(mkdtemp(dir));
+    teexec_model *full, *ranks[2];
+    teexec_tensor *x;
+    TG_OK(teexec_model_load_file(path, NULL, &full));
+    TG_OK(teexec_tensor_load_file(xpath, &x));
+    for (int r = 0; r < 2; r++) {
+        snprintf(rp[r], sizeof rp[r], "%s/r%d.onnx", dir, r);
+        TG_OK(teexec_model_split_tensor_parallel(full, 2, r, rp[r], NULL));
+        TG_OK(teexec_model_load_file(rp[r], NULL, &ranks[r]));
+    }
+    cudaSetDevice(0);
+    tp_job one = {.s = cuda_session(full, NULL), .x = x};
+    tp_run(&one);
+    assert_int_equal(one.code, TEEXEC_OK);
+    teexec_comm *c[2];
+    TG_OK(teexec_comm_create_nccl_threads(2, NULL, 60000, c));
+    tp_job jobs[2];
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++) {
+        memset(&jobs[r], 0, sizeof jobs[r]);
+        jobs[r].s = cuda_session(ranks[r], c[r]);
+        jobs[r].x = x;
+    }
+    for (int r = 0; r < 2; r++) assert_int_equal(pthread_create(&th[r], NULL, tp_run, &jobs[r]), 0);
+    for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    const float *want = teexec_tensor_data_const(one.y);
+    uint64_t n = teexec_tensor_element_count(one.y);
+    double worst = 0;
+    for (int r = 0; r < 2; r++) {
+        if (jobs[r].code) fprintf(stderr, "rank %d: %s\n", r, jobs[r].msg);
+        assert_int_equal(jobs[r].code, TEEXEC_OK);
+        const float *got = teexec_tensor_data_const(jobs[r].y);
+        for (uint64_t i = 0; i < n; i++)
+            if (fabs((double)got[i] - want[i]) > worst) worst = fabs((double)got[i] - want[i]);
+        teexec_tensor_destroy(jobs[r].y);
+        teexec_session_destroy(jobs[r].s);
+        teexec_comm_destroy(c[r]);
+        teexec_model_destroy(ranks[r]);
+        unlink(rp[r]);
+    }
+    fprintf(stderr, "te_mlp over 2 GPUs: worst |y - y_one_gpu| %.3g\n", worst);
+    assert_true(worst < 1e-4);
+    teexec_tensor_destroy(one.y);
+    teexec_session_destroy(one.s);
+    teexec_tensor_destroy(x);
+    teexec_model_destroy(full);
+    rmdir(dir);
+    tg_record("tp_cuda_two_gpus", 1, "te_mlp split over 2 GPUs within 1e-4 of one");
+}
+
 static const char *self_exe;
 
 static void processes_per_gpu(void **state)
@@ -244,6 +335,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(processes_per_gpu),
         cmocka_unit_test(trainers_refuse),
         cmocka_unit_test(cuda_trainers_two_gpus),
+        cmocka_unit_test(tensor_parallel_sessions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
