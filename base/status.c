@@ -146,6 +146,7 @@ const char *teexec_code_name(teexec_code code)
     case TEEXEC_ERR_INTERNAL: return "internal error";
     case TEEXEC_ERR_CANCELLED: return "cancelled";
     case TEEXEC_ERR_OUT_OF_DEVICE_MEMORY: return "out of device memory";
+    case TEEXEC_ERR_COMM: return "communication failure";
     }
     return "unknown error";
 }

@@ -4,6 +4,7 @@
  * the fuser plan's CHAIN groups through the group executor, every other
  * node by its own kernel (exec/session_groups.h). */
 #include "exec/session_cuda.h"
+#include "exec/comm.h"
 #include "exec/session_internal.h"
 
 #include "base/checked.h"
@@ -568,6 +569,13 @@ teexec_status *teexec_session_create(const teexec_model *model,
     s->model = run;
     s->plan_only = use_cuda || (options && options->plan_only);
     s->g = run->ir->graph;
+    s->comm = options ? options->comm : NULL;
+    st = tx_comm_check_session(s->comm, use_cuda);
+    if (!st && use_cuda) st = tx_comm_use_device(s->comm); /* an NCCL rank's GPU */
+    if (st) {
+        free(s);
+        return st;
+    }
     s->deterministic = options ? options->deterministic : tx_env_deterministic();
     st = tx_recipe_parse(options && options->recipe ? options->recipe : "none", &s->recipe);
     if (st) {
@@ -917,8 +925,12 @@ teexec_status *teexec_session_run_with(teexec_session *s, const teexec_run_optio
                                        teexec_tensor **out_tensors)
 {
     const char *prev = tx_run_begin(ro);
-    teexec_status *st = session_run(s, ro, n_inputs, input_names, input_tensors, n_outputs,
-                                    output_names, out_tensors);
+    teexec_comm *prev_comm = tx_comm_bind(s ? s->comm : NULL); /* the te.ops collectives' group */
+    teexec_status *st = s && s->cuda ? tx_comm_use_device(s->comm) : NULL;
+    if (!st)
+        st = session_run(s, ro, n_inputs, input_names, input_tensors, n_outputs, output_names,
+                         out_tensors);
+    tx_comm_bind(prev_comm);
     return tx_run_end(ro, prev, st);
 }
 

@@ -75,6 +75,7 @@ struct teexec_session_options {
     void *cuda_stream;       /* the caller's cudaStream_t, or NULL: the session's own */
     size_t device_memory_limit; /* CUDA sessions: bytes (exec/device_budget.h), 0 = none */
     tx_buckets buckets;      /* symbolic dims padded up before planning (shape_buckets.h) */
+    teexec_comm *comm;       /* tensor-parallel group (borrowed), NULL = world size 1 */
     /* Internal (the CUDA executor's CPU session on its lowered model):
      * plans types and folded values but allocates no host arena. */
     bool plan_only;
@@ -130,6 +131,7 @@ struct teexec_session {
     tx_run_kernel *trace;
     size_t n_trace, cap_trace;
     const tx_fuser_plan *last_fplan;   /* the plan of the last run (borrowed) */
+    teexec_comm *comm;       /* tensor-parallel group the te.ops collectives use (borrowed) */
     tx_tensor *init;         /* per value: decoded initializer (data NULL otherwise) */
     tx_buckets buckets;      /* the options' shape buckets (exec/shape_buckets.h) */
     int32_t *in_vals;        /* graph inputs the caller feeds, model->inputs order */

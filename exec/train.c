@@ -16,6 +16,7 @@
 #include "exec/session_groups.h"
 #include "exec/run_options.h"
 #include "exec/tensor_internal.h"
+#include "exec/train_dp.h"
 #include "exec/trainable.h"
 #include "format/model_save.h"
 #include "format/tensor_proto.h"
@@ -102,6 +103,7 @@ struct teexec_trainer {
     bool no_plan;            /* tx_trainer_debug_node_by_node */
     tx_run_kernel *trace;    /* the last step's group kernels (tx_trainer_last_kernels) */
     size_t n_trace, cap_trace;
+    tx_dp *dp;               /* data parallel rank (train_dp.h); NULL = one rank */
 };
 
 static teexec_status *list_user_params(teexec_trainer *t) TX_NODISCARD;
@@ -145,6 +147,7 @@ void teexec_train_options_init(teexec_train_options *o)
     o->device = TEEXEC_DEVICE_AUTO;
     o->deterministic = tx_env_deterministic();
     o->cuda_graphs = 1;
+    o->dp_bucket_mb = 25.0;
 }
 
 static void free_runs(teexec_trainer *t)
@@ -197,6 +200,7 @@ void teexec_trainer_destroy(teexec_trainer *t)
         tx_tensor_release(&t->params[i].data);
         tx_optim_slot_release(&t->params[i].slot);
     }
+    tx_dp_destroy(t->dp);
     free(t->params);
     free(t->init);
     free(t->vals);
@@ -510,9 +514,16 @@ static teexec_status *gpu_step(teexec_trainer *t, size_t count, const char *cons
                                const teexec_tensor *const *tensors, double *out_loss)
 {
     const tx_ir_graph *g = t->g;
+    /* an NCCL rank's GPU (the executor runs on the thread's current device) */
+    if (t->dp) TX_TRY(tx_comm_use_device(t->dp->comm));
     if (count == 0 && t->gpu) {
         /* the previous step's inputs and loss data, still on the device */
-        teexec_status *st = tx_gpu_graph_step(t->gpu, NULL, NULL, out_loss);
+        if (t->dp) tx_gpu_graph_set_grad_hook(t->gpu, tx_dp_gpu_grads, t->dp);
+        double l = NAN;
+        teexec_status *st = tx_gpu_graph_step(t->gpu, NULL, NULL, &l);
+        /* every rank joins the loss's all-reduce, whether it reads the loss or not */
+        if (!st && t->dp) st = tx_dp_average_loss(t->dp, &l);
+        if (!st && out_loss) *out_loss = l;
         if (!st) t->params_synced = false;
         return tx_status_with_file(st, model_path(t));
     }
@@ -545,6 +556,21 @@ static teexec_status *gpu_step(teexec_trainer *t, size_t count, const char *cons
     if (!st && !label)
         st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "the %s loss needs a tensor \"%s\"",
                       t->opt.loss == TEEXEC_LOSS_MSE ? "mse" : "cross-entropy", lname);
+    /* data parallel: this rank's rows of the global batch (copies) */
+    tx_tensor *parts = NULL;
+    if (!st && t->dp && !t->dp->local_batch) {
+        parts = calloc(g->n_inputs ? g->n_inputs : 1, sizeof(*parts));
+        tx_tensor **pp = calloc(g->n_inputs ? g->n_inputs : 1, sizeof(*pp));
+        st = parts && pp ? NULL : tx_oom();
+        for (size_t i = 0; i < g->n_inputs && !st; i++) {
+            st = tx_tensor_clone(in[i], &parts[i]);
+            pp[i] = &parts[i];
+            in[i] = &parts[i];
+        }
+        if (!st) st = tx_dp_shard(t->dp, pp, g->n_inputs, &label);
+        for (size_t i = 0; i < g->n_inputs && !st; i++) shapes[i] = tx_shape_of(in[i]);
+        free(pp);
+    }
     if (!st && t->gpu) {
         for (size_t i = 0; i < g->n_inputs && !st; i++)
             if (!tx_shape_equal(&t->gpu_shapes[i], &shapes[i]))
@@ -554,11 +580,17 @@ static teexec_status *gpu_step(teexec_trainer *t, size_t count, const char *cons
                               g->values[g->inputs[i]].name);
     }
     if (!st && !t->gpu) st = gpu_create(t, shapes);
-    if (!st) st = tx_gpu_graph_step(t->gpu, in, label, out_loss);
+    if (!st && t->dp) tx_gpu_graph_set_grad_hook(t->gpu, tx_dp_gpu_grads, t->dp);
+    double l = NAN;
+    if (!st) st = tx_gpu_graph_step(t->gpu, in, label, &l);
+    if (!st && t->dp) st = tx_dp_average_loss(t->dp, &l);
+    if (!st && out_loss) *out_loss = l;
     if (!st) {
         t->stepped = true;
         t->params_synced = false;
     }
+    for (size_t i = 0; parts && i < g->n_inputs; i++) tx_tensor_release(&parts[i]);
+    free(parts);
     free(in);
     free(shapes);
     return tx_status_with_file(st, model_path(t));
@@ -599,6 +631,38 @@ teexec_status *teexec_trainer_profile(const teexec_trainer *t, char **out_text)
                         "the trainer was not created with profiling on a CUDA device");
     if (!t->gpu) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "nothing has run yet");
     return tx_gpu_graph_profile(t->gpu, out_text);
+}
+
+/* Data parallelism (train_dp.h): the rank's state. The CPU trainer's
+ * gradients are host memory: a "threads" group; the CUDA trainer's reach
+ * the group through the executor's gradient hook (NCCL, or the host for a
+ * "threads" group) and keep no ZeRO-1 sharding yet. With zero1 the
+ * optimizer state of the parameters other ranks own is dropped. */
+static teexec_status *dp_setup(teexec_trainer *t)
+{
+    TX_TRY(tx_dp_create(t->opt.comm, t->opt.dp_local_batch, t->opt.dp_bucket_mb, t->opt.zero1,
+                        &t->dp));
+    if (!t->dp) return NULL;
+    if (!t->cuda && t->dp->comm->device_memory)
+        return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                        "data parallel training on the CPU trainer needs a host communicator "
+                        "(teexec_comm_create_threads), not %s",
+                        t->dp->comm->vt->name);
+    if (t->cuda) {
+        if (t->dp->zero1)
+            return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                            "zero1 runs on the CPU trainer only so far (the CUDA trainer's "
+                            "optimizer state lives in its executor)");
+        return NULL;
+    }
+    size_t *bytes = malloc(sizeof(size_t) * (t->n_params ? t->n_params : 1));
+    if (!bytes) return tx_oom();
+    for (size_t i = 0; i < t->n_params; i++) bytes[i] = t->params[i].data.nbytes;
+    teexec_status *st = tx_dp_partition(t->dp, bytes, t->n_params);
+    free(bytes);
+    for (size_t i = 0; i < t->n_params && !st; i++)
+        if (!tx_dp_owns(t->dp, i)) tx_optim_slot_release(&t->params[i].slot);
+    return st;
 }
 
 teexec_status *teexec_trainer_create(const teexec_model *model, const teexec_train_options *options,
@@ -735,6 +799,8 @@ teexec_status *teexec_trainer_create(const teexec_model *model, const teexec_tra
     if (st) goto fail;
     st = tx_resolve_device(t->opt.device, t->opt.recipe, t->opt.dtype, true, &t->cuda);
     if (st) goto fail;
+    st = dp_setup(t);
+    if (st) goto fail;
     st = tx_recipe_parse(t->opt.recipe ? t->opt.recipe : "none", &t->rcp);
     if (st) goto fail;
     if (t->opt.recipe) {
@@ -746,7 +812,10 @@ teexec_status *teexec_trainer_create(const teexec_model *model, const teexec_tra
         t->opt.recipe = t->recipe;
     }
     if (t->cuda) {
-        st = gpu_create_declared(t);
+        /* a data parallel rank plans for its share of the batch, known at
+         * the first step (the declared shapes are the global batch's) */
+        st = t->dp ? tx_comm_use_device(t->dp->comm) : NULL;
+        if (!st && !(t->dp && !t->dp->local_batch)) st = gpu_create_declared(t);
         if (st) goto fail;
     } else {
         bool planned; /* declared shapes: planned now, else at the first step */
@@ -1256,6 +1325,9 @@ teexec_status *teexec_trainer_step_with(teexec_trainer *t, const teexec_run_opti
         st = tx_tensor_host_only(tensors[k], names && names[k] ? names[k] : "a step's tensor");
     if (st && out_loss) *out_loss = NAN;
     if (!st) st = trainer_step(t, ro, count, names, tensors, out_loss);
+    /* a rank that fails fails the group, so the others stop waiting */
+    if (st && t && t->dp && teexec_status_code(st) != TEEXEC_ERR_COMM)
+        teexec_comm_abort(t->dp->comm, teexec_status_message(st));
     return tx_run_end(ro, prev, st);
 }
 
@@ -1264,6 +1336,53 @@ teexec_status *teexec_trainer_step_with(teexec_trainer *t, const teexec_run_opti
 static teexec_status *check_step_cancel(const teexec_run_options *ro, const char *where)
 {
     return tx_run_cancelled(ro) ? tx_run_cancelled_status(where, NULL) : NULL;
+}
+
+/* Data parallel steps (train_dp.h): this rank's share of the bound
+ * batch; the gradients (every parameter's, zero where none flowed, so
+ * every rank reduces the same buffers) averaged over the ranks; zero1's
+ * all-gather of the updated parameters. */
+static teexec_status *dp_shard(teexec_trainer *t, const tx_tensor **label)
+{
+    const tx_ir_graph *g = t->g;
+    tx_tensor **vals = malloc(sizeof(*vals) * (g->n_inputs ? g->n_inputs : 1));
+    if (!vals) return tx_oom();
+    size_t n = 0;
+    for (size_t i = 0; i < g->n_inputs; i++) {
+        int32_t v = g->inputs[i];
+        if (t->vals[v].data && !(g->values[v].flags & TX_IR_VALUE_INITIALIZER))
+            vals[n++] = &t->vals[v];
+    }
+    teexec_status *st = tx_dp_shard(t->dp, vals, n, label);
+    free(vals);
+    return st;
+}
+
+static teexec_status *dp_reduce(teexec_trainer *t, double n_local, double *loss)
+{
+    double **g = malloc(sizeof(*g) * (t->n_params ? t->n_params : 1));
+    uint64_t *numel = malloc(sizeof(*numel) * (t->n_params ? t->n_params : 1));
+    teexec_status *st = g && numel ? NULL : tx_oom();
+    for (size_t i = 0; i < t->n_params && !st; i++) {
+        tx_param *p = &t->params[i];
+        st = grad_buf(t, p->value, p->data.numel);
+        g[i] = t->grads[p->value];
+        numel[i] = p->data.numel;
+    }
+    if (!st) st = tx_dp_reduce(t->dp, n_local, loss, g, numel, t->n_params);
+    free(g);
+    free(numel);
+    return st;
+}
+
+static teexec_status *dp_gather(teexec_trainer *t)
+{
+    tx_tensor **p = malloc(sizeof(*p) * (t->n_params ? t->n_params : 1));
+    if (!p) return tx_oom();
+    for (size_t i = 0; i < t->n_params; i++) p[i] = &t->params[i].data;
+    teexec_status *st = tx_dp_gather_params(t->dp, p, t->n_params);
+    free(p);
+    return st;
 }
 
 static teexec_status *trainer_step(teexec_trainer *t, const teexec_run_options *ro, size_t count,
@@ -1281,6 +1400,7 @@ static teexec_status *trainer_step(teexec_trainer *t, const teexec_run_options *
     t->stepped = false;
     const tx_tensor *label;
     TX_TRY(bind(t, count, names, tensors, &label));
+    if (t->dp) TX_TRY(dp_shard(t, &label));
     bool planned = t->no_plan;
     if (!t->no_plan) TX_TRY(tx_status_with_file(ensure_plan(t, &planned), model_path(t)));
     if (!planned) return tx_error(TEEXEC_ERR_INTERNAL, "the step's input shapes are not known");
@@ -1299,11 +1419,12 @@ static teexec_status *trainer_step(teexec_trainer *t, const teexec_run_options *
     tx_tensor lg;
     TX_TRY(tx_tensor_alloc(&lg, TEEXEC_DTYPE_DOUBLE, pred->rank, pred->dims));
     double loss = 0;
+    uint64_t n_counted = pred->numel; /* the elements the mean is over */
     teexec_status *st =
         t->opt.loss == TEEXEC_LOSS_MSE
             ? tx_loss_mse(pred, label, TX_LOSS_MEAN, &loss, &lg)
             : tx_loss_cross_entropy(pred, label, t->opt.ignore_index, TX_LOSS_MEAN, &loss, &lg,
-                                    NULL);
+                                    &n_counted);
     if (st) {
         tx_tensor_release(&lg);
         return st;
@@ -1319,14 +1440,17 @@ static teexec_status *trainer_step(teexec_trainer *t, const teexec_run_options *
     }
     TX_TRY(tx_status_with_file(backward(t), model_path(t)));
     TX_TRY(check_step_cancel(ro, "after the backward, before the optimizer update"));
+    if (t->dp) TX_TRY(dp_reduce(t, (double)n_counted, &loss));
     for (size_t i = 0; i < t->n_params; i++) {
         tx_param *p = &t->params[i];
         TX_TRY(grad_buf(t, p->value, p->data.numel));
+        if (!tx_dp_owns(t->dp, i)) continue; /* zero1: its owner updates it */
         tx_tensor gt;
         TX_TRY(tx_tensor_wrap(&gt, TEEXEC_DTYPE_DOUBLE, p->data.rank, p->data.dims,
                               t->grads[p->value]));
         TX_TRY(tx_optim_step(&p->slot, &t->ocfg, &p->data, &gt));
     }
+    if (t->dp && t->dp->zero1) TX_TRY(dp_gather(t));
     /* fp8-delayed: this step's amaxes roll into the scales of the next */
     if (t->has_delayed) tx_delayed_update(&t->delayed, NULL);
     t->stepped = true;
@@ -1463,6 +1587,8 @@ static teexec_status *trained_initializer(void *ctx, const char *name, const tx_
 teexec_status *teexec_trainer_save_model(const teexec_trainer *t, const char *path)
 {
     if (!t || !path) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "trainer or path is NULL");
+    /* data parallel: every rank holds the same parameters; rank 0 writes */
+    if (t->dp && t->dp->rank != 0) return NULL;
     /* the trainer is logically const: syncing only refreshes its host copy */
     if (t->gpu) TX_TRY(gpu_sync_params((teexec_trainer *)t));
     return tx_model_save_replacing(t->user_model->file, path, trained_initializer, (void *)t);

@@ -40,6 +40,48 @@ static teexec_status *infer_same(const tx_te_infer_in *in, tx_te_infer_out *out)
     return NULL;
 }
 
+/* AllGather / ReduceScatter: dim 0 times / divided by the world_size
+ * attribute (the group the op runs over; 1: the identity). */
+static teexec_status *comm_world(const tx_te_infer_in *in, const char *op, int64_t *w)
+{
+    *w = in->attrs[TX_TE_A_COMM_WORLD].i;
+    if (*w < 1 || *w > 4096)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "te.ops %s: world_size=%lld (1..4096)", op,
+                        (long long)*w);
+    return need_rank_ge(op, "x", &in->input->shape, 1);
+}
+
+static teexec_status *infer_all_gather(const tx_te_infer_in *in, tx_te_infer_out *out)
+{
+    int64_t w;
+    TX_TRY(comm_world(in, "AllGather", &w));
+    out->output = *in->input;
+    int64_t d = in->input->shape.dims[0];
+    if (d >= 0 && w > 1) {
+        if (d > INT64_MAX / w)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "te.ops AllGather: dim 0 overflows");
+        out->output.shape.dims[0] = d * w;
+    }
+    return NULL;
+}
+
+static teexec_status *infer_reduce_scatter(const tx_te_infer_in *in, tx_te_infer_out *out)
+{
+    int64_t w;
+    TX_TRY(comm_world(in, "ReduceScatter", &w));
+    out->output = *in->input;
+    int64_t d = in->input->shape.dims[0];
+    if (d >= 0 && w > 1) {
+        if (d % w)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                            "te.ops ReduceScatter: dim 0 (%lld) is not a multiple of "
+                            "world_size=%lld",
+                            (long long)d, (long long)w);
+        out->output.shape.dims[0] = d / w;
+    }
+    return NULL;
+}
+
 static teexec_status *infer_linear(const tx_te_infer_in *in, tx_te_infer_out *out)
 {
     const tx_shape *x = &in->input->shape, *w = &in->params[0]->shape;
@@ -469,6 +511,10 @@ static const tx_te_quantizer_slot quantize_q[] = {
 static const tx_te_attr_schema reshape_attrs[] = {
     {"shape", TX_TE_ATTR_INTS, true, 0, 0, NULL, "target shape; one -1 is inferred (torch.reshape)"}};
 
+static const tx_te_attr_schema comm_attrs[] = {
+    {"world_size", TX_TE_ATTR_INT, false, 1, 0, NULL,
+     "ranks of the tensor-parallel group; the run's group must have as many (1: the identity)"}};
+
 static const tx_te_attr_schema scale_attrs[] = {
     {"scale", TX_TE_ATTR_FLOAT, true, 0, 0, NULL, "the constant s"}};
 
@@ -738,18 +784,20 @@ static const tx_te_op_schema table[TX_TE_OP_COUNT] = {
      infer_embedding, 0, TX_TE_ACT_NONE,
      TX_TE_CAP_NONE},
     {TX_TE_ALL_GATHER, "AllGather", "gather along dim 0 over the tensor-parallel group", X_IN,
-     NONE, NONE, Y_OUT, NONE, NONE, NONE, NONE, NONE,
-     "world size 1: y has the shape and type of x", "y = all_gather(x) (world size 1: y = x)",
-     "dx = reduce_scatter(dy) (world size 1: dx = dy)", infer_same, 0, TX_TE_ACT_NONE,
+     NONE, NONE, Y_OUT, NONE, NONE, LIST(comm_attrs), NONE, NONE,
+     "y is x with dim 0 times world_size, the type of x",
+     "y = the ranks' x concatenated along dim 0 in rank order (world_size 1: y = x)",
+     "dx = reduce_scatter(dy) (world_size 1: dx = dy)", infer_all_gather, 0, TX_TE_ACT_NONE,
      TX_TE_CAP_NONE},
     {TX_TE_ALL_REDUCE, "AllReduce", "sum over the tensor-parallel group", X_IN, NONE, NONE,
      Y_OUT, NONE, NONE, NONE, NONE, NONE, "y has the shape and type of x",
      "y = all_reduce_sum(x) (world size 1: y = x)", "dx = dy", infer_same, 0, TX_TE_ACT_NONE,
      TX_TE_CAP_NONE},
     {TX_TE_REDUCE_SCATTER, "ReduceScatter", "sum and split along dim 0 over the group", X_IN,
-     NONE, NONE, Y_OUT, NONE, NONE, NONE, NONE, NONE,
-     "world size 1: y has the shape and type of x", "y = reduce_scatter_sum(x) (world size 1: y = x)",
-     "dx = all_gather(dy) (world size 1: dx = dy)", infer_same, 0, TX_TE_ACT_NONE,
+     NONE, NONE, Y_OUT, NONE, NONE, LIST(comm_attrs), NONE, NONE,
+     "y is x with dim 0 divided by world_size (a multiple of it), the type of x",
+     "y = block `rank` (along dim 0) of the sum of the ranks' x (world_size 1: y = x)",
+     "dx = all_gather(dy) (world_size 1: dx = dy)", infer_reduce_scatter, 0, TX_TE_ACT_NONE,
      TX_TE_CAP_NONE},
 };
 

@@ -306,6 +306,7 @@ enum { TX_TE_A_GELU_APPROX = 0 };                                       /* GELU,
 enum { TX_TE_A_CLAMP_LIMIT = 0, TX_TE_A_CLAMP_ALPHA = 1, TX_TE_A_CLAMP_OFFSET = 2 };
 enum { TX_TE_A_SITU_BETA1 = 0, TX_TE_A_SITU_BETA2 = 1 };               /* SiTUGLU, ScaledSiTUGLU */
 enum { TX_TE_A_DROPOUT_P = 0, TX_TE_A_DROPOUT_SEED = 1 };
+enum { TX_TE_A_COMM_WORLD = 0 };                                        /* AllGather, ReduceScatter */
 enum { TX_TE_A_QUANTIZE_FORWARD = 0, TX_TE_A_QUANTIZE_BACKWARD = 1 };
 enum { TX_TE_A_RESHAPE_SHAPE = 0 };
 enum { TX_TE_A_SCALE = 0 };                                             /* ConstantScale */

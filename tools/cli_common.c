@@ -15,6 +15,8 @@ int cli_exit_code(const teexec_status *st)
     case TEEXEC_ERR_UNSUPPORTED: return CLI_EXIT_UNSUPPORTED;
     case TEEXEC_ERR_DEVICE:
     case TEEXEC_ERR_OUT_OF_DEVICE_MEMORY:
+    /* another rank (or its link) failed: the multi-GPU run's device side */
+    case TEEXEC_ERR_COMM:
         return CLI_EXIT_DEVICE;
     /* The CLI validates its own arguments, so an invalid argument reaching
      * the library is about a file the user named: bad input. */

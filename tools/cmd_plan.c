@@ -66,8 +66,42 @@ static void convert_usage(FILE *f)
                "  --train           record backward layouts too\n"
                "  --device D        cpu (default), sm_90, sm_100\n"
                "  --dim NAME=VALUE  value of a symbolic input dim (default 1)\n"
+               "  --tensor-parallel N\n"
+               "                    instead: write N rank models OUT.rank<R>.onnx of IN (a\n"
+               "                    te.ops model), each Linear -> [Bias, activation]* ->\n"
+               "                    Linear split column- then row-parallel with an AllReduce\n"
+               "                    after it (docs/multi-gpu.md); run each rank's session\n"
+               "                    with a communicator\n"
                "  -h, --help        show this help\n",
             recipe_help);
+}
+
+/* `convert IN OUT --tensor-parallel N`: OUT.rank<R>.onnx for every rank
+ * ("OUT" without its .onnx suffix). */
+static int convert_tp(const char *in, const char *out, long n)
+{
+    teexec_model *m = NULL;
+    teexec_status *st = teexec_model_load_file(in, NULL, &m);
+    if (st) return cli_report(st, in);
+    size_t len = strlen(out);
+    int stem = (int)(len > 5 && !strcmp(out + len - 5, ".onnx") ? len - 5 : len);
+    int rc = CLI_EXIT_OK;
+    for (long r = 0; r < n && rc == CLI_EXIT_OK; r++) {
+        char path[4200];
+        if (snprintf(path, sizeof path, "%.*s.rank%ld.onnx", stem, out, r) >= (int)sizeof path) {
+            rc = cli_usage_error("convert", "OUT is too long");
+            break;
+        }
+        int split = 0;
+        st = teexec_model_split_tensor_parallel(m, (int)n, (int)r, path, &split);
+        if (st) rc = cli_report(st, in);
+        else printf("%s: rank %ld of %ld, %d Linear pair%s split\n", path, r, n, split,
+                    split == 1 ? "" : "s");
+    }
+    teexec_model_destroy(m);
+    if (rc == CLI_EXIT_OK && (fflush(stdout) != 0 || ferror(stdout)))
+        return cli_fail(CLI_EXIT_BAD_INPUT, "convert", "could not write the output");
+    return rc;
 }
 
 /* Applies one planning option at argv[*i]; returns 1 when consumed, 0 when
@@ -186,6 +220,20 @@ int cmd_plan(int argc, char **argv)
 
 int cmd_convert(int argc, char **argv)
 {
+    /* --tensor-parallel N is convert's own (the planning options are shared
+     * with plan): taken out of argv before they are parsed */
+    long tp = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--tensor-parallel") != 0) continue;
+        char *end = NULL;
+        tp = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
+        if (i + 1 >= argc || !end || *end || tp < 2 || tp > 4096)
+            return cli_usage_error("convert", "--tensor-parallel needs a rank count from 2 to "
+                                              "4096");
+        for (int j = i; j + 2 < argc; j++) argv[j] = argv[j + 2];
+        argc -= 2;
+        i--;
+    }
     const char *files[2] = {NULL, NULL};
     teexec_plan_options *o = NULL;
     teexec_status *st = teexec_plan_options_create(&o);
@@ -196,6 +244,10 @@ int cmd_convert(int argc, char **argv)
         return rc < 0 ? CLI_EXIT_OK : rc;
     }
     const char *in = files[0], *out = files[1];
+    if (tp) {
+        teexec_plan_options_destroy(o);
+        return convert_tp(in, out, tp);
+    }
     teexec_model *m = NULL;
     st = teexec_model_load_file(in, NULL, &m);
     char *summary = NULL;

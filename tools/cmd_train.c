@@ -13,6 +13,13 @@
  * start = (w*T) mod (N - T); the model's one input gets tokens
  * [start, start+T) and `labels` gets [start+1, start+T+1) (cross-entropy
  * is implied). Only the current batch is ever copied.
+ *
+ * Several ranks (data parallel, docs/multi-gpu.md): --ranks N runs N CPU
+ * trainers in this process, one thread each, over the thread communicator;
+ * --gpus N one thread per GPU over NCCL; --rank R --world-size W
+ * --rendezvous FILE this process as one rank of W over NCCL. Every rank
+ * reads the same data; --batch is the global batch, which each trainer
+ * cuts to its share. Rank 0 prints, writes --json and --save.
  */
 #include "cli_common.h"
 #include "commands.h"
@@ -21,6 +28,7 @@
 #include "teexec/teexec.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -63,6 +71,19 @@ static void train_usage(FILE *f)
             "  --dump-grads DIR         after the first step write NAME.npy per trainable\n"
             "                           initializer and INPUT.grad.npy per float input\n"
             "  --json                   print one JSON object instead of progress lines\n"
+            "data parallel (docs/multi-gpu.md; --batch is the global batch, split evenly):\n"
+            "  --ranks N                N CPU ranks in this process, one thread each (implies\n"
+            "                           --device cpu): try data parallelism without GPUs\n"
+            "  --zero1                  shard the optimizer state over the ranks (ZeRO-1;\n"
+            "                           CPU ranks)\n"
+            "  --bucket-mb F            gradient all-reduce bucket size (default 25)\n"
+            "  --comm-timeout-ms N      a rank waiting longer fails every rank (default 60000)\n"
+            "  --gpus N                 one thread per GPU over NCCL (CUDA builds; fails when\n"
+            "                           fewer GPUs are visible)\n"
+            "  --rank R --world-size W --rendezvous FILE\n"
+            "                           this process is rank R of W over NCCL, one process per\n"
+            "                           GPU (device R mod the visible GPUs); rank 0 writes\n"
+            "                           NCCL's id to FILE, the others wait for it\n"
             "%s"
             "  -h, --help               show this help\n",
             exec_options_help);
@@ -74,6 +95,11 @@ typedef struct train_args {
     exec_options ex;
     long steps, batch, seq;
     bool json;
+    /* data parallel: ranks (thread ranks on the CPU), gpus (NCCL threads),
+     * or this process's rank of world over NCCL through rendezvous */
+    long ranks, gpus, rank, world, timeout_ms;
+    bool rank_given;
+    const char *rendezvous;
 } train_args;
 
 static bool parse_num(const char *s, double *out)
@@ -112,6 +138,10 @@ static int parse_args(int argc, char **argv, train_args *a)
             a->json = true;
             continue;
         }
+        if (!strcmp(o, "--zero1")) {
+            a->opt.zero1 = 1;
+            continue;
+        }
         if (o[0] != '-') {
             if (a->model) return cli_usage_error(CMD, "more than one model given");
             a->model = o;
@@ -125,6 +155,26 @@ static int parse_args(int argc, char **argv, train_args *a)
         double d;
         long l;
         if (!strcmp(o, "--data")) a->data = v;
+        else if (!strcmp(o, "--rendezvous")) a->rendezvous = v;
+        else if (!strcmp(o, "--bucket-mb")) {
+            if (!parse_num(v, &d) || d <= 0)
+                return cli_usage_error(CMD, "--bucket-mb needs a positive number, not \"%s\"", v);
+            a->opt.dp_bucket_mb = d;
+        } else if (!strcmp(o, "--ranks") || !strcmp(o, "--gpus") || !strcmp(o, "--rank") ||
+                   !strcmp(o, "--world-size") || !strcmp(o, "--comm-timeout-ms")) {
+            if (!parse_long(v, &l) || l > 4096 ||
+                (l < 1 && strcmp(o, "--rank") != 0))
+                return cli_usage_error(CMD, "%s needs an integer%s, not \"%s\"", o,
+                                       strcmp(o, "--rank") ? " from 1 to 4096" : "", v);
+            if (!strcmp(o, "--ranks")) a->ranks = l;
+            else if (!strcmp(o, "--gpus")) a->gpus = l;
+            else if (!strcmp(o, "--world-size")) a->world = l;
+            else if (!strcmp(o, "--comm-timeout-ms")) a->timeout_ms = l;
+            else {
+                a->rank = l;
+                a->rank_given = true;
+            }
+        }
         else if (!strcmp(o, "--save")) a->save = v;
         else if (!strcmp(o, "--dump-grads")) a->dump = v;
         else if (!strcmp(o, "--loss-output")) a->opt.loss_output = v;
@@ -164,6 +214,29 @@ static int parse_args(int argc, char **argv, train_args *a)
     if (!stream && a->seq)
         return cli_usage_error(CMD, "--seq goes with a token stream (--data TOKENS.npy)");
     if (stream) a->opt.loss = TEEXEC_LOSS_CROSS_ENTROPY;
+    int modes = (a->ranks > 0) + (a->gpus > 0) + (a->rank_given || a->world || a->rendezvous);
+    if (modes > 1)
+        return cli_usage_error(CMD, "--ranks, --gpus and --rank/--world-size are different "
+                                    "launch modes: give one");
+    if ((a->rank_given || a->world || a->rendezvous) && !a->world)
+        return cli_usage_error(CMD, "--rank and --rendezvous go with --world-size W");
+    if (a->world && a->rank >= a->world)
+        return cli_usage_error(CMD, "--rank %ld is not below --world-size %ld", a->rank, a->world);
+    if (a->world > 1 && !a->rendezvous)
+        return cli_usage_error(CMD, "--world-size %ld needs --rendezvous FILE", a->world);
+    if (a->ranks > 0) {
+        if (a->ex.device == TEEXEC_DEVICE_CUDA)
+            return cli_usage_error(CMD, "--ranks runs CPU ranks; for GPUs use --gpus N");
+        a->ex.device = TEEXEC_DEVICE_CPU;
+    }
+    if (a->gpus > 0 || a->world) {
+        if (a->ex.device == TEEXEC_DEVICE_CPU)
+            return cli_usage_error(CMD, "--gpus and --world-size run on GPUs; for CPU ranks use "
+                                        "--ranks N");
+        a->ex.device = TEEXEC_DEVICE_CUDA;
+    }
+    if (a->opt.zero1 && a->ranks < 2 && a->gpus < 2 && a->world < 2)
+        return cli_usage_error(CMD, "--zero1 needs more than one rank");
     exec_options_apply_train(&a->ex, &a->opt);
     return 0;
 }
@@ -300,62 +373,63 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-int cmd_train(int argc, char **argv)
+/* One rank's training run: its trainer steps a.steps times over the
+ * (global) batches; rank 0 alone prints, writes --json, --save and
+ * --dump-grads. */
+typedef struct rank_run {
+    const train_args *a;
+    const teexec_model *m;
+    const teexec_dataset *ds;
+    const token_stream *stream;
+    teexec_trainer *tr;
+    int rank, world;
+    int rc;
+    /* thread ranks: a failed step's status is kept for the launcher, which
+     * reports the one that explains the failure (not each rank's echo) */
+    bool keep;
+    teexec_status *st;
+    char what[1200];
+} rank_run;
+
+static int train_loop(rank_run *r)
 {
-    train_args a;
-    int rc = parse_args(argc, argv, &a);
-    if (rc) return rc < 0 ? CLI_EXIT_OK : rc;
-    teexec_model *m = NULL;
-    teexec_dataset *ds = NULL;
-    teexec_trainer *tr = NULL;
-    double *losses = NULL;
-    const char **names = NULL;
-    teexec_tensor **batch = NULL;
-    teexec_tensor *tokens = NULL;
-    token_stream stream;
-    bool streaming = a.seq > 0;
-    double *step_s = NULL;
-    teexec_status *st = teexec_model_load_file(a.model, NULL, &m);
-    if (st) return cli_report(st, a.model);
-    st = streaming ? teexec_tensor_load_file(a.data, &tokens) : teexec_dataset_load_npz(a.data, &ds);
-    if (st) {
-        rc = cli_report(st, a.data);
-        goto done;
-    }
-    if (streaming && (rc = stream_check(m, a.data, tokens, a.seq, &stream)) != 0) goto done;
-    st = teexec_trainer_create(m, &a.opt, &tr);
-    if (st) {
-        rc = cli_report(st, a.model);
-        goto done;
-    }
+    const train_args *a = r->a;
+    bool streaming = a->seq > 0, talk = r->rank == 0;
+    const teexec_dataset *ds = r->ds;
+    teexec_trainer *tr = r->tr;
+    teexec_status *st = NULL;
+    int rc = CLI_EXIT_OK;
+    char *what = r->what;
+    if (r->world > 1) snprintf(what, sizeof r->what, "%s (rank %d of %d)", a->model, r->rank, r->world);
+    else snprintf(what, sizeof r->what, "%s", a->model);
     size_t n = streaming ? 2 : teexec_dataset_count(ds);
-    names = calloc(n ? n : 1, sizeof(*names));
-    batch = calloc(n ? n : 1, sizeof(*batch));
-    losses = calloc(a.steps ? (size_t)a.steps : 1, sizeof(*losses));
-    step_s = calloc(a.steps ? (size_t)a.steps : 1, sizeof(*step_s));
+    const char **names = calloc(n ? n : 1, sizeof(*names));
+    teexec_tensor **batch = calloc(n ? n : 1, sizeof(*batch));
+    double *losses = calloc(a->steps ? (size_t)a->steps : 1, sizeof(*losses));
+    double *step_s = calloc(a->steps ? (size_t)a->steps : 1, sizeof(*step_s));
     if (!names || !batch || !losses || !step_s) {
         rc = cli_fail(CLI_EXIT_BAD_INPUT, CMD, "out of memory");
         goto done;
     }
     /* tokens per step: dim 0 (x dim 1 when rank >= 2) of the first input */
     double tokens_per_step = 0;
-    bool tty = !a.json && isatty(fileno(stderr));
+    bool tty = talk && !a->json && isatty(fileno(stderr));
     double t0 = now_s();
-    for (long s = 0; s < a.steps; s++) {
+    for (long s = 0; s < a->steps; s++) {
         double ts0 = now_s();
         size_t k = 0;
         if (streaming) {
-            names[0] = stream.input;
+            names[0] = r->stream->input;
             names[1] = "labels";
-            st = stream_batch(&stream, s, a.batch, a.seq, &batch[0], &batch[1]);
+            st = stream_batch(r->stream, s, a->batch, a->seq, &batch[0], &batch[1]);
             if (!st) k = 2;
         }
         for (size_t i = 0; !streaming && i < n; i++) {
             const teexec_tensor *t = teexec_dataset_tensor(ds, i);
             names[k] = teexec_dataset_name(ds, i);
-            if (a.batch > 0) {
+            if (a->batch > 0) {
                 int64_t rows = teexec_tensor_rank(t) > 0 ? teexec_tensor_dims(t)[0] : 1;
-                st = slice_rows(t, (long)(((int64_t)s * a.batch) % (rows ? rows : 1)), a.batch, &batch[k]);
+                st = slice_rows(t, (long)(((int64_t)s * a->batch) % (rows ? rows : 1)), a->batch, &batch[k]);
             } else {
                 st = teexec_tensor_create_copy(teexec_tensor_dtype(t), teexec_tensor_rank(t),
                                                teexec_tensor_dims(t), teexec_tensor_data_const(t),
@@ -377,60 +451,67 @@ int cmd_train(int argc, char **argv)
             teexec_tensor_destroy(batch[i]);
             batch[i] = NULL;
         }
-        if (st) {
-            rc = cli_report(st, a.model);
+        if (st && r->keep) {
+            r->st = st;
+            rc = CLI_EXIT_BAD_INPUT;
             goto done;
         }
-        if (s == 0 && a.dump && (rc = dump_grads(tr, m, a.dump)) != 0) goto done;
+        if (st) {
+            rc = cli_report(st, what);
+            goto done;
+        }
+        if (talk && s == 0 && a->dump && (rc = dump_grads(tr, r->m, a->dump)) != 0) goto done;
         double el = now_s() - t0, per = el / (double)(s + 1);
-        if (!a.json) {
+        if (talk && !a->json) {
             fprintf(stderr, "%sstep %ld/%ld  loss %.6g  %.0f tokens/s  ETA %.1fs%s", tty ? "\r" : "",
-                    s + 1, a.steps, losses[s], per > 0 ? tokens_per_step / per : 0.0,
-                    per * (double)(a.steps - s - 1), tty ? "" : "\n");
+                    s + 1, a->steps, losses[s], per > 0 ? tokens_per_step / per : 0.0,
+                    per * (double)(a->steps - s - 1), tty ? "" : "\n");
             fflush(stderr);
         }
     }
-    if (tty && a.steps > 0) fputc('\n', stderr);
-    if (a.save) {
-        st = teexec_trainer_save_model(tr, a.save);
+    if (tty && a->steps > 0) fputc('\n', stderr);
+    if (!talk) goto done;
+    if (a->save) {
+        st = teexec_trainer_save_model(tr, a->save);
         if (st) {
-            rc = cli_report(st, a.save);
+            rc = cli_report(st, a->save);
             goto done;
         }
     }
-    if (a.json) {
+    if (a->json) {
         json_out j;
         json_init(&j, stdout);
         json_begin_object(&j);
         json_key(&j, "model");
-        json_string(&j, a.model);
+        json_string(&j, a->model);
         json_key(&j, "steps");
-        json_int(&j, a.steps);
+        json_int(&j, a->steps);
         json_key(&j, "losses");
         json_begin_array(&j);
-        for (long s = 0; s < a.steps; s++) json_double(&j, losses[s]);
+        for (long s = 0; s < a->steps; s++) json_double(&j, losses[s]);
         json_end_array(&j);
         json_key(&j, "device");
         json_string(&j, teexec_trainer_device_name(tr));
+        json_key(&j, "ranks");
+        json_int(&j, r->world);
         json_key(&j, "tokens_per_step");
         json_double(&j, tokens_per_step);
         json_key(&j, "step_seconds");
         json_begin_array(&j);
-        for (long s = 0; s < a.steps; s++) json_double(&j, step_s[s]);
+        for (long s = 0; s < a->steps; s++) json_double(&j, step_s[s]);
         json_end_array(&j);
         /* steady state: the first step (one-time setup, autotuning) left out */
         double tail = 0;
-        for (long s = a.steps > 1 ? 1 : 0; s < a.steps; s++) tail += step_s[s];
-        long counted = a.steps > 1 ? a.steps - 1 : a.steps;
+        for (long s = a->steps > 1 ? 1 : 0; s < a->steps; s++) tail += step_s[s];
+        long counted = a->steps > 1 ? a->steps - 1 : a->steps;
         json_key(&j, "tokens_per_s");
         json_double(&j, tail > 0 ? tokens_per_step * (double)counted / tail : 0.0);
         json_key(&j, "saved");
-        json_string(&j, a.save);
+        json_string(&j, a->save);
         json_end_object(&j);
         fputc('\n', stdout);
     }
-    rc = CLI_EXIT_OK;
-    if (a.ex.profile) {
+    if (a->ex.profile) {
         char *text = NULL;
         st = teexec_trainer_profile(tr, &text);
         rc = exec_options_print_profile(CMD, teexec_trainer_device_name(tr), st, text);
@@ -440,8 +521,129 @@ done:
     free(batch);
     free(losses);
     free(step_s);
+    return rc;
+}
+
+static void *rank_thread(void *arg)
+{
+    rank_run *r = arg;
+    r->rc = train_loop(r);
+    return NULL;
+}
+
+/* The communicators of the launch mode: none (one rank), n thread or NCCL
+ * ranks of this process, or this process's one NCCL rank. */
+static int make_comms(const train_args *a, teexec_comm **comms, int *n_local, int *world)
+{
+    teexec_status *st = NULL;
+    int timeout = (int)a->timeout_ms;
+    *n_local = 1;
+    *world = 1;
+    if (a->ranks > 0) {
+        *n_local = *world = (int)a->ranks;
+        st = teexec_comm_create_threads((int)a->ranks, timeout, comms);
+    } else if (a->gpus > 0) {
+        int have = teexec_comm_gpu_count();
+        if (have < a->gpus)
+            return cli_fail(CLI_EXIT_DEVICE, CMD, "--gpus %ld: %d CUDA device%s visible", a->gpus,
+                            have, have == 1 ? "" : "s");
+        *n_local = *world = (int)a->gpus;
+        st = teexec_comm_create_nccl_threads((int)a->gpus, NULL, timeout, comms);
+    } else if (a->world > 0) {
+        int have = teexec_comm_gpu_count();
+        if (have < 1) return cli_fail(CLI_EXIT_DEVICE, CMD, "--world-size: no CUDA device visible");
+        *world = (int)a->world;
+        st = teexec_comm_create_nccl((int)a->world, (int)a->rank, (int)(a->rank % have),
+                                     a->rendezvous, timeout, comms);
+    } else {
+        comms[0] = NULL;
+    }
+    return st ? cli_report(st, a->rendezvous) : CLI_EXIT_OK;
+}
+
+int cmd_train(int argc, char **argv)
+{
+    train_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc) return rc < 0 ? CLI_EXIT_OK : rc;
+    teexec_model *m = NULL;
+    teexec_dataset *ds = NULL;
+    teexec_tensor *tokens = NULL;
+    token_stream stream;
+    bool streaming = a.seq > 0;
+    int n_local = 1, world = 1;
+    teexec_comm **comms = NULL;
+    rank_run *runs = NULL;
+    teexec_status *st = teexec_model_load_file(a.model, NULL, &m);
+    if (st) return cli_report(st, a.model);
+    st = streaming ? teexec_tensor_load_file(a.data, &tokens) : teexec_dataset_load_npz(a.data, &ds);
+    if (st) {
+        rc = cli_report(st, a.data);
+        goto done;
+    }
+    if (streaming && (rc = stream_check(m, a.data, tokens, a.seq, &stream)) != 0) goto done;
+    long most = a.ranks > a.gpus ? a.ranks : a.gpus;
+    comms = calloc((size_t)(most > 1 ? most : 1), sizeof(*comms));
+    runs = calloc((size_t)(most > 1 ? most : 1), sizeof(*runs));
+    if (!comms || !runs) {
+        rc = cli_fail(CLI_EXIT_BAD_INPUT, CMD, "out of memory");
+        goto done;
+    }
+    if ((rc = make_comms(&a, comms, &n_local, &world)) != 0) goto done;
+    /* trainers made one after another: creation reads the model's tables */
+    for (int i = 0; i < n_local; i++) {
+        teexec_train_options o = a.opt;
+        o.comm = comms[i];
+        runs[i] = (rank_run){.a = &a, .m = m, .ds = ds, .stream = &stream,
+                             .rank = comms[i] ? teexec_comm_rank(comms[i]) : 0, .world = world,
+                             .keep = n_local > 1};
+        st = teexec_trainer_create(m, &o, &runs[i].tr);
+        if (st) {
+            rc = cli_report(st, a.model);
+            goto done;
+        }
+    }
+    if (n_local == 1) {
+        rc = train_loop(&runs[0]);
+    } else {
+        pthread_t *th = calloc((size_t)(n_local > 1 ? n_local : 1), sizeof(*th));
+        if (!th) {
+            rc = cli_fail(CLI_EXIT_BAD_INPUT, CMD, "out of memory");
+            goto done;
+        }
+        int started = 0;
+        for (; started < n_local; started++)
+            if (pthread_create(&th[started], NULL, rank_thread, &runs[started]) != 0) break;
+        if (started < n_local) {
+            /* the started ranks would wait for the missing ones: fail them now */
+            teexec_comm_abort(comms[0], "the launcher could not start every rank's thread");
+            rc = cli_fail(CLI_EXIT_BAD_INPUT, CMD, "cannot start %d threads", n_local);
+        }
+        for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+        free(th);
+        /* one report: the first rank that failed on its own (the others
+         * failed because it aborted the group), else rank 0's */
+        int culprit = -1;
+        for (int i = 0; i < started; i++)
+            if (runs[i].st && teexec_status_code(runs[i].st) != TEEXEC_ERR_COMM && culprit < 0)
+                culprit = i;
+        for (int i = 0; i < started && culprit < 0; i++)
+            if (runs[i].st) culprit = i;
+        if (culprit >= 0) {
+            rc = cli_report(runs[culprit].st, runs[culprit].what);
+            runs[culprit].st = NULL;
+        }
+        for (int i = 0; i < started; i++) {
+            teexec_status_destroy(runs[i].st);
+            if (!rc) rc = runs[i].rc;
+        }
+    }
+done:
+    for (int i = 0; runs && i < n_local; i++) teexec_trainer_destroy(runs[i].tr);
+    for (int i = 0; comms && i < n_local; i++) teexec_comm_destroy(comms[i]);
+    free(runs);
+    free(comms);
     teexec_tensor_destroy(tokens);
-    teexec_trainer_destroy(tr);
     teexec_dataset_destroy(ds);
     teexec_model_destroy(m);
     return rc;

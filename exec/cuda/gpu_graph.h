@@ -119,6 +119,18 @@ const char *tx_gpu_graph_graphs_off_reason(const tx_gpu_graph *g);
 teexec_status *tx_gpu_graph_step(tx_gpu_graph *g, const tx_tensor *const *inputs,
                                  const tx_tensor *loss_data, double *loss) TX_NODISCARD;
 
+/* Data parallel training (exec/train_dp.h): called by every step between
+ * the backward and the optimizer with the parameters' gradient buffers on
+ * the device (n of them; elements and dtype each) and the executor's
+ * stream (a cudaStream_t: the gradients are final once the work queued on
+ * it so far is done); the hook replaces them with the group's average
+ * before the optimizer reads them. NULL: none. The hook runs outside any
+ * captured CUDA graph. */
+typedef teexec_status *(*tx_gpu_grad_hook)(void *ctx, void *stream, size_t n,
+                                           void *const *grads, const uint64_t *numel,
+                                           const teexec_dtype *dtypes);
+void tx_gpu_graph_set_grad_hook(tx_gpu_graph *g, tx_gpu_grad_hook fn, void *ctx);
+
 /* A trainable parameter by the user's initializer name (a lowered model
  * may hold it merged into or transposed from another): the current value
  * (the model's dtype) and the last step's grad, as new host tensors. */

@@ -1298,6 +1298,14 @@ static teexec_status *upload_delayed(tx_gpu_graph *g)
 static void decide_graphs(tx_gpu_graph *g)
 {
     g->graph_ok = true;
+    /* te.ops AllReduce queues NCCL work through the run's communicator,
+     * which a captured graph would freeze (exec/comm.h) */
+    for (size_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].kind == GN_TE && g->nodes[i].s->id == TX_TE_ALL_REDUCE) {
+            g->graph_ok = false;
+            g->graph_off_why = "te.ops AllReduce calls NCCL each run";
+            return;
+        }
     if (!g->cfg.training) return;
     for (size_t i = 0; i < g->n_nodes; i++) {
         gnode *n = &g->nodes[i];

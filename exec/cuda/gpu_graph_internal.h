@@ -188,6 +188,9 @@ struct tx_gpu_graph {
      * inside a capture: the captured graph must be whole) */
     const teexec_run_options *run_opts;
     bool capturing;
+    /* data parallel: the gradient hook (tx_gpu_graph_set_grad_hook) */
+    tx_gpu_grad_hook grad_hook;
+    void *grad_hook_ctx;
 };
 
 

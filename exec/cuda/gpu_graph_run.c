@@ -496,6 +496,34 @@ static teexec_status *update_delayed(tx_gpu_graph *g)
     return NULL;
 }
 
+void tx_gpu_graph_set_grad_hook(tx_gpu_graph *g, tx_gpu_grad_hook fn, void *ctx)
+{
+    g->grad_hook = fn;
+    g->grad_hook_ctx = ctx;
+}
+
+/* Data parallel: the step's gradients handed to the hook, which averages
+ * them over the ranks in place before the optimizer launch reads them. */
+static teexec_status *reduce_grads(tx_gpu_graph *g)
+{
+    size_t n = g->n_params;
+    void **grads = calloc(n ? n : 1, sizeof(*grads));
+    uint64_t *numel = calloc(n ? n : 1, sizeof(*numel));
+    teexec_dtype *dts = calloc(n ? n : 1, sizeof(*dts));
+    teexec_status *st = grads && numel && dts ? NULL : tx_oom();
+    for (size_t p = 0; p < n && !st; p++) {
+        const gval *gv = &g->vals[g->params[p].value];
+        grads[p] = gv->grad.data;
+        numel[p] = gv->grad.numel;
+        dts[p] = gv->grad.dtype;
+    }
+    if (!st) st = g->grad_hook(g->grad_hook_ctx, (void *)g->stream, n, grads, numel, dts);
+    free(grads);
+    free(numel);
+    free(dts);
+    return st;
+}
+
 teexec_status *tx_gpu_graph_step(tx_gpu_graph *g, const tx_tensor *const *inputs,
                                  const tx_tensor *loss_data, double *loss)
 {
@@ -555,6 +583,7 @@ teexec_status *tx_gpu_graph_step(tx_gpu_graph *g, const tx_tensor *const *inputs
     }
     g->env.step = g->steps;
     TX_TRY(launch(g));
+    if (g->grad_hook) TX_TRY(reduce_grads(g));
     g->steps++;
     /* the optimizer: step-dependent scalars travel by value, so it runs
      * outside the captured graph (one launch) */

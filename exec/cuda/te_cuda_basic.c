@@ -21,6 +21,7 @@
 #include "exec/cuda/te_cuda_basic.h"
 
 #include "base/checked.h"
+#include "exec/comm.h"
 #include "exec/cuda/te_cuda.h"
 #include "kernels/cuda/act.h"
 #include "kernels/cuda/act_ext.h"
@@ -367,6 +368,7 @@ static teexec_status *basic_prepare(const tx_cuda_te_desc *d, void **priv, size_
         case TX_TE_IDENTITY:
         case TX_TE_QUANTIZE:
         case TX_TE_RESHAPE:
+        case TX_TE_ALL_REDUCE:
             if (d->input->numel != d->output->numel)
                 st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: input and output sizes differ",
                               p->label);
@@ -636,6 +638,13 @@ static teexec_status *basic_forward(void *priv, const tx_te_fwd_args *a, void *s
     case TX_TE_IDENTITY:
     case TX_TE_QUANTIZE:
     case TX_TE_RESHAPE: return copy_to(p, x, y, stream);
+    case TX_TE_ALL_REDUCE:
+        /* y = x summed over the run's tensor-parallel group (exec/comm.h):
+         * NCCL queued on the executor's stream, nothing at world size 1 */
+        TX_TRY(copy_to(p, x, y, stream));
+        return tx_status_prefix(tx_comm_enqueue_all_reduce(tx_comm_current(), y->dtype, y->data,
+                                                           (size_t)y->numel, stream),
+                                "%s", p->label);
     case TX_TE_CONSTANT_SCALE:
         TX_TRY(same_numel(p, x, y, "y"));
         return tx_cuda_scale(x->data, x->dtype, (float)a->attrs[TX_TE_A_SCALE].f, y->data, y->dtype,
@@ -714,7 +723,8 @@ static teexec_status *basic_backward(void *priv, const tx_te_bwd_args *a, void *
     switch (a->op) {
     case TX_TE_IDENTITY:
     case TX_TE_QUANTIZE:
-    case TX_TE_RESHAPE: return copy_to(p, dy, dx, stream);
+    case TX_TE_RESHAPE:
+    case TX_TE_ALL_REDUCE: return copy_to(p, dy, dx, stream); /* AllReduce: dx = dy */
     case TX_TE_CONSTANT_SCALE:
         if (!dx) return NULL;
         TX_TRY(same_numel(p, dy, dx, "dx"));
@@ -795,6 +805,7 @@ static const tx_cuda_te_impl basic_impl = {basic_prepare, basic_forward, basic_b
 const tx_cuda_te_impl *tx_cuda_te_basic_impl(tx_te_op_id op)
 {
     switch (op) {
+    case TX_TE_ALL_REDUCE:
     case TX_TE_IDENTITY:
     case TX_TE_QUANTIZE:
     case TX_TE_RESHAPE:

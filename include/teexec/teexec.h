@@ -68,8 +68,9 @@ typedef enum teexec_code {
     TEEXEC_ERR_NO_MEMORY = 7,        /* an allocation failed                */
     TEEXEC_ERR_INTERNAL = 8,         /* a bug in teexec: please report it   */
     TEEXEC_ERR_CANCELLED = 9,        /* the run was cancelled (run options) */
-    TEEXEC_ERR_OUT_OF_DEVICE_MEMORY = 10 /* a CUDA session does not fit: over its
-                                          * device-memory limit, or the device is full */
+    TEEXEC_ERR_OUT_OF_DEVICE_MEMORY = 10, /* a CUDA session does not fit: over its
+                                           * device-memory limit, or the device is full */
+    TEEXEC_ERR_COMM = 11             /* a rank failed or a collective timed out */
 } teexec_code;
 
 typedef struct teexec_status teexec_status;
@@ -533,6 +534,19 @@ TEEXEC_API teexec_status *teexec_session_options_set_dtype(teexec_session_option
  * CPU sessions ignore it. */
 TEEXEC_API teexec_status *teexec_session_options_set_device_memory_limit(
     teexec_session_options *options, size_t bytes);
+/* The tensor-parallel group (docs/multi-gpu.md) this session's te.ops
+ * communication ops run over (each rank runs its own session on its own
+ * part of the model, all calling run together): AllReduce sums its input
+ * over the group's ranks, AllGather / ReduceScatter gather / sum-and-split
+ * along dim 0 over world_size ranks (their attribute, which must be the
+ * group's size). NULL (default) or a world of one: the identity. A CPU
+ * session takes a "threads" communicator; a CUDA session an "nccl" one
+ * (AllReduce only; the rank's GPU becomes the calling thread's current
+ * device for creation and runs; no CUDA graphs then). Borrowed: it must
+ * outlive the session. */
+struct teexec_comm;
+TEEXEC_API teexec_status *teexec_session_options_set_comm(teexec_session_options *options,
+                                                          struct teexec_comm *comm);
 
 /* ------------------------------------------------------------------ */
 /* Sessions                                                            */
@@ -855,6 +869,69 @@ typedef enum teexec_te_ops_format {
 TEEXEC_API const char *teexec_te_ops_text(teexec_te_ops_format format);
 
 /* ================================================================== */
+/* Communicators (several ranks: data and tensor parallelism)          */
+/* ================================================================== */
+
+/* One rank of a group that runs collectives (docs/multi-gpu.md). Two
+ * backends: "threads" (world_size ranks in this process, one thread each,
+ * host buffers, sums in rank order 0..W-1 so every rank and every run gets
+ * the same bits) and "nccl" (libnccl.so.2 loaded at run time, device
+ * buffers on the rank's GPU; CUDA builds only). A collective that waits
+ * longer than the group's timeout, or any rank's teexec_comm_abort, fails
+ * the group: that call and every later one on every rank return
+ * TEEXEC_ERR_COMM with the first failure's reason, never a hang. Each rank
+ * is used by one thread at a time; the ranks of a group run concurrently. */
+typedef struct teexec_comm teexec_comm;
+
+/* world_size thread ranks into out_comms[0..world_size) (rank i at index
+ * i). timeout_ms <= 0: 60000. Each rank is released with
+ * teexec_comm_destroy; the shared state goes with the last. */
+TEEXEC_API teexec_status *teexec_comm_create_threads(int world_size, int timeout_ms,
+                                                     teexec_comm **out_comms);
+/* One NCCL rank of a group spread over processes (one per GPU, on one or
+ * several hosts): rank 0 writes NCCL's unique id to the file `rendezvous`
+ * (a temporary file renamed into place), the others poll for it up to
+ * timeout_ms; then ncclCommInitRank on CUDA device `device`, after which
+ * rank 0 removes the file (remove one a failed run left first). World size 1
+ * needs no file (NULL). TEEXEC_ERR_UNSUPPORTED in a build without CUDA,
+ * TEEXEC_ERR_DEVICE when NCCL cannot be loaded. */
+TEEXEC_API teexec_status *teexec_comm_create_nccl(int world_size, int rank, int device,
+                                                  const char *rendezvous, int timeout_ms,
+                                                  teexec_comm **out_comm);
+/* world_size NCCL ranks in this process on devices[0..world_size)
+ * (NULL = 0..world_size-1) through ncclCommInitAll, rank i at index i. */
+TEEXEC_API teexec_status *teexec_comm_create_nccl_threads(int world_size, const int *devices,
+                                                          int timeout_ms,
+                                                          teexec_comm **out_comms);
+/* CUDA devices visible to this process (0 without CUDA or a GPU). */
+TEEXEC_API int teexec_comm_gpu_count(void);
+TEEXEC_API int teexec_comm_rank(const teexec_comm *comm);
+TEEXEC_API int teexec_comm_world_size(const teexec_comm *comm);
+/* "threads" or "nccl". Static string. */
+TEEXEC_API const char *teexec_comm_backend_name(const teexec_comm *comm);
+/* Collectives over `count` elements of dtype FLOAT, DOUBLE or BFLOAT16
+ * (bf16 sums in fp32, rounded once), host buffers for "threads", device
+ * buffers for "nccl"; every rank calls the same collectives in the same
+ * order. send may equal recv (all-reduce), or be recv + rank * count
+ * (all-gather). all_reduce_sum: recv[i] = sum over ranks of send[i].
+ * all_gather: recv (world_size * count) = the ranks' sends in rank order.
+ * reduce_scatter: send has world_size * count; recv (count) = the sum of
+ * block `rank` over the ranks. */
+TEEXEC_API teexec_status *teexec_comm_all_reduce_sum(teexec_comm *comm, teexec_dtype dtype,
+                                                     const void *send, void *recv, size_t count);
+TEEXEC_API teexec_status *teexec_comm_all_gather(teexec_comm *comm, teexec_dtype dtype,
+                                                 const void *send, void *recv, size_t count);
+TEEXEC_API teexec_status *teexec_comm_reduce_scatter(teexec_comm *comm, teexec_dtype dtype,
+                                                     const void *send, void *recv, size_t count);
+/* Returns once every rank has called it (or the group failed). */
+TEEXEC_API teexec_status *teexec_comm_barrier(teexec_comm *comm);
+/* Fails the group with `reason` (NULL: "aborted"), so every rank's pending
+ * and later collectives return TEEXEC_ERR_COMM instead of waiting. */
+TEEXEC_API void teexec_comm_abort(teexec_comm *comm, const char *reason);
+/* Releases one rank. Accepts NULL. */
+TEEXEC_API void teexec_comm_destroy(teexec_comm *comm);
+
+/* ================================================================== */
 /* Training                                                            */
 /* ================================================================== */
 
@@ -908,6 +985,30 @@ typedef struct teexec_train_options {
     int deterministic;
     int cuda_graphs;
     int profile;
+    /* Data parallelism (docs/multi-gpu.md): this trainer is rank
+     * teexec_comm_rank(comm) of teexec_comm_world_size(comm) [NULL: one
+     * rank]; the communicator is borrowed and must outlive the trainer.
+     * The CPU trainer takes a "threads" one; the CUDA trainer an "nccl"
+     * one (its steps make the rank's GPU the calling thread's current
+     * device) or a "threads" one (gradients averaged through the host:
+     * several trainers on one GPU). Each step's tensors are the
+     * global batch: inputs whose dim 0 equals the label's (B) are cut to
+     * this rank's rows [r*B/W, (r+1)*B/W), B % W == 0; with dp_local_batch
+     * they are this rank's share already. Gradients are averaged over the
+     * ranks (weighted by each rank's counted elements) in buckets of
+     * dp_bucket_mb [25] MiB after the backward (no overlap on the CPU);
+     * every rank reports the global loss and holds the same parameters;
+     * teexec_trainer_save_model writes on rank 0 only. zero1 [0]: each rank
+     * keeps optimizer state for its part of the parameters only, updates
+     * it, and the updated values are all-gathered (ZeRO stage 1; CPU
+     * trainers only). The CUDA trainer averages gradients and losses
+     * equally over the ranks (NCCL's ncclAvg), the global batch's when
+     * every rank counts as many elements. Every rank must step the same
+     * number of times. */
+    teexec_comm *comm;
+    int dp_local_batch;
+    double dp_bucket_mb;
+    int zero1;
 } teexec_train_options;
 
 /* Fills *options with the defaults in brackets above. */
@@ -1048,6 +1149,21 @@ TEEXEC_API teexec_status *teexec_model_plan(const teexec_model *model,
 TEEXEC_API teexec_status *teexec_model_convert(const teexec_model *model,
                                                const teexec_plan_options *options,
                                                const char *path, char **summary);
+
+/* Writes rank `rank` of a `world_size`-way tensor-parallel split of a te.ops
+ * model to `path` (atomically), the layout TE uses (docs/multi-gpu.md):
+ * each main-graph chain Linear(W1) -> [Bias, plain activation, Dropout,
+ * ConstantScale, Identity]* -> Linear(W2), its weights initializers read
+ * once and its hidden size H a multiple of world_size, keeps rows
+ * [r*H/W, (r+1)*H/W) of W1 and the chain's biases (column parallel) and
+ * the same columns of W2 (row parallel), with a te.ops AllReduce inserted
+ * on W2's output; everything else is replicated. Run the ranks' sessions
+ * with a communicator (teexec_session_options_set_comm). *out_n_split
+ * (may be NULL) gets the number of chains split; TEEXEC_ERR_UNSUPPORTED
+ * when there is none. */
+TEEXEC_API teexec_status *teexec_model_split_tensor_parallel(const teexec_model *model,
+                                                             int world_size, int rank,
+                                                             const char *path, int *out_n_split);
 
 /* Releases a string the library returned. Accepts NULL. */
 TEEXEC_API void teexec_string_free(char *text);

@@ -24,7 +24,8 @@ TX_TE_DECLARE(rms_norm);
 TX_TE_DECLARE(l2_normalization);
 TX_TE_DECLARE(activation);      /* GELU .. ScaledSReLU */
 TX_TE_DECLARE(dropout);
-TX_TE_DECLARE(passthrough);     /* Quantize (no recipe), Identity, comm ops at world size 1 */
+TX_TE_DECLARE(passthrough);     /* Quantize (no recipe), Identity */
+TX_TE_DECLARE(collective);      /* AllGather, AllReduce, ReduceScatter (te_collective.h) */
 TX_TE_DECLARE(reshape);
 TX_TE_DECLARE(constant_scale);
 TX_TE_DECLARE(add_extra_input);

@@ -2,14 +2,16 @@
  * te_misc.c - the TE ops that move or scale values without other math, CPU:
  * Identity, Quantize (identity without a recipe: the recipe's quantizers
  * run in the quantizer kernels, not here), the communication ops AllGather,
- * AllReduce, ReduceScatter (identity at world size 1, the only world size
- * the CPU backend has), Reshape, ConstantScale, AddExtraInput and
- * MakeExtraOutput.
+ * AllReduce, ReduceScatter (over the thread's tensor-parallel group,
+ * te_collective.h; the identity without one), Reshape, ConstantScale,
+ * AddExtraInput and MakeExtraOutput.
  */
+#include "kernels/cpu/te_collective.h"
 #include "kernels/cpu/te_common.h"
 #include "kernels/cpu/te_impl.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* dst = src·s (+ add·1 when add is given), one rounding at the store. */
 static teexec_status *scale_add(const tx_tensor *src, double s, const tx_tensor *add, tx_tensor *dst)
@@ -62,6 +64,78 @@ teexec_status *tx_te_cpu_passthrough_bwd(const tx_te_bwd_args *a)
     TX_TRY(same_shape(a->op, "dx", a->grad_input, a->grad_output));
     tx_te_convert_copy(a->grad_input, a->grad_output);
     return NULL;
+}
+
+/* Communication ops. AllReduce sums y = x over the thread's group (the
+ * identity without one); its backward is dx = dy (TE's row-parallel
+ * output: every rank holds the whole gradient already). AllGather and
+ * ReduceScatter run over world_size ranks (their attribute, which shape
+ * inference read), which must be the bound group's size (1 and no group:
+ * the identity; a mismatch is refused rather than guessed). Tensors of float, double or bfloat16; sums in the group's
+ * order. Their backward over more than one rank is not wired (no trainer
+ * binds a tensor-parallel group yet): refused. */
+static teexec_status *comm_dtype(const tx_te_fwd_args *a, const char *name, int world)
+{
+    teexec_dtype dt = a->input->dtype;
+    if (dt != TEEXEC_DTYPE_FLOAT && dt != TEEXEC_DTYPE_DOUBLE && dt != TEEXEC_DTYPE_BFLOAT16)
+        return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                        "te.ops %s over %d ranks: dtype %s (float, double or bfloat16 only)", name,
+                        world, teexec_dtype_name(dt));
+    if (a->output->dtype != dt)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "te.ops %s: y's dtype differs from x's", name);
+    return NULL;
+}
+
+static int64_t attr_world(const tx_te_fwd_args *a)
+{
+    return a->op == TX_TE_ALL_REDUCE ? 0 : a->attrs[TX_TE_A_COMM_WORLD].i;
+}
+
+teexec_status *tx_te_cpu_collective_fwd(const tx_te_fwd_args *a)
+{
+    const tx_te_collective *g = tx_te_collective_current();
+    const char *name = tx_te_schema(a->op)->name;
+    int64_t w = attr_world(a); /* 0: AllReduce, the group's size */
+    int have = g->world < 2 || !g->all_reduce ? 1 : g->world;
+    if (have == 1 && w <= 1) return tx_te_cpu_passthrough_fwd(a);
+    if (w >= 1 && have != w)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "te.ops %s: world_size=%lld, but the run's tensor-parallel group has %d "
+                        "rank%s (teexec_session_options_set_comm)",
+                        name, (long long)w, have, have == 1 ? "" : "s");
+    TX_TRY(tx_te_check_real(a->op, "x", a->input));
+    TX_TRY(tx_te_check_real(a->op, "y", a->output));
+    TX_TRY(comm_dtype(a, name, g->world));
+    teexec_status *st;
+    if (a->op == TX_TE_ALL_REDUCE) {
+        TX_TRY(same_shape(a->op, "y", a->output, a->input));
+        if (a->output->data != a->input->data)
+            memcpy(a->output->data, a->input->data, a->input->nbytes);
+        st = g->all_reduce(g->ctx, a->input->dtype, a->output->data, (size_t)a->output->numel);
+    } else if (a->op == TX_TE_ALL_GATHER) {
+        if (a->output->numel != a->input->numel * (uint64_t)g->world)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "te.ops %s: y is not %d times x", name,
+                            g->world);
+        st = g->all_gather(g->ctx, a->input->dtype, a->input->data, a->output->data,
+                           (size_t)a->input->numel);
+    } else {
+        if (a->input->numel != a->output->numel * (uint64_t)g->world)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "te.ops %s: x is not %d times y", name,
+                            g->world);
+        st = g->reduce_scatter(g->ctx, a->input->dtype, a->input->data, a->output->data,
+                               (size_t)a->output->numel);
+    }
+    return tx_status_prefix(st, "te.ops %s", name);
+}
+
+teexec_status *tx_te_cpu_collective_bwd(const tx_te_bwd_args *a)
+{
+    int64_t w = a->op == TX_TE_ALL_REDUCE ? 1 : a->attrs[TX_TE_A_COMM_WORLD].i;
+    if (w > 1)
+        return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                        "te.ops %s backward over %lld ranks is not supported yet",
+                        tx_te_schema(a->op)->name, (long long)w);
+    return tx_te_cpu_passthrough_bwd(a);
 }
 
 teexec_status *tx_te_cpu_reshape_fwd(const tx_te_fwd_args *a)

@@ -26,9 +26,9 @@ static const tx_te_cpu_impl impls[TX_TE_OP_COUNT] = {
     [TX_TE_DOT_PRODUCT_ATTENTION] = IMPL(attention),
     [TX_TE_ROTARY_EMBEDDING] = IMPL(rope),
     [TX_TE_EMBEDDING] = IMPL(embedding),
-    [TX_TE_ALL_GATHER] = IMPL(passthrough),
-    [TX_TE_ALL_REDUCE] = IMPL(passthrough),
-    [TX_TE_REDUCE_SCATTER] = IMPL(passthrough),
+    [TX_TE_ALL_GATHER] = IMPL(collective),
+    [TX_TE_ALL_REDUCE] = IMPL(collective),
+    [TX_TE_REDUCE_SCATTER] = IMPL(collective),
 };
 
 /* Every activation (the schema's class bit) runs te_activation.c, which
