@@ -266,6 +266,29 @@ void tx_session_cuda_free(teexec_session *s)
     if (s->gpu_opts) free(s->gpu_opts->recipe);
     free(s->gpu_opts);
     s->gpu_opts = NULL;
+    free(s->cuda_poisoned);
+    s->cuda_poisoned = NULL;
+}
+
+bool tx_session_cuda_poisoned(const teexec_session *s) { return s && s->cuda_poisoned; }
+
+void tx_session_cuda_inject_device_fault(teexec_session *s)
+{
+    if (s) s->cuda_fault_next = true;
+}
+
+/* A device failure in a run: the session keeps why and refuses from now on. */
+static teexec_status *poison(teexec_session *s, teexec_status *st)
+{
+    const char *why = teexec_status_message(st);
+    free(s->cuda_poisoned);
+    s->cuda_poisoned = strdup(why ? why : "a CUDA error");
+    teexec_status *e = tx_error(TEEXEC_ERR_DEVICE,
+                                "%s; this session is unusable now (destroy it and create another; "
+                                "other sessions are not affected)",
+                                why ? why : "a CUDA error");
+    teexec_status_destroy(st);
+    return e;
 }
 
 size_t tx_session_cuda_plan_count(const teexec_session *s) { return tx_plan_cache_size(s->gpu); }
@@ -344,6 +367,11 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *
                         "a run that does not wait for the device (run options no_sync) must "
                         "leave its outputs on the device (run options device_outputs)");
 
+    if (s->cuda_poisoned)
+        return tx_error(TEEXEC_ERR_DEVICE,
+                        "this session is unusable: an earlier run failed on the device (%s); "
+                        "destroy it and create another",
+                        s->cuda_poisoned);
     tx_gpu_graph *g = NULL;
     if (!bound) {
         /* the previous run's inputs, still on the device */
@@ -406,9 +434,15 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *
         st = tx_run_cancelled_status("before launching the model on the CUDA device", NULL);
     if (!st) {
         tx_gpu_graph_set_run_options(g, ro);
-        st = tx_gpu_graph_run(g, bound, &io, n_outputs ? outs : NULL, mask);
+        if (s->cuda_fault_next) {
+            s->cuda_fault_next = false;
+            st = tx_error(TEEXEC_ERR_DEVICE, "cuda kernel failed: injected fault (test seam)");
+        } else {
+            st = tx_gpu_graph_run(g, bound, &io, n_outputs ? outs : NULL, mask);
+        }
         tx_gpu_graph_set_run_options(g, NULL);
         s->cuda_host_copies += io.host_copies;
+        if (st && teexec_status_code(st) == TEEXEC_ERR_DEVICE) st = poison(s, st);
     }
     int dev = tx_gpu_graph_device(g);
     for (size_t j = 0; !st && j < n_outputs; j++) {

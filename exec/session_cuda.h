@@ -46,6 +46,21 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *
                                    size_t n_outputs, const int32_t *want,
                                    teexec_tensor **out) TX_NODISCARD;
 
+/* A run that fails on the device (TEEXEC_ERR_DEVICE: a CUDA call or kernel
+ * failed mid-run) leaves the session's executors in an unknown state: the
+ * session refuses every later run with TEEXEC_ERR_DEVICE, saying why, and
+ * must be destroyed; other sessions (and the model) are not touched. A
+ * sticky CUDA error (an illegal address, say) breaks the whole CUDA context
+ * of the process, which no library can contain: their runs then fail too,
+ * each with its own status. Refusals of bad input, cancellations and
+ * memory-limit refusals do not poison. */
+bool tx_session_cuda_poisoned(const teexec_session *s);
+
+/* Test seam: the next run fails as if a kernel had failed on the device
+ * (tests/gpu/test_gpu_device_io.c checks the poisoning without breaking
+ * the CUDA context). */
+void tx_session_cuda_inject_device_fault(teexec_session *s);
+
 /* Host<->device copies the session's runs made for inputs and outputs so
  * far (tests: a run on device tensors makes none). */
 uint64_t tx_session_cuda_host_copies(const teexec_session *s);

@@ -119,6 +119,8 @@ struct teexec_session {
     struct tx_gpu_graph *gpu_live[TX_MAX_GPU_GRAPHS + 1];
     size_t n_gpu_live;
     uint64_t cuda_host_copies;      /* host<->device copies of runs' inputs and outputs */
+    char *cuda_poisoned;            /* why an earlier run's device failure left it unusable */
+    bool cuda_fault_next;           /* test seam: fail the next run as a device error */
     /* CPU sessions: the recipe and determinism every fuser plan is built
      * for, the fp8-delayed scaling state (one per session, rolled after
      * each run as TE does under fp8_autocast), the number of runs so far

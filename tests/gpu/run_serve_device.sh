@@ -13,6 +13,8 @@ OUT=${OUT:-/tmp/serve-out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export TEEXEC_GPU_RESULTS_DIR=$OUT
+# the tests run one at a time here: device-wide free memory measures them
+export TEEXEC_GPU_EXCLUSIVE=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 status=0

@@ -319,6 +319,45 @@ static void test_refusals_leave_the_session_usable(void **state)
     teexec_session_destroy(s);
 }
 
+/* A device failure mid-run (the session's test seam: the real thing would
+ * break the CUDA context of the whole process) poisons that session only:
+ * it refuses every later run and says why; another session over the same
+ * model and shared weights keeps giving the same outputs. */
+static void test_device_fault_poisons_only_its_session(void **state)
+{
+    (void)state;
+    teexec_session *a = session(), *b = session();
+    float *x = host_x(N);
+    teexec_tensor *ref = host_run(b, x), *ya = host_run(a, x);
+    assert_memory_equal(teexec_tensor_data_const(ya), teexec_tensor_data_const(ref), BYTES);
+    teexec_tensor_destroy(ya);
+    teexec_tensor *xt = NULL, *y = NULL;
+    ok(teexec_tensor_create_copy(TEEXEC_DTYPE_FLOAT, 2, kDims, x, BYTES, &xt), "x");
+    const teexec_tensor *ins[1] = {xt};
+    tx_session_cuda_inject_device_fault(a);
+    expect(teexec_session_run(a, 1, kIn, ins, 1, kOut, &y), TEEXEC_ERR_DEVICE,
+           "this session is unusable now");
+    assert_true(tx_session_cuda_poisoned(a));
+    expect(teexec_session_run(a, 1, kIn, ins, 1, kOut, &y), TEEXEC_ERR_DEVICE,
+           "an earlier run failed on the device (cuda kernel failed: injected fault");
+    assert_false(tx_session_cuda_poisoned(b));
+    ok(teexec_session_run(b, 1, kIn, ins, 1, kOut, &y), "the other session after the fault");
+    assert_memory_equal(teexec_tensor_data_const(y), teexec_tensor_data_const(ref), BYTES);
+    teexec_tensor_destroy(y);
+    /* destroying the poisoned session frees what it held; a new one runs */
+    teexec_session_destroy(a);
+    a = session();
+    ok(teexec_session_run(a, 1, kIn, ins, 1, kOut, &y), "a new session after the fault");
+    assert_memory_equal(teexec_tensor_data_const(y), teexec_tensor_data_const(ref), BYTES);
+    tg_record("device_fault_poisons_one_session", 1, NULL);
+    teexec_tensor_destroy(y);
+    teexec_tensor_destroy(xt);
+    teexec_tensor_destroy(ref);
+    free(x);
+    teexec_session_destroy(a);
+    teexec_session_destroy(b);
+}
+
 static double now_ms(void)
 {
     struct timespec ts;
@@ -451,6 +490,7 @@ int main(void)
         cmocka_unit_test(test_device_run_matches_and_copies_nothing),
         cmocka_unit_test(test_caller_stream_without_a_host_wait),
         cmocka_unit_test(test_refusals_leave_the_session_usable),
+        cmocka_unit_test(test_device_fault_poisons_only_its_session),
         cmocka_unit_test(test_timing_host_against_device),
         cmocka_unit_test(test_buckets_on_cuda),
     };

@@ -182,31 +182,44 @@ static void test_eight_sessions_one_copy(void **state)
     }
     size_t free8 = dev_free();
     size_t model_w = teexec_model_device_weight_bytes(g_model);
-    size_t grow1 = free0 - free1, grow8 = free0 - free8;
+    /* cudaMemGetInfo sees the whole device: other programs (the gpu suite
+     * runs four at a time) allocate and free beside this one, so the
+     * growth is signed and only held to the bound when the caller says the
+     * device is this test's alone (TEEXEC_GPU_EXCLUSIVE=1, as
+     * tests/gpu/run_serve_device.sh runs it); the library's own counts
+     * below are asserted always */
+    long long grow1 = (long long)free0 - (long long)free1;
+    long long grow8 = (long long)free0 - (long long)free8;
     double per_extra = (double)(grow8 - grow1) / (SESSIONS - 1);
     size_t own_sum = 0;
     for (int i = 0; i < SESSIONS; i++) own_sum += own[i];
+    const char *ex = getenv("TEEXEC_GPU_EXCLUSIVE");
+    bool exclusive = ex && strcmp(ex, "0") != 0;
     fprintf(stderr,
             "shared weights: weights %zu bytes (model holds %zu), own per session %zu bytes "
-            "(sum %zu); device growth: 1 session %zu bytes, %d sessions %zu bytes, each extra "
-            "session %.0f bytes (%.1f MiB; a weight copy is %.1f MiB)\n",
-            w[0], model_w, own[0], own_sum, grow1, SESSIONS, grow8, per_extra,
-            per_extra / 1048576.0, MiB(w[0]));
+            "(sum %zu); device growth%s: 1 session %lld bytes, %d sessions %lld bytes, each "
+            "extra session %.0f bytes (%.1f MiB; a weight copy is %.1f MiB)\n",
+            w[0], model_w, own[0], own_sum, exclusive ? "" : " (device shared: not asserted)",
+            grow1, SESSIONS, grow8, per_extra, per_extra / 1048576.0, MiB(w[0]));
     char detail[256];
-    snprintf(detail, sizeof detail, "w=%zu own=%zu grow1=%zu grow8=%zu per_extra=%.0f", w[0],
-             own[0], grow1, grow8, per_extra);
+    snprintf(detail, sizeof detail, "w=%zu own=%zu grow1=%lld grow8=%lld per_extra=%.0f%s", w[0],
+             own[0], grow1, grow8, per_extra, exclusive ? "" : " (device shared)");
     /* at least the four matrices are shared (the lowered model may hold
      * them in another layout; what it holds is what is counted) */
-    assert_true(w[0] >= WEIGHT_BYTES);
-    for (int i = 1; i < SESSIONS; i++) assert_int_equal(w[i], w[0]);
-    assert_int_equal(model_w, w[0]);
-    assert_true(own[0] > 0);
+    bool pass = w[0] >= WEIGHT_BYTES && model_w == w[0] && own[0] > 0;
+    for (int i = 1; i < SESSIONS; i++) pass = pass && w[i] == w[0];
     /* one copy: the first session brought the weights up, the others did
      * not (an extra copy each would cost at least w on top of own) */
-    assert_true(grow1 >= w[0]);
-    bool pass = per_extra < (double)own[0] + (double)w[0] / 2;
+    if (exclusive)
+        pass = pass && grow1 >= (long long)w[0] && per_extra < (double)own[0] + (double)w[0] / 2;
     tg_record("shared_weights_8_sessions", pass, detail);
-    assert_true(pass);
+    if (!pass) {
+        for (int i = 0; i < SESSIONS; i++) {
+            teexec_tensor_destroy(y[i]);
+            teexec_session_destroy(s[i]); /* the next tests start from no copy */
+        }
+        fail_msg("%s", detail);
+    }
     /* and the outputs are the same bytes */
     for (int i = 1; i < SESSIONS; i++) {
         assert_int_equal(teexec_tensor_byte_size(y[i]), teexec_tensor_byte_size(y[0]));
