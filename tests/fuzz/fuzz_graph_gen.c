@@ -382,7 +382,7 @@ static void gen_where(fg *g)
     int x = pick_val(g, TEEXEC_DTYPE_FLOAT, 0);
     if (x < 0) return;
     fg_val xv = g->vals[x];
-    int64_t db[FG_MAX_RANK + 2], dr[FG_MAX_RANK + 2];
+    int64_t db[FG_MAX_RANK + 2] = {0}, dr[FG_MAX_RANK + 2];
     int32_t rb = 0, rr = xv.rank;
     memcpy(dr, xv.dims, sizeof dr);
     const char *other = NULL;

@@ -846,7 +846,7 @@ static void run_recipe(void **state)
     op.n_extra_inputs = 1;
     op.params_need_grad = true;
     for (int k = 0; k < TX_TE_MAX_EXTRA; k++) op.channel_from[k] = -1;
-    tx_gx_group grp = {&op, 1, true};
+    tx_gx_group grp = {.ops = &op, .n_ops = 1, .input_needs_grad = true};
     tx_plan_kernel layout[1] = {{TX_FUSION_NONE, 0, 1}};
     tx_gx_run *run = NULL;
     TG_OK(tx_gx_forward(&grp, &cfg, layout, 1, &c.x, &run));

@@ -467,7 +467,7 @@ static void run_recipe(void **state)
     op.n_params = 1;
     op.params_need_grad = true;
     for (int k = 0; k < TX_TE_MAX_EXTRA; k++) op.channel_from[k] = -1;
-    tx_gx_group grp = {&op, 1, true};
+    tx_gx_group grp = {.ops = &op, .n_ops = 1, .input_needs_grad = true};
     tx_plan_kernel layout[1] = {{TX_FUSION_NONE, 0, 1}};
     tx_gx_run *run = NULL;
     TG_OK(tx_gx_forward(&grp, &cfg, layout, 1, &x, &run));
@@ -917,7 +917,7 @@ static void run_fused_recipe(void **state)
     gops[2].params_need_grad = true;
     gops[3].extra_inputs = er;
     gops[3].n_extra_inputs = 1;
-    tx_gx_group grp = {gops, NOPS, true};
+    tx_gx_group grp = {.ops = gops, .n_ops = NOPS, .input_needs_grad = true};
     tx_plan_kernel fl[2] = {{TX_FUSION_NONE, 0, 1}, {TX_FUSION_FWD_LINEAR_BIAS_ADD, 1, 3}};
     tx_plan_kernel bl[3] = {{TX_FUSION_BWD_LINEAR_ADD, 0, 2}, {TX_FUSION_NONE, 2, 1},
                             {TX_FUSION_NONE, 3, 1}};
@@ -1043,7 +1043,7 @@ static void run_bias_gelu_recipe(void **state)
     gops[1].params = pb;
     gops[1].n_params = 1;
     gops[1].params_need_grad = true;
-    tx_gx_group grp = {gops, NOPS, true};
+    tx_gx_group grp = {.ops = gops, .n_ops = NOPS, .input_needs_grad = true};
     tx_plan_kernel fl[1] = {{TX_FUSION_FWD_LINEAR_BIAS_ACT, 0, 3}};
     tx_gx_run *run = NULL;
     TG_OK(tx_gx_forward(&grp, &cfg, fl, 1, &x, &run));
@@ -1128,7 +1128,7 @@ static void run_infer(void **state)
     op.params = par;
     op.n_params = 1;
     for (int k = 0; k < TX_TE_MAX_EXTRA; k++) op.channel_from[k] = -1;
-    tx_gx_group grp = {&op, 1, false};
+    tx_gx_group grp = {.ops = &op, .n_ops = 1, .input_needs_grad = false};
     tx_plan_kernel layout[1] = {{TX_FUSION_NONE, 0, 1}};
     tx_gx_run *run = NULL;
     TG_OK(tx_gx_forward(&grp, &cfg, layout, 1, &x, &run));
