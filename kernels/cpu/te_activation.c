@@ -114,13 +114,17 @@ teexec_status *tx_te_cpu_activation_bwd(const tx_te_bwd_args *a)
 static REAL FN(sigmoid)(REAL x) { return K(1) / (K(1) + R_EXP(-x)); }
 
 /* Each scalar function writes f(x) and f'(x); p is alpha for QGELU. */
+/* 0.5 x (1 + tanh u) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3):
+ * one exp instead of tanh (libm's tanhf goes through expm1f: half the CPU
+ * time of a GPT-2 forward), and exact in relative terms where 1 + tanh u
+ * cancels (x << 0); f' = s + 2 x s (1 - s) u'; 1.59576912 is twice the 0.79788456
+ * used for u before, so 2u is the same float. */
 static void FN(f_gelu_tanh)(REAL x, REAL p, REAL *f, REAL *df)
 {
     (void)p;
-    REAL t = R_TANH(K(0.79788456) * x * (K(1) + K(0.044715) * x * x));
-    *f = K(0.5) * x * (K(1) + t);
-    *df = K(0.5) * x * ((K(1) - t * t) * (K(0.79788456) + K(0.1070322243) * x * x)) +
-          K(0.5) * (K(1) + t);
+    REAL s = FN(sigmoid)(K(1.59576912) * x * (K(1) + K(0.044715) * x * x));
+    *f = x * s;
+    *df = K(2) * x * s * (K(1) - s) * (K(0.79788456) + K(0.1070322243) * x * x) + s;
 }
 
 static void FN(f_gelu_erf)(REAL x, REAL p, REAL *f, REAL *df)
