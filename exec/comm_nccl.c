@@ -172,8 +172,9 @@ static teexec_status *n_barrier(teexec_comm *c)
     /* on failure the stream may be wedged: leak the 4 bytes rather than
      * queue a free behind a collective that will never finish */
     if (!st) {
-        cudaFreeAsync(d, s->stream);
-        cudaStreamSynchronize(s->stream);
+        ce = cudaFreeAsync(d, s->stream);
+        if (ce == cudaSuccess) ce = cudaStreamSynchronize(s->stream);
+        if (ce != cudaSuccess) st = fail(c, "barrier", cudaGetErrorString(ce));
     }
     return st;
 }
@@ -186,7 +187,7 @@ static void n_abort(teexec_comm *c, const char *reason)
 static void n_destroy(teexec_comm *c)
 {
     nccl_state *s = c->state;
-    cudaSetDevice(s->device);
+    (void)cudaSetDevice(s->device); /* best effort: destroy cannot fail */
     if (s->comm) {
         /* a healthy communicator finishes its work; a failed one was aborted */
         s->api->CommDestroy(s->comm);

@@ -622,6 +622,11 @@ const char *teexec_trainer_device_name(const teexec_trainer *t)
     return t && t->cuda ? "cuda" : "cpu";
 }
 
+size_t teexec_trainer_device_bytes(const teexec_trainer *t)
+{
+    return t && t->cuda && t->gpu ? tx_gpu_graph_device_bytes(t->gpu) : 0;
+}
+
 teexec_status *teexec_trainer_profile(const teexec_trainer *t, char **out_text)
 {
     if (!out_text) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "out_text is NULL");

@@ -506,6 +506,8 @@ static int train_loop(rank_run *r)
         long counted = a->steps > 1 ? a->steps - 1 : a->steps;
         json_key(&j, "tokens_per_s");
         json_double(&j, tail > 0 ? tokens_per_step * (double)counted / tail : 0.0);
+        json_key(&j, "device_bytes");
+        json_uint(&j, (uint64_t)teexec_trainer_device_bytes(tr));
         json_key(&j, "saved");
         json_string(&j, a->save);
         json_end_object(&j);

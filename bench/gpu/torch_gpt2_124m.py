@@ -214,7 +214,15 @@ def compare(d):
         for i in range(0, len(ref), 20):
             print(f"{i:6d} {ref[i]:9.4f} " + " ".join(
                 f"{g[i]:20.4f}" if i < len(g) else f"{'-':>20s}" for _, g in curves))
-    print(f"torch eager peak device memory: {t['eager']['peak_bytes'] / 2**30:.2f} GiB")
+    print(f"torch eager peak device memory: {t['eager']['peak_bytes'] / 2**30:.2f} GiB (max_memory_allocated)")
+    for f in sorted(glob.glob(os.path.join(d, "teexec_*.json"))):
+        try:
+            r = json.load(open(f))
+        except ValueError:
+            continue
+        if r.get("device_bytes"):
+            print(f"teexec {os.path.basename(f)[7:-5]} device memory: {r['device_bytes'] / 2**30:.2f} GiB "
+                  f"(teexec_trainer_device_bytes: what the trainer allocated)")
 
 
 def main():

@@ -1073,6 +1073,13 @@ TEEXEC_API teexec_status *teexec_trainer_save_model(const teexec_trainer *traine
 TEEXEC_API const char *teexec_trainer_device_name(const teexec_trainer *trainer);
 /* As teexec_session_profile, for a trainer created with profile = 1. */
 TEEXEC_API teexec_status *teexec_trainer_profile(const teexec_trainer *trainer, char **out_text);
+/* Device memory a CUDA trainer holds, in bytes, once it has stepped: its
+ * executor's one allocation (parameters, FP32 masters, optimizer moments,
+ * gradients, activations and saved tensors, the GEMM workspace) and its
+ * small state -- what it allocated itself, comparable to PyTorch's
+ * max_memory_allocated (CUDA context and library handles not counted).
+ * 0 for a CPU trainer or before the first step. */
+TEEXEC_API size_t teexec_trainer_device_bytes(const teexec_trainer *trainer);
 
 /* Releases a trainer. Accepts NULL. */
 TEEXEC_API void teexec_trainer_destroy(teexec_trainer *trainer);

@@ -18,7 +18,7 @@ static teexec_model *load(const char *name)
 {
     const char *root = getenv("TEEXEC_SOURCE_ROOT");
     char path[4096];
-    snprintf(path, sizeof(path), "%s/tests/exec/data/%s", root ? root : ".", name);
+    snprintf(path, sizeof(path), "%.3000s/tests/exec/data/%.1000s", root ? root : ".", name);
     teexec_model *m = NULL;
     teexec_status *st = teexec_model_load_file(path, NULL, &m);
     if (st) fail_msg("loading %s: %s", path, teexec_status_message(st));

@@ -93,6 +93,7 @@ static void test_constants_are_not_parameters(void **state)
     assert_false(trains(t, "mask"));
     assert_false(trains(t, "scale"));
     assert_int_equal(teexec_trainer_param_count(t), 2);
+    assert_int_equal(teexec_trainer_device_bytes(t), 0); /* a CPU trainer holds none */
     teexec_trainer_destroy(t);
 
     o.freeze = "w";
