@@ -124,8 +124,12 @@ teexec_status *tx_buckets_round(const tx_buckets *bs, const char *name, int64_t 
     const tx_dim_bucket *b = find(bs, name);
     if (!b || v <= 0) return NULL; /* an empty extent stays empty */
     if (b->multiple) {
+        /* checked before the sum: v + multiple - 1 itself may overflow */
+        if (v > INT64_MAX - b->multiple)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "dim \"%s\" is %lld: too large to bucket",
+                            name, (long long)v);
         int64_t q = (v + b->multiple - 1) / b->multiple;
-        if (v > INT64_MAX - b->multiple || q > INT64_MAX / b->multiple)
+        if (q > INT64_MAX / b->multiple)
             return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "dim \"%s\" is %lld: too large to bucket",
                             name, (long long)v);
         *out = q * b->multiple;
