@@ -10,6 +10,7 @@
 
 #include "base/half.h"
 #include "kernels/cpu/te_common.h"
+#include "kernels/cpu/te_impl.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -81,91 +82,43 @@ teexec_status *tx_fused_dequantize(const tx_qtensor *q, unsigned usage, const tx
     return st;
 }
 
-/* ---- activations (te_activation.c's float pass, restated) ------------------- */
-
-/* The schema's act fn, GELU split by its approximate attribute. */
-typedef enum act_fn { F_GELU_TANH, F_GELU_ERF, F_QGELU, F_RELU, F_SRELU, F_SILU, F_SIGMOID } act_fn;
+/* ---- activations: te_activation.c's float functions ------------------------ */
 
 typedef struct act_desc {
-    act_fn fn;
+    tx_te_op_id op;
+    const tx_te_attr_value *attrs; /* the op's (GELU's approximate); NULL: defaults */
     bool gated, scaled, ok;
 } act_desc;
 
-/* From the schema entry (class bits, act fn, cap): ok for the functions
- * restated below with no cap; ClampedSwiGLU and the SiTU family run
- * unfused. */
+/* From the schema entry (class bits, act fn, cap): ok for the plain
+ * functions the fused loops take, with no cap; ClampedSwiGLU and the SiTU
+ * family run unfused. */
 static act_desc describe(tx_te_op_id op, const tx_te_attr_value *attrs)
 {
-    act_desc d = {F_RELU, false, false, false};
+    act_desc d = {op, attrs, false, false, false};
     const tx_te_op_schema *s = tx_te_schema(op);
     if (!s || !(s->op_class & TX_TE_CLASS_ACTIVATION) || s->act_cap != TX_TE_CAP_NONE) return d;
     d.gated = (s->op_class & TX_TE_CLASS_GATED) != 0;
     d.scaled = (s->op_class & TX_TE_CLASS_ROW_SCALED) != 0;
-    d.ok = true;
     switch (s->act_fn) {
     case TX_TE_ACT_GELU:
-        d.fn = attrs && attrs[TX_TE_A_GELU_APPROX].i == TX_TE_GELU_ERF ? F_GELU_ERF : F_GELU_TANH;
-        break;
-    case TX_TE_ACT_QGELU: d.fn = F_QGELU; break;
-    case TX_TE_ACT_RELU: d.fn = F_RELU; break;
-    case TX_TE_ACT_SRELU: d.fn = F_SRELU; break;
-    case TX_TE_ACT_SILU: d.fn = F_SILU; break;
-    case TX_TE_ACT_SIGMOID: d.fn = F_SIGMOID; break;
-    default: d.ok = false; break;
+    case TX_TE_ACT_QGELU:
+    case TX_TE_ACT_RELU:
+    case TX_TE_ACT_SRELU:
+    case TX_TE_ACT_SILU:
+    case TX_TE_ACT_SIGMOID: d.ok = true; break;
+    default: break;
     }
     return d;
 }
 
 bool tx_fused_act_supported(tx_te_op_id op) { return describe(op, NULL).ok; }
 
-static float sigm(float x) { return K(1) / (K(1) + expf(-x)); }
-
-static void act_eval(act_fn fn, float x, float *f, float *df)
+/* f(x) and f'(x): the unfused kernel's own function (kernels/cpu/te_impl.h),
+ * so fused and unfused paths give the same bits. */
+static void act_eval(act_desc d, float x, float *f, float *df)
 {
-    const float p = K(1.702);
-    switch (fn) {
-    case F_GELU_TANH: {
-        /* 0.5 x (1 + tanh u) = x sigmoid(2u): one expf instead of tanhf
-         * (libm's goes through expm1f, half the CPU time of a GPT-2), and
-         * exact in relative terms where 1 + tanh u cancels (x << 0) */
-        float s = sigm(K(1.59576912) * x * (K(1) + K(0.044715) * x * x));
-        *f = x * s;
-        *df = K(2) * x * s * (K(1) - s) * (K(0.79788456) + K(0.1070322243) * x * x) + s;
-        break;
-    }
-    case F_GELU_ERF: {
-        float c = K(0.5) * (K(1) + erff(x * K(0.70710678118654752440)));
-        *f = x * c;
-        *df = c + x * K(0.39894228040143267794) * expf(K(-0.5) * x * x);
-        break;
-    }
-    case F_QGELU: {
-        float s = sigm(p * x);
-        *f = x * s;
-        *df = p * x * s * (K(1) - s) + s;
-        break;
-    }
-    case F_RELU:
-        *f = x > K(0) ? x : K(0);
-        *df = x > K(0) ? K(1) : K(0);
-        break;
-    case F_SRELU:
-        *f = x > K(0) ? x * x : K(0);
-        *df = x > K(0) ? K(2) * x : K(0);
-        break;
-    case F_SILU: {
-        float s = sigm(x);
-        *f = x * s;
-        *df = x * s * (K(1) - s) + s;
-        break;
-    }
-    case F_SIGMOID: {
-        float s = sigm(x);
-        *f = s;
-        *df = s * (K(1) - s);
-        break;
-    }
-    }
+    if (!tx_te_act_eval_f32(d.op, d.attrs, x, f, df)) *f = *df = NAN;
 }
 
 /* One row of an activation's forward: xr (width w) -> yr (w or w/2),
@@ -175,7 +128,7 @@ static void act_row_fwd(act_desc d, const float *xr, int64_t w, float s, float *
     int64_t wo = d.gated ? w / 2 : w;
     for (int64_t j = 0; j < wo; j++) {
         float f = 0, df = 0;
-        act_eval(d.fn, xr[j], &f, &df);
+        act_eval(d, xr[j], &f, &df);
         yr[j] = d.gated ? f * xr[wo + j] : f;
         if (d.scaled) yr[j] *= s;
     }
@@ -189,7 +142,7 @@ static double act_row_bwd(act_desc d, const float *xr, const float *dyr, int64_t
     double acc = 0.0;
     for (int64_t j = 0; j < wo; j++) {
         float f, df;
-        act_eval(d.fn, xr[j], &f, &df);
+        act_eval(d, xr[j], &f, &df);
         if (d.gated) {
             float bt = xr[wo + j];
             float g = dyr[j] * s;
@@ -217,7 +170,7 @@ teexec_status *tx_fused_linear_fwd(const tx_fused_linear_fwd_args *a)
                         "fused Linear: weight must be [N, K] with K = the last dim of x");
     int64_t m, k, n = w->dims[0];
     rows_of(x, &m, &k);
-    act_desc d = {F_RELU, false, false, false};
+    act_desc d = {a->act, a->act_attrs, false, false, false};
     if (a->act != TX_TE_OP_COUNT) {
         d = describe(a->act, a->act_attrs);
         if (!d.ok || d.gated || d.scaled)
@@ -256,7 +209,7 @@ teexec_status *tx_fused_linear_fwd(const tx_fused_linear_fwd_args *a)
             if (d.ok) {
                 float f, df;
                 pre[i] = v;
-                act_eval(d.fn, v, &f, &df);
+                act_eval(d, v, &f, &df);
                 v = f;
                 if (eb) v = rt(a->out->dtype, v);
             }
@@ -316,7 +269,7 @@ teexec_status *tx_fused_dact_dbias(tx_te_op_id act, const tx_te_attr_value *act_
         for (int64_t j = 0; j < n; j++) {
             int64_t i = r * n + j;
             float f, df;
-            act_eval(d.fn, xb[i], &f, &df);
+            act_eval(d, xb[i], &f, &df);
             /* the activation's dx, rounded where it would be stored, then
              * the Bias's view of it (its dx is a copy, db sums it) */
             float v = rt(act_dx_dtype, dyb[i] * K(1) * df);

@@ -76,6 +76,21 @@ static teexec_status *check_x_y(tx_te_op_id op, act_desc d, const tx_tensor *x, 
 #include "kernels/cpu/te_activation.c"
 #undef TE_F64
 
+bool tx_te_act_eval_f32(tx_te_op_id op, const tx_te_attr_value *attrs, float x, float *f,
+                        float *df)
+{
+    if (!is_activation(op)) return false;
+    tx_te_attr_value def[TX_TE_MAX_ATTRS];
+    if (!attrs) {
+        tx_te_attr_defaults(tx_te_schema(op), def);
+        attrs = def;
+    }
+    act_desc d = describe(op, attrs);
+    if (d.cap != TX_TE_CAP_NONE) return false;
+    act_table_f32[d.act](x, 1.702f, f, df);
+    return true;
+}
+
 teexec_status *tx_te_cpu_activation_fwd(const tx_te_fwd_args *a)
 {
     if (!is_activation(a->op))

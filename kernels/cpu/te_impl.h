@@ -37,4 +37,13 @@ TX_TE_DECLARE(embedding);
 
 #undef TX_TE_DECLARE
 
+/* f(x) and f'(x) of the plain activation function of `op` (its schema's
+ * act fn, GELU by its approximate attribute; attrs may be NULL for the
+ * defaults), in float: the very function the activation kernels apply, so
+ * a fused path that calls it computes the same bits. False (nothing
+ * written) for an op that is not an activation or has a cap (ClampedSwiGLU,
+ * the SiTU family). Pure; thread-safe. */
+bool tx_te_act_eval_f32(tx_te_op_id op, const tx_te_attr_value *attrs, float x, float *f,
+                        float *df);
+
 #endif
