@@ -160,7 +160,7 @@ teexec_status *teexec_comm_barrier(teexec_comm *c)
 
 void teexec_comm_abort(teexec_comm *c, const char *reason)
 {
-    if (c) c->vt->abort(c, reason ? reason : "aborted");
+    if (c) c->vt->fail_group(c, reason ? reason : "aborted");
 }
 
 void teexec_comm_destroy(teexec_comm *c)

@@ -39,7 +39,7 @@ typedef struct tx_comm_vtable {
     teexec_status *(*reduce_scatter)(teexec_comm *c, teexec_dtype dt, const void *send,
                                      void *recv, size_t count);
     teexec_status *(*barrier)(teexec_comm *c);
-    void (*abort)(teexec_comm *c, const char *reason);
+    void (*fail_group)(teexec_comm *c, const char *reason);
     void (*destroy)(teexec_comm *c);
 } tx_comm_vtable;
 

@@ -205,7 +205,7 @@ static const tx_comm_vtable nccl_vt = {
     .all_gather = n_all_gather,
     .reduce_scatter = n_reduce_scatter,
     .barrier = n_barrier,
-    .abort = n_abort,
+    .fail_group = n_abort,
     .destroy = n_destroy,
 };
 

@@ -287,7 +287,7 @@ static const tx_comm_vtable thread_vt = {
     .all_gather = t_all_gather,
     .reduce_scatter = t_reduce_scatter,
     .barrier = t_barrier,
-    .abort = t_abort,
+    .fail_group = t_abort,
     .destroy = t_destroy,
 };
 
