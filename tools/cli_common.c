@@ -108,3 +108,24 @@ bool cli_is_help(const char *arg)
 {
     return arg && (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0);
 }
+
+bool cli_model_command_arg(const char *cmd, const char *arg, void (*usage)(FILE *),
+                           const char **model, bool *json, int *rc)
+{
+    *rc = -1;
+    if (cli_is_help(arg)) {
+        usage(stdout);
+        *rc = CLI_EXIT_OK;
+        return true;
+    }
+    if (arg[0] != '-') {
+        if (*model) *rc = cli_usage_error(cmd, "more than one model given ('%s')", arg);
+        else *model = arg;
+        return true;
+    }
+    if (strcmp(arg, "--json") == 0) {
+        *json = true;
+        return true;
+    }
+    return false;
+}

@@ -16,6 +16,7 @@
 #include "teexec/teexec.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 
 enum {
     CLI_EXIT_OK = 0,
@@ -47,5 +48,12 @@ int cli_fail(int code, const char *cmd, const char *fmt, ...) CLI_PRINTF(3, 4);
 
 /* True if arg is "-h" or "--help". */
 bool cli_is_help(const char *arg);
+
+/* The arguments the model commands (run, bench, generate) share: -h/--help
+ * (prints usage to stdout: *rc = CLI_EXIT_OK), the one model path (a second
+ * one: *rc = a usage error), --json (sets *json). True when arg was one of
+ * them; *rc is then -1 to go on or the exit status to return. */
+bool cli_model_command_arg(const char *cmd, const char *arg, void (*usage)(FILE *),
+                           const char **model, bool *json, int *rc);
 
 #endif

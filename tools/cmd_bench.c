@@ -103,17 +103,9 @@ static int parse_args(int argc, char **argv, bench_args *a)
     a->warmup = 3;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
-        if (cli_is_help(arg)) {
-            bench_usage(stdout);
-            return CLI_EXIT_OK;
-        }
-        if (arg[0] != '-') {
-            if (a->model) return cli_usage_error(CMD, "more than one model given ('%s')", arg);
-            a->model = arg;
-            continue;
-        }
-        if (strcmp(arg, "--json") == 0) {
-            a->json = true;
+        int rc;
+        if (cli_model_command_arg(CMD, arg, bench_usage, &a->model, &a->json, &rc)) {
+            if (rc >= 0) return rc;
             continue;
         }
         if (strcmp(arg, "--train") == 0) {

@@ -134,17 +134,9 @@ static int parse_args(int argc, char **argv, gen_args *a)
     a->mode = TEEXEC_GENERATE_AUTO;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
-        if (cli_is_help(arg)) {
-            usage(stdout);
-            return CLI_EXIT_OK;
-        }
-        if (arg[0] != '-') {
-            if (a->model) return cli_usage_error(CMD, "more than one model given ('%s')", arg);
-            a->model = arg;
-            continue;
-        }
-        if (strcmp(arg, "--json") == 0) {
-            a->json = true;
+        int rc;
+        if (cli_model_command_arg(CMD, arg, usage, &a->model, &a->json, &rc)) {
+            if (rc >= 0) return rc;
             continue;
         }
         int ex = exec_options_parse(&a->ex, CMD, argc, argv, &i);
