@@ -24,6 +24,7 @@
 #include "teexec/teexec.h"
 #include "tests/gpu/gpu_harness.h"
 #include "tests/import/model_builder.h"
+#include "tests/gpu/mlp_model.h"
 
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -58,41 +59,7 @@ static size_t dev_free(void)
 
 static teexec_model *build_model(void)
 {
-    Onnx__ModelProto *m = mb_model(8);
-    mb_opset(m, "", 17);
-    Onnx__GraphProto *g = mb_graph("shared_weights_mlp");
-    m->graph = g;
-    char dims[64];
-    snprintf(dims, sizeof dims, "N,%d", D);
-    mb_input(g, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, dims);
-    mb_output(g, "y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, dims);
-    const int64_t wd[2] = {D, D};
-    for (int l = 0; l < LAYERS; l++) {
-        char w[16], in[16], mm[16], out[16], name[16];
-        snprintf(w, sizeof w, "w%d", l);
-        snprintf(in, sizeof in, l ? "h%d" : "x", l);
-        snprintf(mm, sizeof mm, "m%d", l);
-        snprintf(out, sizeof out, l == LAYERS - 1 ? "y" : "h%d", l + 1);
-        mb_init(g, w, wd, 2);
-        /* small deterministic weights (mb_init's are 0, 1, 2, ...) */
-        Onnx__TensorProto *t = g->initializer[g->n_initializer - 1];
-        float *v = (float *)t->raw_data.data;
-        for (size_t i = 0; i < (size_t)D * D; i++)
-            v[i] = (float)((int)((i * 2654435761u + (size_t)l * 97u) % 2001u) - 1000) * 2e-5f;
-        char ins[40];
-        snprintf(ins, sizeof ins, "%s,%s", in, w);
-        snprintf(name, sizeof name, "mm%d", l);
-        mb_node(g, name, "MatMul", NULL, ins, mm);
-        snprintf(name, sizeof name, "relu%d", l);
-        mb_node(g, name, "Relu", NULL, mm, out);
-    }
-    size_t size = 0;
-    uint8_t *buf = mb_pack(m, &size);
-    mb_free_all();
-    teexec_model *model = NULL;
-    ok(teexec_model_load_memory(buf, size, NULL, NULL, &model), "loading the built model");
-    free(buf);
-    return model;
+    return tg_mlp_model("shared_weights_mlp", D, LAYERS, 97u, 2e-5f);
 }
 
 static teexec_tensor *input(int64_t n)
