@@ -3,6 +3,8 @@
 #include "exec/cuda/gpu_graph.h"
 #include "exec/device_mem.h"
 
+#include <string.h>
+
 bool tx_gpu_available(void) { return false; }
 bool tx_gpu_built(void) { return false; }
 
@@ -49,6 +51,13 @@ void tx_gpu_graph_set_run_options(tx_gpu_graph *g, const teexec_run_options *ro)
 
 size_t tx_gpu_graph_output_count(const tx_gpu_graph *g) { (void)g; return 0; }
 const char *tx_gpu_graph_output_name(const tx_gpu_graph *g, size_t j) { (void)g, (void)j; return NULL; }
+void tx_gpu_graph_output_info(const tx_gpu_graph *g, size_t j, teexec_dtype *dtype,
+                              tx_shape *shape)
+{
+    (void)g, (void)j;
+    *dtype = TEEXEC_DTYPE_UNDEFINED;
+    memset(shape, 0, sizeof *shape);
+}
 const char *tx_gpu_graph_graphs_off_reason(const tx_gpu_graph *g) { (void)g; return NULL; }
 
 teexec_status *tx_gpu_graph_step(tx_gpu_graph *g, const tx_tensor *const *inputs,

@@ -767,6 +767,7 @@ static teexec_status *cut_outputs(teexec_session *s, const bucket_bind *bb, size
                                   size_t n_outputs, const int32_t *want, teexec_tensor **out)
 {
     for (size_t j = 0; j < n_outputs && n_bb; j++) {
+        if (!out[j]) continue; /* written into a bound device tensor */
         const tx_ir_value *val = &s->g->values[want[j]];
         for (int32_t d = 0; d < val->rank && d < out[j]->t.rank; d++) {
             if (val->dims[d] >= 0 || !val->dim_params[d]) continue;
@@ -907,7 +908,8 @@ static teexec_status *execute(teexec_session *s, const teexec_run_options *ro, t
 static teexec_status *session_run(teexec_session *s, const teexec_run_options *ro,
                                   size_t n_inputs, const char *const *input_names,
                                   const teexec_tensor *const *input_tensors, size_t n_outputs,
-                                  const char *const *output_names, teexec_tensor **out_tensors);
+                                  const char *const *output_names, teexec_tensor **out_tensors,
+                                  teexec_tensor *const *into);
 
 teexec_status *teexec_session_run(teexec_session *s, size_t n_inputs,
                                   const char *const *input_names,
@@ -929,15 +931,102 @@ teexec_status *teexec_session_run_with(teexec_session *s, const teexec_run_optio
     teexec_status *st = s && s->cuda ? tx_comm_use_device(s->comm) : NULL;
     if (!st)
         st = session_run(s, ro, n_inputs, input_names, input_tensors, n_outputs, output_names,
-                         out_tensors);
+                         out_tensors, NULL);
     tx_comm_bind(prev_comm);
     return tx_run_end(ro, prev, st);
+}
+
+teexec_status *teexec_session_run_into(teexec_session *s, const teexec_run_options *ro,
+                                       size_t n_inputs, const char *const *input_names,
+                                       const teexec_tensor *const *input_tensors,
+                                       size_t n_outputs, const char *const *output_names,
+                                       teexec_tensor *const *outputs)
+{
+    const char *prev = tx_run_begin(ro);
+    teexec_status *st = NULL;
+    if (n_outputs && !outputs) st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "outputs is NULL");
+    /* what the run hands back for the host-bound outputs, copied in after */
+    teexec_tensor **tmp = st ? NULL : calloc(n_outputs ? n_outputs : 1, sizeof(*tmp));
+    if (!st && !tmp) st = tx_oom();
+    teexec_comm *prev_comm = tx_comm_bind(s ? s->comm : NULL);
+    if (!st && s && s->cuda) st = tx_comm_use_device(s->comm);
+    if (!st)
+        st = session_run(s, ro, n_inputs, input_names, input_tensors, n_outputs, output_names,
+                         tmp, outputs);
+    tx_comm_bind(prev_comm);
+    for (size_t j = 0; tmp && j < n_outputs; j++) teexec_tensor_destroy(tmp[j]);
+    free(tmp);
+    return tx_run_end(ro, prev, st);
+}
+
+/* Bound outputs (teexec_session_run_into): every into[j] is the caller's
+ * tensor of output want[j]'s dtype and dims, host memory or (a CUDA
+ * session) its device. Checked before the run and again against what it
+ * made (dims known only then) before any is written. */
+static teexec_status *check_bound(const teexec_session *s, size_t n_outputs, const int32_t *want,
+                                  teexec_tensor *const *into)
+{
+    for (size_t j = 0; j < n_outputs; j++) {
+        const char *name = s->g->values[want[j]].name;
+        if (!into[j])
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "output \"%s\" is bound to NULL", name);
+        if (into[j]->on_device && !s->cuda)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                            "output \"%s\" is bound to a device tensor; this session runs on "
+                            "the CPU and writes host tensors only", name);
+        for (size_t k = 0; k < j; k++) {
+            if (want[k] == want[j])
+                return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                                "output \"%s\" is asked for twice; bind it once", name);
+            if (into[k] == into[j])
+                return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                                "outputs \"%s\" and \"%s\" are bound to the same tensor",
+                                s->g->values[want[k]].name, name);
+        }
+    }
+    return NULL;
+}
+
+/* Copies the host results the run handed back (made[j]; NULL where the
+ * executor wrote into[j] itself) into the bound host tensors, after
+ * checking every one of them. */
+static teexec_status *fill_bound(const teexec_session *s, size_t n_outputs, const int32_t *want,
+                                 teexec_tensor *const *made, teexec_tensor *const *into)
+{
+    for (size_t j = 0; j < n_outputs; j++) {
+        if (!made[j]) continue;
+        const tx_tensor *a = &made[j]->t, *b = &into[j]->t;
+        const char *name = s->g->values[want[j]].name;
+        if (a->dtype != b->dtype)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "output \"%s\" is %s; its bound tensor "
+                            "is %s", name, teexec_dtype_name(a->dtype), teexec_dtype_name(b->dtype));
+        bool same = a->rank == b->rank;
+        for (int32_t d = 0; same && d < a->rank; d++) same = a->dims[d] == b->dims[d];
+        if (!same) {
+            char sa[96], sb[96];
+            tx_shape sha = tx_shape_of(a), shb = tx_shape_of(b);
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                            "output \"%s\" has shape %s; its bound tensor is %s", name,
+                            tx_shape_str(&sha, sa, sizeof sa), tx_shape_str(&shb, sb, sizeof sb));
+        }
+        /* the executor writes a bound device tensor itself unless the run's
+         * shape was a bucket's, cut back on the host */
+        if (into[j]->on_device)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                            "output \"%s\" ran padded to a shape bucket; the padding is cut on "
+                            "the host only, so bind a host tensor (or run at the bucket's size)",
+                            name);
+    }
+    for (size_t j = 0; j < n_outputs; j++)
+        if (made[j] && made[j]->t.nbytes) memcpy(into[j]->t.data, made[j]->t.data, made[j]->t.nbytes);
+    return NULL;
 }
 
 static teexec_status *session_run(teexec_session *s, const teexec_run_options *ro,
                                   size_t n_inputs, const char *const *input_names,
                                   const teexec_tensor *const *input_tensors, size_t n_outputs,
-                                  const char *const *output_names, teexec_tensor **out_tensors)
+                                  const char *const *output_names, teexec_tensor **out_tensors,
+                                  teexec_tensor *const *into)
 {
     if (out_tensors)
         for (size_t j = 0; j < n_outputs; j++) out_tensors[j] = NULL;
@@ -974,7 +1063,8 @@ static teexec_status *session_run(teexec_session *s, const teexec_run_options *r
     const tx_tensor **cur = calloc(g->n_values ? g->n_values : 1, sizeof(*cur));
     tx_tensor *store = calloc(g->n_values ? g->n_values : 1, sizeof(*store));
     teexec_status *st = (!bound || !in_dev || !cur || !store) ? tx_oom() : NULL;
-    if (!st && !s->cuda && tx_run_device_outputs(ro))
+    if (!st && into) st = check_bound(s, n_outputs, want, into);
+    if (!st && !into && !s->cuda && tx_run_device_outputs(ro))
         st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                       "device outputs (run options) need a CUDA session; this one runs on the CPU");
     /* a CUDA session called without inputs reruns on the previous ones,
@@ -990,7 +1080,7 @@ static teexec_status *session_run(teexec_session *s, const teexec_run_options *r
         bb = calloc(s->buckets.n, sizeof(*bb));
         if (!padded || !bb) st = tx_oom();
         if (!st) st = pad_inputs(s, bound, in_dev, padded, bb, &n_bb);
-        if (!st && n_bb && tx_run_device_outputs(ro))
+        if (!st && n_bb && !into && tx_run_device_outputs(ro))
             st = tx_error(TEEXEC_ERR_UNSUPPORTED,
                           "dim \"%s\" is %lld, padded to its bucket %lld: shape buckets cut "
                           "host outputs only (run without device outputs, or at the bucket's size)",
@@ -1003,7 +1093,7 @@ static teexec_status *session_run(teexec_session *s, const teexec_run_options *r
                teexec_session_device_name(s), g->n_nodes);
     if (!st && s->cuda)
         st = tx_session_cuda_run(s, ro, reuse ? NULL : bound, reuse ? NULL : in_dev, n_outputs,
-                                 want, out_tensors);
+                                 want, into, out_tensors);
     tx_plan *p = NULL;
     if (!st && !s->cuda) st = find_plan(s, bound, &p);
     if (!st && !s->cuda) st = execute(s, ro, p, bound, cur, store);
@@ -1031,6 +1121,7 @@ static teexec_status *session_run(teexec_session *s, const teexec_run_options *r
         if (st) tx_tensor_release(&t);
     }
     if (!st && n_bb) st = cut_outputs(s, bb, n_bb, n_outputs, want, out_tensors);
+    if (!st && into) st = fill_bound(s, n_outputs, want, out_tensors, into);
     if (store)
         for (size_t v = 0; v < g->n_values; v++) tx_tensor_release(&store[v]);
     for (size_t i = 0; padded && i < s->n_in; i++) tx_tensor_release(&padded[i]);

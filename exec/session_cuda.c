@@ -355,17 +355,58 @@ static teexec_status *device_clone(tx_gpu_graph *g, const teexec_tensor *src, tx
     return NULL;
 }
 
+/* The device addresses of the bound device outputs, per graph output
+ * (into_k), for those whose dtype and shape this executor makes exactly;
+ * the rest come back as host tensors (the session checks and copies them,
+ * or says why a device one cannot be written). */
+static teexec_status *bind_device_outputs(const teexec_session *s, tx_gpu_graph *g,
+                                          size_t n_outputs, const int32_t *want,
+                                          teexec_tensor *const *into, void **into_k,
+                                          bool *all_device)
+{
+    *all_device = true;
+    int dev = tx_gpu_graph_device(g);
+    for (size_t j = 0; j < n_outputs; j++) {
+        const char *name = s->g->values[want[j]].name;
+        if (!into[j]->on_device) {
+            *all_device = false;
+            continue;
+        }
+        if (into[j]->device != dev)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                            "output \"%s\" is bound to a tensor on CUDA device %d; the session "
+                            "runs on device %d", name, into[j]->device, dev);
+        size_t k = 0, no = tx_gpu_graph_output_count(g);
+        while (k < no && strcmp(tx_gpu_graph_output_name(g, k), name)) k++;
+        if (k == no) return tx_error(TEEXEC_ERR_INTERNAL, "output \"%s\" is not computed on the device", name);
+        teexec_dtype dt;
+        tx_shape sh;
+        tx_gpu_graph_output_info(g, k, &dt, &sh);
+        const tx_tensor *t = &into[j]->t;
+        bool same = dt == t->dtype && sh.rank == t->rank;
+        for (int32_t d = 0; same && d < sh.rank; d++) same = sh.dims[d] == t->dims[d];
+        if (same) into_k[k] = t->data;
+        else *all_device = false; /* the session names the difference */
+    }
+    return NULL;
+}
+
 teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *ro,
                                    const tx_tensor **bound, const int *in_device,
-                                   size_t n_outputs, const int32_t *want, teexec_tensor **out)
+                                   size_t n_outputs, const int32_t *want,
+                                   teexec_tensor *const *into, teexec_tensor **out)
 {
-    tx_gpu_run_io io = {.out_device = tx_run_device_outputs(ro),
+    /* bound outputs: the device ones written in place, the others host */
+    tx_gpu_run_io io = {.out_device = !into && tx_run_device_outputs(ro),
                         .stream = tx_run_cuda_stream(ro),
                         .no_sync = tx_run_no_sync(ro)};
-    if (io.no_sync && n_outputs && !io.out_device)
+    bool all_into_device = true;
+    for (size_t j = 0; into && j < n_outputs; j++) all_into_device &= into[j]->on_device;
+    if (io.no_sync && n_outputs && !io.out_device && !(into && all_into_device))
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                         "a run that does not wait for the device (run options no_sync) must "
-                        "leave its outputs on the device (run options device_outputs)");
+                        "leave its outputs on the device (run options device_outputs, or "
+                        "outputs bound to device tensors)");
 
     if (s->cuda_poisoned)
         return tx_error(TEEXEC_ERR_DEVICE,
@@ -415,7 +456,18 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *
     tx_tensor *outs = calloc(no ? no : 1, sizeof(*outs));
     bool *mask = calloc(no ? no : 1, sizeof(*mask));
     size_t *slot = calloc(n_outputs ? n_outputs : 1, sizeof(*slot));
-    teexec_status *st = (!outs || !mask || !slot) ? tx_oom() : NULL;
+    void **into_k = into ? calloc(no ? no : 1, sizeof(*into_k)) : NULL;
+    teexec_status *st = (!outs || !mask || !slot || (into && !into_k)) ? tx_oom() : NULL;
+    if (!st && into) {
+        bool exact = true;
+        st = bind_device_outputs(s, g, n_outputs, want, into, into_k, &exact);
+        /* no_sync leaves nothing to copy in on the host afterwards */
+        if (!st && io.no_sync && n_outputs && !exact)
+            st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                          "a run that does not wait for the device (run options no_sync) needs "
+                          "every bound output on the device at exactly its dtype and shape");
+        io.out_into = into_k;
+    }
     for (size_t j = 0; !st && j < n_outputs; j++) {
         const char *name = s->g->values[want[j]].name;
         size_t k = 0;
@@ -447,6 +499,7 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *
     int dev = tx_gpu_graph_device(g);
     for (size_t j = 0; !st && j < n_outputs; j++) {
         size_t k = slot[j];
+        if (into_k && into_k[k]) continue; /* written into the caller's tensor */
         tx_tensor t;
         if (outs[k].data && (outs[k].owns_data || io.out_device)) {
             t = outs[k];
@@ -482,6 +535,7 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *
             }
     }
     for (size_t k = 0; outs && k < no; k++) tx_tensor_release(&outs[k]);
+    free(into_k);
     free(in_dev);
     free(outs);
     free(mask);

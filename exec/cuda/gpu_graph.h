@@ -75,6 +75,10 @@ void tx_gpu_graph_destroy(tx_gpu_graph *g);
 typedef struct tx_gpu_run_io {
     const bool *in_device; /* per input: its data is a device address (NULL: all host) */
     bool out_device;       /* outputs: new device buffers (tx_device_free), not host tensors */
+    /* per graph output, NULL or the caller's device memory of exactly its
+     * size (tx_gpu_graph_output_info) to write it into: that output's entry
+     * is then left empty (NULL: none bound) */
+    void *const *out_into;
     void *stream;          /* the caller's cudaStream_t: the run starts after the work queued
                             * on it so far, and work queued on it later waits for the run */
     bool no_sync;          /* return once queued (needs out_device or no outputs fetched) */
@@ -108,6 +112,9 @@ void tx_gpu_graph_set_run_options(tx_gpu_graph *g, const teexec_run_options *ro)
 /* The graph outputs run returns, in order, by name. */
 size_t tx_gpu_graph_output_count(const tx_gpu_graph *g);
 const char *tx_gpu_graph_output_name(const tx_gpu_graph *g, size_t j);
+/* Graph output j's dtype (the model's) and shape as this executor makes it. */
+void tx_gpu_graph_output_info(const tx_gpu_graph *g, size_t j, teexec_dtype *dtype,
+                              tx_shape *shape);
 /* Why CUDA graphs are off for this executor (NULL when they are on or
  * were not asked for), and the fused kernels the GPU declined (the plan's
  * text with --explain reasons). */

@@ -320,10 +320,12 @@ static teexec_status *upload_inputs(tx_gpu_graph *g, const tx_tensor *const *inp
     return NULL;
 }
 
-/* A graph output as new device memory of want_dtype (stream-ordered: the
- * buffer is allocated, filled and usable in g's stream order; freed with
- * cudaFree, tx_device_free). A value known on the host goes up from it. */
-static teexec_status *device_output(tx_gpu_graph *g, const gval *gv, tx_tensor *out,
+/* A graph output as device memory of want_dtype: `into` (the caller's,
+ * exactly its size: tx_gpu_graph_output_info), or NULL: new memory
+ * (stream-ordered: the buffer is allocated, filled and usable in g's
+ * stream order; freed with cudaFree, tx_device_free). A value known on the
+ * host goes up from it. */
+static teexec_status *device_output(tx_gpu_graph *g, const gval *gv, void *into, tx_tensor *out,
                                     uint64_t *copies)
 {
     memset(out, 0, sizeof *out);
@@ -331,8 +333,8 @@ static teexec_status *device_output(tx_gpu_graph *g, const gval *gv, tx_tensor *
     teexec_dtype want = gv->model_dtype;
     char probe;
     TX_TRY(tx_tensor_wrap(out, want, src->rank, src->dims, &probe));
-    void *p = NULL;
-    cudaError_t e = cudaMallocAsync(&p, out->nbytes ? out->nbytes : 1, g->stream);
+    void *p = into;
+    cudaError_t e = into ? cudaSuccess : cudaMallocAsync(&p, out->nbytes ? out->nbytes : 1, g->stream);
     if (e != cudaSuccess) {
         memset(out, 0, sizeof *out);
         if (e == cudaErrorMemoryAllocation) {
@@ -354,11 +356,11 @@ static teexec_status *device_output(tx_gpu_graph *g, const gval *gv, tx_tensor *
         st = tx_cuda_convert(src->data, src->dtype, p, want, (size_t)src->numel, g->stream);
     }
     if (st) {
-        cudaFreeAsync(p, g->stream);
+        if (!into) cudaFreeAsync(p, g->stream);
         memset(out, 0, sizeof *out);
         return st;
     }
-    out->data = p;
+    out->data = into ? NULL : p; /* a bound output is the caller's already */
     out->owns_data = false;
     return NULL;
 }
@@ -442,7 +444,9 @@ teexec_status *tx_gpu_graph_run(tx_gpu_graph *g, const tx_tensor *const *inputs,
         int32_t o = ir->outputs[j];
         gval *gv = &g->vals[o];
         teexec_status *st = NULL;
-        if (io->out_device) st = device_output(g, gv, &outputs[j], &io->host_copies);
+        if (io->out_into && io->out_into[j])
+            st = device_output(g, gv, io->out_into[j], &outputs[j], &io->host_copies);
+        else if (io->out_device) st = device_output(g, gv, NULL, &outputs[j], &io->host_copies);
         else if (gv->host && !gv->produced) st = tx_tensor_clone(gv->host, &outputs[j]);
         else {
             io->host_copies++;
@@ -626,6 +630,15 @@ void tx_gpu_graph_set_run_options(tx_gpu_graph *g, const teexec_run_options *ro)
 }
 
 size_t tx_gpu_graph_output_count(const tx_gpu_graph *g) { return g->ir->n_outputs; }
+
+void tx_gpu_graph_output_info(const tx_gpu_graph *g, size_t j, teexec_dtype *dtype,
+                              tx_shape *shape)
+{
+    const gval *gv = &g->vals[g->ir->outputs[j]];
+    const tx_tensor *src = gv->host && !gv->produced ? gv->host : &gv->dev;
+    *dtype = gv->model_dtype;
+    *shape = tx_shape_of(src);
+}
 
 const char *tx_gpu_graph_output_name(const tx_gpu_graph *g, size_t j)
 {

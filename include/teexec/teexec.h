@@ -668,6 +668,31 @@ TEEXEC_API teexec_status *teexec_session_run_with(teexec_session *session,
                                                   const char *const *output_names,
                                                   teexec_tensor **out_tensors);
 
+/* teexec_session_run_with writing the outputs into the caller's tensors
+ * (ONNX Runtime's IOBinding, TensorRT's bound output addresses) instead of
+ * new ones: outputs[j] must have exactly output j's dtype and dims, and is
+ * overwritten. A host tensor works for every session; a device tensor
+ * (teexec_tensor_create_device / _borrowed) on the session's device for a
+ * CUDA session: it is written on the device in the run's stream order
+ * (nothing allocated, no host transfer), so a run on device inputs into
+ * bound device outputs makes neither an allocation nor a host copy, the
+ * loop a serving stack runs. With run options set_no_sync a bound device
+ * output is complete once teexec_session_wait returns (or in cuda_stream
+ * order); set_device_outputs does not apply (every output is bound).
+ *
+ * A NULL outputs[j], a wrong dtype, dims or device: TEEXEC_ERR_INVALID_ARGUMENT
+ * naming the output, before any output is written; a dim padded by a shape
+ * bucket can only be cut into a host tensor. A run that fails may have
+ * written some outputs. The tensors stay the caller's. */
+TEEXEC_API teexec_status *teexec_session_run_into(teexec_session *session,
+                                                  const teexec_run_options *run_options,
+                                                  size_t n_inputs,
+                                                  const char *const *input_names,
+                                                  const teexec_tensor *const *input_tensors,
+                                                  size_t n_outputs,
+                                                  const char *const *output_names,
+                                                  teexec_tensor *const *outputs);
+
 /* The device a session runs on: "cpu" or "cuda". Static string. */
 TEEXEC_API const char *teexec_session_device_name(const teexec_session *session);
 

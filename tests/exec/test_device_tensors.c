@@ -2,7 +2,8 @@
  * machine (the GPU side is tests/gpu/test_gpu_device_io): creating one
  * without a usable device fails cleanly; every host-only path (CPU
  * session runs, trainers, save, cast) refuses one by name, and the
- * session keeps working; the run options' setters and their refusals. A
+ * session keeps working; teexec_session_run_into with host tensors and
+ * its refusals; the run options' setters and their refusals. A
  * "device" tensor here is the internal wrapper over a fake address that
  * nothing may read (tx_tensor_to_public_device with no free). */
 #include <setjmp.h>
@@ -178,6 +179,96 @@ static void test_host_paths_refuse_device_tensors(void **state)
     teexec_model_destroy(m);
 }
 
+/* teexec_session_run_into on the CPU: outputs written into the caller's
+ * host tensors equal a plain run's; every bad binding is refused by name
+ * before any output is written (the first, valid, binding keeps its
+ * sentinel), and the session keeps working. */
+static void test_run_into_host_tensors(void **state)
+{
+    (void)state;
+    teexec_model *m = load("two_inputs.onnx"); /* A, B [N,4] f32, I [2] i64 -> Y = A+B, J */
+    teexec_session_options *o = NULL;
+    ok(teexec_session_options_create(&o));
+    ok(teexec_session_options_set_device(o, TEEXEC_DEVICE_CPU));
+    teexec_session *s = NULL;
+    ok(teexec_session_create(m, o, &s));
+    teexec_session_options_destroy(o);
+    const int64_t d34[2] = {3, 4}, d44[2] = {4, 4}, d2[1] = {2};
+    float a[12], b[12];
+    for (int i = 0; i < 12; i++) {
+        a[i] = (float)i * 0.5f;
+        b[i] = (float)(12 - i);
+    }
+    const int64_t iv[2] = {7, -3};
+    teexec_tensor *ta = NULL, *tb = NULL, *ti = NULL;
+    ok(teexec_tensor_create_copy(TEEXEC_DTYPE_FLOAT, 2, d34, a, sizeof a, &ta));
+    ok(teexec_tensor_create_copy(TEEXEC_DTYPE_FLOAT, 2, d34, b, sizeof b, &tb));
+    ok(teexec_tensor_create_copy(TEEXEC_DTYPE_INT64, 1, d2, iv, sizeof iv, &ti));
+    const char *in_names[3] = {"A", "B", "I"}, *out_names[2] = {"Y", "J"};
+    const teexec_tensor *ins[3] = {ta, tb, ti};
+    teexec_tensor *plain[2] = {0};
+    ok(teexec_session_run(s, 3, in_names, ins, 2, out_names, plain));
+
+    teexec_tensor *y = NULL, *j = NULL, *y_wide = NULL, *y_half = NULL;
+    ok(teexec_tensor_create(TEEXEC_DTYPE_FLOAT, 2, d34, &y));
+    ok(teexec_tensor_create(TEEXEC_DTYPE_INT64, 1, d2, &j));
+    ok(teexec_tensor_create(TEEXEC_DTYPE_FLOAT, 2, d44, &y_wide));
+    ok(teexec_tensor_create(TEEXEC_DTYPE_FLOAT16, 2, d34, &y_half));
+    teexec_tensor *bind[2] = {y, j};
+    ok(teexec_session_run_into(s, NULL, 3, in_names, ins, 2, out_names, bind));
+    assert_memory_equal(teexec_tensor_data_const(y), teexec_tensor_data_const(plain[0]), sizeof a);
+    assert_memory_equal(teexec_tensor_data_const(j), teexec_tensor_data_const(plain[1]), sizeof iv);
+
+    /* refusals: J stays as the sentinel, the output before the bad one */
+    int64_t *jd = teexec_tensor_data(j);
+    jd[0] = jd[1] = 99;
+    teexec_tensor *wrong[2] = {j, y_wide};
+    const char *swapped[2] = {"J", "Y"};
+    expect(teexec_session_run_into(s, NULL, 3, in_names, ins, 2, swapped, wrong),
+           TEEXEC_ERR_INVALID_ARGUMENT, "output \"Y\" has shape [3,4]; its bound tensor is [4,4]");
+    wrong[1] = y_half;
+    expect(teexec_session_run_into(s, NULL, 3, in_names, ins, 2, swapped, wrong),
+           TEEXEC_ERR_INVALID_ARGUMENT, "its bound tensor is float16");
+    assert_int_equal(jd[0], 99);
+    assert_int_equal(jd[1], 99);
+    wrong[1] = NULL;
+    expect(teexec_session_run_into(s, NULL, 3, in_names, ins, 2, swapped, wrong),
+           TEEXEC_ERR_INVALID_ARGUMENT, "output \"Y\" is bound to NULL");
+    wrong[1] = j;
+    expect(teexec_session_run_into(s, NULL, 3, in_names, ins, 2, swapped, wrong),
+           TEEXEC_ERR_INVALID_ARGUMENT, "bound to the same tensor");
+    const char *twice[2] = {"Y", "Y"};
+    teexec_tensor *two[2] = {y, y_wide};
+    expect(teexec_session_run_into(s, NULL, 3, in_names, ins, 2, twice, two),
+           TEEXEC_ERR_INVALID_ARGUMENT, "asked for twice");
+    teexec_tensor *dev = fake_device(TEEXEC_DTYPE_FLOAT, 2, d34);
+    teexec_tensor *on_dev[1] = {dev};
+    expect(teexec_session_run_into(s, NULL, 3, in_names, ins, 1, out_names, on_dev),
+           TEEXEC_ERR_INVALID_ARGUMENT, "runs on the CPU and writes host tensors only");
+    expect(teexec_session_run_into(s, NULL, 3, in_names, ins, 1, out_names, NULL),
+           TEEXEC_ERR_INVALID_ARGUMENT, "outputs is NULL");
+    expect(teexec_session_run_into(NULL, NULL, 3, in_names, ins, 1, out_names, bind),
+           TEEXEC_ERR_INVALID_ARGUMENT, "session is NULL");
+
+    /* and the session still runs, into the same tensors */
+    memset(teexec_tensor_data(y), 0, sizeof a);
+    ok(teexec_session_run_into(s, NULL, 3, in_names, ins, 2, out_names, bind));
+    assert_memory_equal(teexec_tensor_data_const(y), teexec_tensor_data_const(plain[0]), sizeof a);
+    assert_memory_equal(teexec_tensor_data_const(j), teexec_tensor_data_const(plain[1]), sizeof iv);
+
+    teexec_tensor_destroy(dev);
+    teexec_tensor_destroy(y);
+    teexec_tensor_destroy(j);
+    teexec_tensor_destroy(y_wide);
+    teexec_tensor_destroy(y_half);
+    for (int k = 0; k < 2; k++) teexec_tensor_destroy(plain[k]);
+    teexec_tensor_destroy(ta);
+    teexec_tensor_destroy(tb);
+    teexec_tensor_destroy(ti);
+    teexec_session_destroy(s);
+    teexec_model_destroy(m);
+}
+
 static void test_trainer_refuses_device_tensors(void **state)
 {
     (void)state;
@@ -222,6 +313,7 @@ int main(void)
         cmocka_unit_test(test_create_without_a_device),
         cmocka_unit_test(test_host_tensor_reads_as_host),
         cmocka_unit_test(test_host_paths_refuse_device_tensors),
+        cmocka_unit_test(test_run_into_host_tensors),
         cmocka_unit_test(test_trainer_refuses_device_tensors),
         cmocka_unit_test(test_run_option_setters),
     };

@@ -7,10 +7,13 @@
  *   - queued on a caller's stream without a host wait: the caller fills
  *     the input and reads the output on its stream only;
  *   - an output asked twice comes back as two device buffers;
+ *   - outputs written into bound device (and host) tensors
+ *     (teexec_session_run_into), queued or not, and its refusals;
  *   - refusals, each leaving the session usable: no_sync with host
  *     outputs, a device input of the wrong dtype or shape;
- *   - timing: the host-tensor loop against the device loop on a 16-token
- *     MLP (printed and recorded; not asserted, the lead records it);
+ *   - timing: the host-tensor loop against the device loops (new device
+ *     outputs per run, and one bound device output) on a 16-token MLP
+ *     (printed and recorded; not asserted, the lead records it);
  *   - shape buckets: 30 random batch sizes through at most 4 executors,
  *     each against a fresh session at that size.
  * The model is built here: x [N, 1024] -> 2 x (MatMul 1024x1024, Relu). */
@@ -182,6 +185,90 @@ static void test_device_run_matches_and_copies_nothing(void **state)
            "CUDA device tensor");
     tg_record("device_io_no_host_copies", 1, NULL);
     teexec_run_options_destroy(ro);
+    teexec_tensor_destroy(xd);
+    teexec_tensor_destroy(ref);
+    free(x);
+    teexec_session_destroy(s);
+}
+
+/* teexec_session_run_into on the device: y written into the caller's
+ * device tensor (library-allocated and borrowed) equals the host run bit
+ * for bit with no host copy and no allocation; a host tensor bound on a
+ * CUDA session works too; a queued run into a bound device tensor
+ * completes by teexec_session_wait; wrong bindings are refused by name and
+ * the session keeps working. */
+static void test_bound_device_outputs(void **state)
+{
+    (void)state;
+    teexec_session *s = session();
+    float *x = host_x(N);
+    teexec_tensor *ref = host_run(s, x);
+    teexec_tensor *xd = NULL, *yd = NULL, *yh = NULL, *back = NULL;
+    ok(teexec_tensor_create_device(TEEXEC_DTYPE_FLOAT, 2, kDims, &xd), "device x");
+    assert_int_equal(cudaMemcpy(teexec_tensor_data(xd), x, BYTES, cudaMemcpyHostToDevice),
+                     cudaSuccess);
+    ok(teexec_tensor_create_device(TEEXEC_DTYPE_FLOAT, 2, kDims, &yd), "device y");
+    assert_int_equal(cudaMemset(teexec_tensor_data(yd), 0xff, BYTES), cudaSuccess);
+    const teexec_tensor *ins[1] = {xd};
+    teexec_tensor *bind[1] = {yd};
+    uint64_t c0 = tx_session_cuda_host_copies(s);
+    ok(teexec_session_run_into(s, NULL, 1, kIn, ins, 1, kOut, bind), "run into device y");
+    assert_int_equal(tx_session_cuda_host_copies(s) - c0, 0);
+    ok(teexec_tensor_to_host(yd, &back), "to host");
+    assert_memory_equal(teexec_tensor_data_const(back), teexec_tensor_data_const(ref), BYTES);
+    teexec_tensor_destroy(back);
+    /* a caller's cudaMalloc'd buffer, queued without a host wait */
+    void *mine = NULL;
+    assert_int_equal(cudaMalloc(&mine, BYTES), cudaSuccess);
+    assert_int_equal(cudaMemset(mine, 0, BYTES), cudaSuccess);
+    teexec_tensor *yb = NULL;
+    ok(teexec_tensor_create_device_borrowed(TEEXEC_DTYPE_FLOAT, 2, kDims, mine, BYTES, &yb),
+       "borrowed y");
+    teexec_run_options *ro = NULL;
+    ok(teexec_run_options_create(&ro), "run options");
+    ok(teexec_run_options_set_no_sync(ro, 1), "no sync");
+    bind[0] = yb;
+    ok(teexec_session_run_into(s, ro, 1, kIn, ins, 1, kOut, bind), "queued run into borrowed y");
+    ok(teexec_session_wait(s), "wait");
+    float *h = malloc(BYTES);
+    assert_non_null(h);
+    assert_int_equal(cudaMemcpy(h, mine, BYTES, cudaMemcpyDeviceToHost), cudaSuccess);
+    assert_memory_equal(h, teexec_tensor_data_const(ref), BYTES);
+    /* no_sync cannot leave a host output to copy in */
+    ok(teexec_tensor_create(TEEXEC_DTYPE_FLOAT, 2, kDims, &yh), "host y");
+    bind[0] = yh;
+    expect(teexec_session_run_into(s, ro, 1, kIn, ins, 1, kOut, bind),
+           TEEXEC_ERR_INVALID_ARGUMENT, "outputs bound to device tensors");
+    ok(teexec_run_options_set_no_sync(ro, 0), "sync again");
+    /* a host tensor bound on a CUDA session */
+    ok(teexec_session_run_into(s, ro, 1, kIn, ins, 1, kOut, bind), "run into host y");
+    assert_memory_equal(teexec_tensor_data_const(yh), teexec_tensor_data_const(ref), BYTES);
+    /* wrong bindings */
+    const int64_t wide[2] = {N, D + 1};
+    teexec_tensor *ywide = NULL, *yhalf = NULL;
+    ok(teexec_tensor_create_device(TEEXEC_DTYPE_FLOAT, 2, wide, &ywide), "wide y");
+    ok(teexec_tensor_create_device(TEEXEC_DTYPE_FLOAT16, 2, kDims, &yhalf), "fp16 y");
+    bind[0] = ywide;
+    expect(teexec_session_run_into(s, NULL, 1, kIn, ins, 1, kOut, bind),
+           TEEXEC_ERR_INVALID_ARGUMENT, "its bound tensor is [16,1025]");
+    bind[0] = yhalf;
+    expect(teexec_session_run_into(s, NULL, 1, kIn, ins, 1, kOut, bind),
+           TEEXEC_ERR_INVALID_ARGUMENT, "its bound tensor is float16");
+    /* the session still writes the right tensor */
+    assert_int_equal(cudaMemset(mine, 0, BYTES), cudaSuccess);
+    bind[0] = yb;
+    ok(teexec_session_run_into(s, NULL, 1, kIn, ins, 1, kOut, bind), "run into borrowed y again");
+    assert_int_equal(cudaMemcpy(h, mine, BYTES, cudaMemcpyDeviceToHost), cudaSuccess);
+    assert_memory_equal(h, teexec_tensor_data_const(ref), BYTES);
+    tg_record("device_io_bound_outputs", 1, NULL);
+    free(h);
+    teexec_run_options_destroy(ro);
+    teexec_tensor_destroy(ywide);
+    teexec_tensor_destroy(yhalf);
+    teexec_tensor_destroy(yb);
+    assert_int_equal(cudaFree(mine), cudaSuccess);
+    teexec_tensor_destroy(yh);
+    teexec_tensor_destroy(yd);
     teexec_tensor_destroy(xd);
     teexec_tensor_destroy(ref);
     free(x);
@@ -378,11 +465,29 @@ static void test_timing_host_against_device(void **state)
     double queued_ms = (now_ms() - t0) / ITERS;
     for (int i = 0; i < ITERS; i++) teexec_tensor_destroy(ys[i]);
     free(ys);
-    char detail[200];
-    snprintf(detail, sizeof detail, "per run: host tensors %.4f ms, device tensors %.4f ms, "
-             "queued %.4f ms (N=%d, D=%d)", host_ms, dev_ms, queued_ms, N, D);
+    /* the serving loop: device inputs into one bound device output, no
+     * allocation per run; synchronous, then queued */
+    teexec_tensor *yb = NULL;
+    ok(teexec_tensor_create_device(TEEXEC_DTYPE_FLOAT, 2, kDims, &yb), "bound y");
+    teexec_tensor *bind[1] = {yb};
+    ok(teexec_run_options_set_no_sync(ro, 0), "sync");
+    t0 = now_ms();
+    for (int i = 0; i < ITERS; i++)
+        ok(teexec_session_run_into(s, ro, 1, kIn, din, 1, kOut, bind), "bound loop");
+    double bound_ms = (now_ms() - t0) / ITERS;
+    ok(teexec_run_options_set_no_sync(ro, 1), "no sync");
+    t0 = now_ms();
+    for (int i = 0; i < ITERS; i++)
+        ok(teexec_session_run_into(s, ro, 1, kIn, din, 1, kOut, bind), "queued bound loop");
+    ok(teexec_session_wait(s), "wait");
+    double bound_queued_ms = (now_ms() - t0) / ITERS;
+    teexec_tensor_destroy(yb);
+    char detail[300];
+    snprintf(detail, sizeof detail, "per run: host tensors %.4f ms, device tensors (new outputs) "
+             "%.4f ms, queued %.4f ms; bound device output %.4f ms, queued %.4f ms (N=%d, D=%d)",
+             host_ms, dev_ms, queued_ms, bound_ms, bound_queued_ms, N, D);
     fprintf(stderr, "timing: %s\n", detail);
-    tg_record("device_io_timing", dev_ms <= host_ms, detail);
+    tg_record("device_io_timing", bound_ms <= host_ms, detail);
     teexec_run_options_destroy(ro);
     teexec_tensor_destroy(xt);
     teexec_tensor_destroy(xd);
@@ -457,6 +562,7 @@ int main(void)
     tg_require_gpu("test_gpu_device_io");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_device_run_matches_and_copies_nothing),
+        cmocka_unit_test(test_bound_device_outputs),
         cmocka_unit_test(test_caller_stream_without_a_host_wait),
         cmocka_unit_test(test_refusals_leave_the_session_usable),
         cmocka_unit_test(test_device_fault_poisons_only_its_session),
