@@ -5,6 +5,7 @@
  * node by its own kernel (exec/session_groups.h). */
 #include "exec/session_cuda.h"
 #include "exec/comm.h"
+#include "exec/device_mem.h"
 #include "exec/session_internal.h"
 
 #include "base/checked.h"
@@ -940,61 +941,71 @@ teexec_status *teexec_session_run_into(teexec_session *s, const teexec_run_optio
                                        size_t n_inputs, const char *const *input_names,
                                        const teexec_tensor *const *input_tensors,
                                        size_t n_outputs, const char *const *output_names,
-                                       teexec_tensor *const *outputs)
+                                       teexec_tensor **outputs)
 {
     const char *prev = tx_run_begin(ro);
     teexec_status *st = NULL;
     if (n_outputs && !outputs) st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "outputs is NULL");
-    /* what the run hands back for the host-bound outputs, copied in after */
-    teexec_tensor **tmp = st ? NULL : calloc(n_outputs ? n_outputs : 1, sizeof(*tmp));
-    if (!st && !tmp) st = tx_oom();
+    /* into: the bound entries (NULL: a new tensor is asked for); made: what
+     * the run hands back, new tensors for the unbound outputs and the host
+     * results copied into the bound host tensors */
+    teexec_tensor **into = st ? NULL : calloc(n_outputs ? n_outputs : 1, sizeof(*into));
+    teexec_tensor **made = st ? NULL : calloc(n_outputs ? n_outputs : 1, sizeof(*made));
+    if (!st && (!into || !made)) st = tx_oom();
+    for (size_t j = 0; !st && j < n_outputs; j++) into[j] = outputs[j];
     teexec_comm *prev_comm = tx_comm_bind(s ? s->comm : NULL);
     if (!st && s && s->cuda) st = tx_comm_use_device(s->comm);
     if (!st)
         st = session_run(s, ro, n_inputs, input_names, input_tensors, n_outputs, output_names,
-                         tmp, outputs);
+                         made, into);
     tx_comm_bind(prev_comm);
-    for (size_t j = 0; tmp && j < n_outputs; j++) teexec_tensor_destroy(tmp[j]);
-    free(tmp);
+    for (size_t j = 0; !st && j < n_outputs; j++)
+        if (!into[j]) {
+            outputs[j] = made[j];
+            made[j] = NULL;
+        }
+    for (size_t j = 0; made && j < n_outputs; j++) teexec_tensor_destroy(made[j]);
+    free(made);
+    free(into);
     return tx_run_end(ro, prev, st);
 }
 
-/* Bound outputs (teexec_session_run_into): every into[j] is the caller's
- * tensor of output want[j]'s dtype and dims, host memory or (a CUDA
- * session) its device. Checked before the run and again against what it
- * made (dims known only then) before any is written. */
+/* Bound outputs (teexec_session_run_into): a non-NULL into[j] is the
+ * caller's tensor of output want[j]'s dtype and dims, host memory or (a
+ * CUDA session) its device. Checked before the run and again against what
+ * it made (dims known only then) before any is written. */
 static teexec_status *check_bound(const teexec_session *s, size_t n_outputs, const int32_t *want,
                                   teexec_tensor *const *into)
 {
     for (size_t j = 0; j < n_outputs; j++) {
         const char *name = s->g->values[want[j]].name;
-        if (!into[j])
-            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "output \"%s\" is bound to NULL", name);
-        if (into[j]->on_device && !s->cuda)
-            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
-                            "output \"%s\" is bound to a device tensor; this session runs on "
-                            "the CPU and writes host tensors only", name);
         for (size_t k = 0; k < j; k++) {
+            if (!into[j] && !into[k]) continue;
             if (want[k] == want[j])
                 return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
-                                "output \"%s\" is asked for twice; bind it once", name);
+                                "output \"%s\" is asked for twice and bound; ask for it once",
+                                name);
             if (into[k] == into[j])
                 return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                                 "outputs \"%s\" and \"%s\" are bound to the same tensor",
                                 s->g->values[want[k]].name, name);
         }
+        if (into[j] && into[j]->on_device && !s->cuda)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                            "output \"%s\" is bound to a device tensor; this session runs on "
+                            "the CPU and writes host tensors only", name);
     }
     return NULL;
 }
 
-/* Copies the host results the run handed back (made[j]; NULL where the
- * executor wrote into[j] itself) into the bound host tensors, after
- * checking every one of them. */
+/* Copies the results the run handed back for bound outputs (made[j]; NULL
+ * where the executor wrote into[j] itself) into them, after checking every
+ * one. made[j] is a device tensor under device outputs: then copied down. */
 static teexec_status *fill_bound(const teexec_session *s, size_t n_outputs, const int32_t *want,
                                  teexec_tensor *const *made, teexec_tensor *const *into)
 {
     for (size_t j = 0; j < n_outputs; j++) {
-        if (!made[j]) continue;
+        if (!into[j] || !made[j]) continue;
         const tx_tensor *a = &made[j]->t, *b = &into[j]->t;
         const char *name = s->g->values[want[j]].name;
         if (a->dtype != b->dtype)
@@ -1017,8 +1028,12 @@ static teexec_status *fill_bound(const teexec_session *s, size_t n_outputs, cons
                             "the host only, so bind a host tensor (or run at the bucket's size)",
                             name);
     }
-    for (size_t j = 0; j < n_outputs; j++)
-        if (made[j] && made[j]->t.nbytes) memcpy(into[j]->t.data, made[j]->t.data, made[j]->t.nbytes);
+    for (size_t j = 0; j < n_outputs; j++) {
+        if (!into[j] || !made[j] || !made[j]->t.nbytes) continue;
+        if (made[j]->on_device)
+            TX_TRY(tx_device_to_host(into[j]->t.data, made[j]->t.data, made[j]->t.nbytes));
+        else memcpy(into[j]->t.data, made[j]->t.data, made[j]->t.nbytes);
+    }
     return NULL;
 }
 
@@ -1064,7 +1079,7 @@ static teexec_status *session_run(teexec_session *s, const teexec_run_options *r
     tx_tensor *store = calloc(g->n_values ? g->n_values : 1, sizeof(*store));
     teexec_status *st = (!bound || !in_dev || !cur || !store) ? tx_oom() : NULL;
     if (!st && into) st = check_bound(s, n_outputs, want, into);
-    if (!st && !into && !s->cuda && tx_run_device_outputs(ro))
+    if (!st && !s->cuda && tx_run_device_outputs(ro))
         st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                       "device outputs (run options) need a CUDA session; this one runs on the CPU");
     /* a CUDA session called without inputs reruns on the previous ones,
@@ -1080,7 +1095,7 @@ static teexec_status *session_run(teexec_session *s, const teexec_run_options *r
         bb = calloc(s->buckets.n, sizeof(*bb));
         if (!padded || !bb) st = tx_oom();
         if (!st) st = pad_inputs(s, bound, in_dev, padded, bb, &n_bb);
-        if (!st && n_bb && !into && tx_run_device_outputs(ro))
+        if (!st && n_bb && tx_run_device_outputs(ro))
             st = tx_error(TEEXEC_ERR_UNSUPPORTED,
                           "dim \"%s\" is %lld, padded to its bucket %lld: shape buckets cut "
                           "host outputs only (run without device outputs, or at the bucket's size)",

@@ -357,19 +357,21 @@ static teexec_status *device_clone(tx_gpu_graph *g, const teexec_tensor *src, tx
 
 /* The device addresses of the bound device outputs, per graph output
  * (into_k), for those whose dtype and shape this executor makes exactly;
- * the rest come back as host tensors (the session checks and copies them,
- * or says why a device one cannot be written). */
+ * the other bound ones come back like unbound outputs (the session checks
+ * and copies them, or says why a device one cannot be written). *direct:
+ * every requested output is such a device output or, with device outputs,
+ * unbound: nothing is left to do on the host after the run. */
 static teexec_status *bind_device_outputs(const teexec_session *s, tx_gpu_graph *g,
                                           size_t n_outputs, const int32_t *want,
-                                          teexec_tensor *const *into, void **into_k,
-                                          bool *all_device)
+                                          teexec_tensor *const *into, bool out_device,
+                                          void **into_k, bool *direct)
 {
-    *all_device = true;
+    *direct = true;
     int dev = tx_gpu_graph_device(g);
     for (size_t j = 0; j < n_outputs; j++) {
         const char *name = s->g->values[want[j]].name;
-        if (!into[j]->on_device) {
-            *all_device = false;
+        if (!into[j] || !into[j]->on_device) {
+            *direct = *direct && !into[j] && out_device;
             continue;
         }
         if (into[j]->device != dev)
@@ -386,7 +388,7 @@ static teexec_status *bind_device_outputs(const teexec_session *s, tx_gpu_graph 
         bool same = dt == t->dtype && sh.rank == t->rank;
         for (int32_t d = 0; same && d < sh.rank; d++) same = sh.dims[d] == t->dims[d];
         if (same) into_k[k] = t->data;
-        else *all_device = false; /* the session names the difference */
+        else *direct = false; /* the session names the difference */
     }
     return NULL;
 }
@@ -396,13 +398,15 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *
                                    size_t n_outputs, const int32_t *want,
                                    teexec_tensor *const *into, teexec_tensor **out)
 {
-    /* bound outputs: the device ones written in place, the others host */
-    tx_gpu_run_io io = {.out_device = !into && tx_run_device_outputs(ro),
+    /* bound outputs: the device ones written in place; the others as
+     * without binding (host, or device with device outputs) */
+    tx_gpu_run_io io = {.out_device = tx_run_device_outputs(ro),
                         .stream = tx_run_cuda_stream(ro),
                         .no_sync = tx_run_no_sync(ro)};
-    bool all_into_device = true;
-    for (size_t j = 0; into && j < n_outputs; j++) all_into_device &= into[j]->on_device;
-    if (io.no_sync && n_outputs && !io.out_device && !(into && all_into_device))
+    bool on_device = true;
+    for (size_t j = 0; j < n_outputs; j++)
+        on_device = on_device && (into && into[j] ? into[j]->on_device : io.out_device);
+    if (io.no_sync && n_outputs && !on_device)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                         "a run that does not wait for the device (run options no_sync) must "
                         "leave its outputs on the device (run options device_outputs, or "
@@ -460,7 +464,7 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *
     teexec_status *st = (!outs || !mask || !slot || (into && !into_k)) ? tx_oom() : NULL;
     if (!st && into) {
         bool exact = true;
-        st = bind_device_outputs(s, g, n_outputs, want, into, into_k, &exact);
+        st = bind_device_outputs(s, g, n_outputs, want, into, io.out_device, into_k, &exact);
         /* no_sync leaves nothing to copy in on the host afterwards */
         if (!st && io.no_sync && n_outputs && !exact)
             st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT,

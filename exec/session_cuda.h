@@ -39,11 +39,11 @@ size_t tx_session_cuda_plan_count(const teexec_session *s);
  * bound: the session inputs (in_vals order), or NULL: the previous run's,
  * still on the device; in_device (may be NULL: all host): per input, the
  * CUDA device its data lives on, -1 for host memory; want: value indices
- * of the requested outputs; into: NULL, or per requested output the
- * caller's tensor to write it into (teexec_session_run_into; a device one
- * is written on the device and its out[j] left NULL, a host one gets a
- * host out[j] the caller copies in); out: n_outputs new public tensors
- * (device tensors with device outputs). */
+ * of the requested outputs; into: NULL, or per requested output NULL or
+ * the caller's tensor to write it into (teexec_session_run_into; a device
+ * one of the executor's exact dtype and shape is written on the device and
+ * its out[j] left NULL; any other gets an out[j] the session copies in);
+ * out: new public tensors (device tensors with device outputs). */
 teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *ro,
                                    const tx_tensor **bound, const int *in_device,
                                    size_t n_outputs, const int32_t *want,

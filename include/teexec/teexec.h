@@ -668,22 +668,29 @@ TEEXEC_API teexec_status *teexec_session_run_with(teexec_session *session,
                                                   const char *const *output_names,
                                                   teexec_tensor **out_tensors);
 
-/* teexec_session_run_with writing the outputs into the caller's tensors
- * (ONNX Runtime's IOBinding, TensorRT's bound output addresses) instead of
- * new ones: outputs[j] must have exactly output j's dtype and dims, and is
- * overwritten. A host tensor works for every session; a device tensor
- * (teexec_tensor_create_device / _borrowed) on the session's device for a
+/* teexec_session_run_with writing outputs into the caller's tensors (ONNX
+ * Runtime's IOBinding, TensorRT's bound output addresses). outputs[j]
+ * given (non-NULL) is bound: it must have exactly output j's dtype and
+ * dims and is overwritten; it stays the caller's. outputs[j] NULL gets a
+ * new tensor as teexec_session_run_with would give (host, or a device
+ * tensor with run options set_device_outputs), owned by the caller; on
+ * failure those are NULL again.
+ *
+ * A host tensor can be bound on every session; a device tensor
+ * (teexec_tensor_create_device / _borrowed) on the session's device on a
  * CUDA session: it is written on the device in the run's stream order
  * (nothing allocated, no host transfer), so a run on device inputs into
- * bound device outputs makes neither an allocation nor a host copy, the
- * loop a serving stack runs. With run options set_no_sync a bound device
- * output is complete once teexec_session_wait returns (or in cuda_stream
- * order); set_device_outputs does not apply (every output is bound).
+ * bound device outputs makes neither an allocation nor a host copy: the
+ * loop a serving stack runs. With set_no_sync every output must stay on
+ * the device (bound device tensors, or new ones with set_device_outputs);
+ * it is complete once teexec_session_wait returns (or in cuda_stream
+ * order).
  *
- * A NULL outputs[j], a wrong dtype, dims or device: TEEXEC_ERR_INVALID_ARGUMENT
- * naming the output, before any output is written; a dim padded by a shape
- * bucket can only be cut into a host tensor. A run that fails may have
- * written some outputs. The tensors stay the caller's. */
+ * A wrong dtype, dims or device of a bound tensor, a bound output asked
+ * for twice, or two outputs bound to one tensor: TEEXEC_ERR_INVALID_ARGUMENT
+ * naming the output, before any output is written; an output whose dim a
+ * shape bucket padded can only be cut into a host tensor. A run that fails
+ * may have written some bound outputs. */
 TEEXEC_API teexec_status *teexec_session_run_into(teexec_session *session,
                                                   const teexec_run_options *run_options,
                                                   size_t n_inputs,
@@ -691,7 +698,7 @@ TEEXEC_API teexec_status *teexec_session_run_into(teexec_session *session,
                                                   const teexec_tensor *const *input_tensors,
                                                   size_t n_outputs,
                                                   const char *const *output_names,
-                                                  teexec_tensor *const *outputs);
+                                                  teexec_tensor **outputs);
 
 /* The device a session runs on: "cpu" or "cuda". Static string. */
 TEEXEC_API const char *teexec_session_device_name(const teexec_session *session);

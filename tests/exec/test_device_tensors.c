@@ -180,9 +180,9 @@ static void test_host_paths_refuse_device_tensors(void **state)
 }
 
 /* teexec_session_run_into on the CPU: outputs written into the caller's
- * host tensors equal a plain run's; every bad binding is refused by name
- * before any output is written (the first, valid, binding keeps its
- * sentinel), and the session keeps working. */
+ * host tensors equal a plain run's, NULL entries get new tensors; every bad
+ * binding is refused by name before any output is written (the first,
+ * valid, binding keeps its sentinel), and the session keeps working. */
 static void test_run_into_host_tensors(void **state)
 {
     (void)state;
@@ -231,18 +231,16 @@ static void test_run_into_host_tensors(void **state)
            TEEXEC_ERR_INVALID_ARGUMENT, "its bound tensor is float16");
     assert_int_equal(jd[0], 99);
     assert_int_equal(jd[1], 99);
-    wrong[1] = NULL;
-    expect(teexec_session_run_into(s, NULL, 3, in_names, ins, 2, swapped, wrong),
-           TEEXEC_ERR_INVALID_ARGUMENT, "output \"Y\" is bound to NULL");
     wrong[1] = j;
     expect(teexec_session_run_into(s, NULL, 3, in_names, ins, 2, swapped, wrong),
            TEEXEC_ERR_INVALID_ARGUMENT, "bound to the same tensor");
     const char *twice[2] = {"Y", "Y"};
     teexec_tensor *two[2] = {y, y_wide};
     expect(teexec_session_run_into(s, NULL, 3, in_names, ins, 2, twice, two),
-           TEEXEC_ERR_INVALID_ARGUMENT, "asked for twice");
+           TEEXEC_ERR_INVALID_ARGUMENT, "asked for twice and bound");
     teexec_tensor *dev = fake_device(TEEXEC_DTYPE_FLOAT, 2, d34);
     teexec_tensor *on_dev[1] = {dev};
+    /* a device tensor cannot be bound on a CPU session */
     expect(teexec_session_run_into(s, NULL, 3, in_names, ins, 1, out_names, on_dev),
            TEEXEC_ERR_INVALID_ARGUMENT, "runs on the CPU and writes host tensors only");
     expect(teexec_session_run_into(s, NULL, 3, in_names, ins, 1, out_names, NULL),
@@ -250,6 +248,21 @@ static void test_run_into_host_tensors(void **state)
     expect(teexec_session_run_into(NULL, NULL, 3, in_names, ins, 1, out_names, bind),
            TEEXEC_ERR_INVALID_ARGUMENT, "session is NULL");
 
+    /* an unbound (NULL) entry gets a new tensor beside a bound one */
+    memset(teexec_tensor_data(y), 0, sizeof a);
+    teexec_tensor *mixed[2] = {y, NULL};
+    ok(teexec_session_run_into(s, NULL, 3, in_names, ins, 2, out_names, mixed));
+    assert_ptr_equal(mixed[0], y);
+    assert_non_null(mixed[1]);
+    assert_memory_equal(teexec_tensor_data_const(y), teexec_tensor_data_const(plain[0]), sizeof a);
+    assert_memory_equal(teexec_tensor_data_const(mixed[1]), teexec_tensor_data_const(plain[1]),
+                        sizeof iv);
+    teexec_tensor_destroy(mixed[1]);
+    /* a failed run leaves the unbound entry NULL */
+    teexec_tensor *fail_mix[2] = {y_wide, NULL};
+    expect(teexec_session_run_into(s, NULL, 3, in_names, ins, 2, out_names, fail_mix),
+           TEEXEC_ERR_INVALID_ARGUMENT, "has shape");
+    assert_null(fail_mix[1]);
     /* and the session still runs, into the same tensors */
     memset(teexec_tensor_data(y), 0, sizeof a);
     ok(teexec_session_run_into(s, NULL, 3, in_names, ins, 2, out_names, bind));
