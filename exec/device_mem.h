@@ -25,8 +25,17 @@ void tx_device_free(int device, void *ptr);
 /* Whether [ptr, ptr + bytes) is device memory the current context can
  * address (device or managed memory); *device gets its ordinal. */
 teexec_status *tx_device_check_pointer(const void *ptr, int *device) TX_NODISCARD;
-/* Copies that wait for the copy (and for the legacy default stream). */
+/* Copies (and a fill) on the legacy default stream that return once done,
+ * so work queued afterwards on any stream sees the result (a plain
+ * device-to-device cudaMemcpy returns before the copy is done; these
+ * wait). */
 teexec_status *tx_device_to_host(void *dst, const void *src, size_t bytes) TX_NODISCARD;
 teexec_status *tx_device_to_device(void *dst, const void *src, size_t bytes) TX_NODISCARD;
+/* `height` rows of `width` bytes, row r from src + r * spitch to
+ * dst + r * dpitch (both device memory): a column range of many rows in
+ * one call. */
+teexec_status *tx_device_copy_rows(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                   size_t width, size_t height) TX_NODISCARD;
+teexec_status *tx_device_zero(void *dst, size_t bytes) TX_NODISCARD;
 
 #endif

@@ -24,18 +24,21 @@
  * a step copies nothing but its own new k/v on the host. This needs attention_mask (to mask the padding) and position_ids
  * (a model counting positions from the past's length would count it).
  *
- * Device seam: the cache is kept as host tensors (the session's outputs,
- * fed back as inputs). A CUDA session copies them both ways every step;
- * keeping them on the device needs session outputs that stay device
- * resident, which the serving work adds; the one place to change is
- * kv_run's use of g->cache (take present as device tensors, pass them back
- * as past).
+ * On a CUDA session (with past buckets and one layout for every k/v) the
+ * cache stays on the device: the past is fed as device tensors and the
+ * presents are written into device tensors the generator binds
+ * (teexec_session_run_into), all of them views into two device blocks
+ * (exec/kv_block.h), so a step copies only the new columns of every layer
+ * in one device row copy, and only the ids, mask, positions and logits
+ * cross to the host. Otherwise the cache is host tensors (the session's
+ * outputs, fed back as inputs), which a CUDA session copies both ways.
  *
  * Ownership: the generator owns its session, tensors and buffers; the model
  * is borrowed and must outlive it. Thread-safety: one thread at a time. */
 #include "teexec/teexec.h"
 
 #include "base/status.h"
+#include "exec/kv_block.h"
 #include "exec/sampler.h"
 
 #include <errno.h>
@@ -87,6 +90,12 @@ struct teexec_generator {
      * the rest are zeros or stale columns a rewind dropped, all masked */
     teexec_tensor **cache;
     size_t cache_batch, cols;
+    /* the cache on the device (kv_device): the history in dcache (its cols
+     * the capacity, g->cache unused), the last run's presents in dpresent,
+     * kept while their shape repeats (a decode step's does) */
+    bool kv_device;
+    tx_kv_layout kv_layout;
+    tx_kv_block dcache, dpresent;
     uint8_t *colmask; /* max_batch rows of max_length: 1 = the row's token */
     gen_seq *seq;
     float *logits; /* max_batch x vocab */
@@ -233,11 +242,30 @@ static teexec_status *make_session(teexec_generator *g, const teexec_model *m,
     return st;
 }
 
+/* The cache stays on the device when the session runs on CUDA, the past
+ * is bucketed (a capacity that repeats: the blocks are reused) and every
+ * k/v has one layout (one row copy serves every layer). */
+static void choose_kv_device(teexec_generator *g)
+{
+    if (g->mode != TEEXEC_GENERATE_KV_CACHE || g->past_bucket <= 1 || !g->n_kv ||
+        strcmp(teexec_session_device_name(g->session), "cuda") != 0)
+        return;
+    for (size_t i = 1; i < g->n_kv; i++)
+        if (g->kv[i].dtype != g->kv[0].dtype || g->kv[i].heads != g->kv[0].heads ||
+            g->kv[i].head_dim != g->kv[0].head_dim)
+            return;
+    g->kv_device = true;
+    g->kv_layout = (tx_kv_layout){.n = g->n_kv, .dtype = g->kv[0].dtype,
+                                  .heads = g->kv[0].heads, .head_dim = g->kv[0].head_dim};
+}
+
 void teexec_generator_destroy(teexec_generator *g)
 {
     if (!g) return;
     for (size_t i = 0; g->cache && i < g->n_kv; i++) teexec_tensor_destroy(g->cache[i]);
     free(g->cache);
+    tx_kv_block_free(&g->dcache);
+    tx_kv_block_free(&g->dpresent);
     for (size_t r = 0; g->seq && r < g->max_batch; r++) {
         free(g->seq[r].ids);
         free(g->seq[r].col);
@@ -310,7 +338,9 @@ static teexec_status *create(teexec_generator *g, const teexec_model *model,
         g->cache = calloc(g->n_kv, sizeof(*g->cache));
         if (!g->colmask || !g->cache) return tx_oom();
     }
-    return make_session(g, model, o);
+    TX_TRY(make_session(g, model, o));
+    choose_kv_device(g);
+    return NULL;
 }
 
 teexec_status *teexec_generator_create(const teexec_model *model,
@@ -664,6 +694,7 @@ static size_t bucket_cols(const teexec_generator *g, size_t cols)
 
 static size_t cache_capacity(const teexec_generator *g)
 {
+    if (g->kv_device) return g->dcache.base ? g->dcache.cols : 0;
     return g->cache[0] ? (size_t)teexec_tensor_dims(g->cache[0])[2] : 0;
 }
 
@@ -681,6 +712,107 @@ static teexec_status *kv_check_unpadded(const teexec_generator *g, size_t batch,
                             "padding; the model has none");
     }
     return NULL;
+}
+
+/* Logits for every row with new tokens (checked before anything changes). */
+static teexec_status *check_rows(const teexec_generator *g, size_t batch, const teexec_tensor *l,
+                                 size_t t_run)
+{
+    for (size_t r = 0; r < batch; r++) {
+        const float *row = NULL;
+        if (g->seq[r].len > g->seq[r].cached) TX_TRY(logits_row(g, l, r, t_run - 1, t_run, &row));
+    }
+    return NULL;
+}
+
+/* A KV run succeeded: each row's last logits, and its new tokens' cache
+ * columns (right-aligned in the run's t_run columns from c0). */
+static void commit_rows(teexec_generator *g, size_t batch, const teexec_tensor *l, size_t t_run,
+                        size_t c0)
+{
+    for (size_t r = 0; r < batch; r++) {
+        gen_seq *s = &g->seq[r];
+        size_t p = s->len - s->cached, lead = t_run - p;
+        if (!p) continue;
+        const float *row = NULL;
+        (void)logits_row(g, l, r, t_run - 1, t_run, &row);
+        memcpy(g->logits + r * g->vocab, row, g->vocab * sizeof(float));
+        for (size_t j = 0; j < p; j++) {
+            s->col[s->cached + j] = c0 + lead + j;
+            g->colmask[r * g->max_length + c0 + lead + j] = 1;
+        }
+        s->cached = s->len;
+        s->logits_ok = true;
+    }
+}
+
+/* The device half of a KV run (g->kv_device): the past fed from the
+ * device cache (first remade at b_run rows and capacity cp when it is not
+ * that), the presents written into g->dpresent (remade when their shape
+ * changes), then the t_run new columns of every layer copied into the
+ * cache at c0 (grown to cap1 columns when they do not fit). ins[0..n_in)
+ * are the ids, mask and positions. g's cache and rows change only once
+ * everything succeeded; the caller updates the counts. */
+static teexec_status *kv_device_run(teexec_generator *g, size_t batch, size_t t_run, size_t c0,
+                                    size_t cp, size_t cap1, size_t b_run, size_t n_in,
+                                    const char **names, teexec_tensor *const *ins)
+{
+    const tx_kv_layout *lay = &g->kv_layout;
+    size_t cr = cp + t_run, n_run = n_in + g->n_kv;
+    tx_kv_block fed = {0}, pres = {0}, grown = {0};
+    const teexec_tensor **run_in = calloc(n_run, sizeof(*run_in));
+    teexec_tensor **outs = calloc(1 + g->n_kv, sizeof(*outs));
+    const char **out_names = calloc(1 + g->n_kv, sizeof(*out_names));
+    teexec_tensor *lf = NULL;
+    teexec_status *st = (!run_in || !outs || !out_names) ? tx_oom() : NULL;
+    bool new_fed = !g->dcache.base || g->dcache.batch != b_run || g->dcache.cols != cp;
+    if (!st && new_fed) st = tx_kv_block_make(lay, b_run, cp, &g->dcache, &fed);
+    tx_kv_block *past = new_fed ? &fed : &g->dcache;
+    bool new_pres = !g->dpresent.base || g->dpresent.batch != b_run || g->dpresent.cols != cr;
+    if (!st && new_pres) st = tx_kv_block_make(lay, b_run, cr, NULL, &pres);
+    const tx_kv_block *present = new_pres ? &pres : &g->dpresent;
+    if (!st) {
+        for (size_t i = 0; i < n_in; i++) run_in[i] = ins[i];
+        out_names[0] = g->logits_name; /* outs[0] NULL: a new host tensor */
+        for (size_t i = 0; i < g->n_kv; i++) {
+            names[n_in + i] = g->kv[i].past;
+            run_in[n_in + i] = past->views[i];
+            out_names[1 + i] = g->kv[i].present;
+            outs[1 + i] = present->views[i];
+        }
+        st = teexec_session_run_into(g->session, NULL, n_run, names,
+                                     (const teexec_tensor *const *)run_in, 1 + g->n_kv, out_names,
+                                     outs);
+    }
+    if (!st) st = logits_as_float(g, outs[0], &lf);
+    const teexec_tensor *l = lf ? lf : outs[0];
+    if (!st) st = check_rows(g, batch, l, t_run);
+    /* the new columns into the cache as fed, or into its grown copy */
+    if (!st && cap1 != cp) st = tx_kv_block_make(lay, b_run, cap1, past, &grown);
+    tx_kv_block *dest = grown.base ? &grown : past;
+    if (!st) st = tx_kv_block_copy_cols(lay, dest, c0, present, cp, t_run);
+    if (!st) {
+        commit_rows(g, batch, l, t_run, c0);
+        if (dest != &g->dcache) {
+            tx_kv_block_free(&g->dcache);
+            g->dcache = *dest;
+            memset(dest, 0, sizeof(*dest));
+        }
+        if (new_pres) {
+            tx_kv_block_free(&g->dpresent);
+            g->dpresent = pres;
+            memset(&pres, 0, sizeof(pres));
+        }
+    }
+    tx_kv_block_free(&fed);
+    tx_kv_block_free(&pres);
+    tx_kv_block_free(&grown);
+    teexec_tensor_destroy(lf);
+    if (outs) teexec_tensor_destroy(outs[0]); /* the presents are views */
+    free(outs);
+    free(out_names);
+    free(run_in);
+    return st;
 }
 
 static teexec_status *kv_run(teexec_generator *g, size_t batch)
@@ -743,6 +875,15 @@ static teexec_status *kv_run(teexec_generator *g, size_t batch)
         names[n_in] = g->pos.name;
         st = int_tensor(g->pos.dtype, b_run, t_run, pos, &ins[n_in++]);
     }
+    if (!st && g->kv_device) {
+        st = kv_device_run(g, batch, t_run, c0, cp, cap1, b_run, n_in, names, ins);
+        if (!st) {
+            g->cache_batch = b_run;
+            g->cols = c1;
+            g->runs++;
+        }
+        goto done;
+    }
     size_t first_past = n_in;
     for (size_t i = 0; !st && i < g->n_kv; i++) {
         /* the seam: host tensors here; device-resident ones would be
@@ -782,25 +923,9 @@ static teexec_status *kv_run(teexec_generator *g, size_t batch)
     if (!st) st = logits_as_float(g, outs[0], &lf);
     const teexec_tensor *l = lf ? lf : outs[0];
     /* check every row before changing anything */
-    for (size_t r = 0; !st && r < batch; r++) {
-        const float *row = NULL;
-        if (g->seq[r].len > g->seq[r].cached) st = logits_row(g, l, r, t_run - 1, t_run, &row);
-    }
+    if (!st) st = check_rows(g, batch, l, t_run);
     if (st) goto done;
-    for (size_t r = 0; r < batch; r++) {
-        gen_seq *s = &g->seq[r];
-        size_t p = s->len - s->cached, lead = t_run - p;
-        if (!p) continue;
-        const float *row = NULL;
-        (void)logits_row(g, l, r, t_run - 1, t_run, &row);
-        memcpy(g->logits + r * g->vocab, row, g->vocab * sizeof(float));
-        for (size_t j = 0; j < p; j++) {
-            s->col[s->cached + j] = c0 + lead + j;
-            g->colmask[r * g->max_length + c0 + lead + j] = 1;
-        }
-        s->cached = s->len;
-        s->logits_ok = true;
-    }
+    commit_rows(g, batch, l, t_run, c0);
     for (size_t i = 0; i < g->n_kv; i++) {
         teexec_tensor *keep;
         if (!buckets) {
@@ -947,6 +1072,7 @@ teexec_status *teexec_generator_rewind(teexec_generator *g, size_t length)
         }
     }
     free(cut);
+    if (keep_cols == 0) tx_kv_block_free(&g->dcache);
     if (keep_cols == 0) g->cache_batch = 0;
     for (size_t r = 0; r < g->max_batch && keep_cols < g->cols; r++)
         memset(g->colmask + r * g->max_length + keep_cols, 0, g->cols - keep_cols);

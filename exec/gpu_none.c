@@ -131,3 +131,16 @@ teexec_status *tx_device_to_device(void *dst, const void *src, size_t bytes)
     (void)dst, (void)src, (void)bytes;
     return none();
 }
+
+teexec_status *tx_device_copy_rows(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                   size_t width, size_t height)
+{
+    (void)dst, (void)dpitch, (void)src, (void)spitch, (void)width, (void)height;
+    return none();
+}
+
+teexec_status *tx_device_zero(void *dst, size_t bytes)
+{
+    (void)dst, (void)bytes;
+    return none();
+}

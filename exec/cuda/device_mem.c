@@ -62,9 +62,31 @@ teexec_status *tx_device_to_host(void *dst, const void *src, size_t bytes)
     return e == cudaSuccess ? NULL : err(e, "copying a device tensor to the host");
 }
 
+/* A device-to-device cudaMemcpy (and cudaMemset) returns before the work
+ * is done; the legacy stream it ran on is waited for, so a run on a
+ * non-blocking stream queued next sees the bytes. */
+static teexec_status *finish(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess) e = cudaStreamSynchronize(cudaStreamLegacy);
+    return e == cudaSuccess ? NULL : err(e, what);
+}
+
 teexec_status *tx_device_to_device(void *dst, const void *src, size_t bytes)
 {
     if (!bytes) return NULL;
-    cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice);
-    return e == cudaSuccess ? NULL : err(e, "copying a device tensor");
+    return finish(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "copying a device tensor");
+}
+
+teexec_status *tx_device_copy_rows(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                   size_t width, size_t height)
+{
+    if (!width || !height) return NULL;
+    return finish(cudaMemcpy2D(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice),
+                  "copying device rows");
+}
+
+teexec_status *tx_device_zero(void *dst, size_t bytes)
+{
+    if (!bytes) return NULL;
+    return finish(cudaMemset(dst, 0, bytes), "clearing device memory");
 }

@@ -4,6 +4,8 @@
  *     5, 2 and 7 tokens: greedy ids over 32 new tokens on CUDA (fp32;
  *     recompute, KV with past buckets, KV with the exact past) equal the
  *     CPU's, and the prefill logits agree (rel-L2 <= 1e-5);
+ *   - the KV cache stays on the device: 4 host copies a run (ids, mask,
+ *     positions, logits), and rewinds give the CPU's ids;
  *   - bf16 and fp8-current on CUDA decode 32 tokens, the prefill logits
  *     within 5e-2 of the CPU's fp32 ones;
  *   - every zoo decoder recomputes PyTorch's greedy ids on CUDA (fp32) as
@@ -17,6 +19,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "exec/session_cuda.h"
 #include "tests/exec/kv_model.h"
 #include "teexec/teexec.h"
 #include "tests/gpu/gpu_harness.h"
@@ -134,6 +137,57 @@ static void kv_model_cuda_equals_cpu(void **state)
     teexec_model_destroy(m);
 }
 
+/* The KV cache on the device (KV mode with past buckets on CUDA): a run
+ * moves only its ids, mask and positions up and its logits down, not the
+ * cache (4 host copies a run, whatever the layer count); after a rewind to
+ * 4 tokens and 8 more steps, and after a rewind to nothing and a new
+ * prompt, the ids still equal the CPU generator's doing the same. */
+static void rewind_and_continue(teexec_generator *g, int64_t out[3][8])
+{
+    ok(teexec_generator_rewind(g, 4), "rewind to 4");
+    for (size_t s = 0; s < 8; s++) {
+        int64_t step[3];
+        ok(teexec_generator_step(g, step, 3), "step after the rewind");
+        for (size_t r = 0; r < 3; r++) out[r][s] = step[r];
+    }
+}
+
+static void kv_cache_stays_on_the_device(void **state)
+{
+    (void)state;
+    teexec_model *m = kv_model();
+    float ref_l[KV_VOCAB], l[KV_VOCAB];
+    int64_t ref[3][NEW], got[3][NEW], ref_rw[3][8], got_rw[3][8];
+    teexec_generator *cpu = gen_on(m, TEEXEC_DEVICE_CPU, TEEXEC_GENERATE_KV_CACHE,
+                                   TEEXEC_DTYPE_UNDEFINED, NULL, 3, 64);
+    teexec_generator *gpu = gen_on(m, TEEXEC_DEVICE_CUDA, TEEXEC_GENERATE_KV_CACHE,
+                                   TEEXEC_DTYPE_UNDEFINED, NULL, 3, 64);
+    const teexec_session *gs = teexec_generator_session(gpu);
+    decode(cpu, ref_l, ref);
+    uint64_t c0 = tx_session_cuda_host_copies(gs), r0 = teexec_generator_run_count(gpu);
+    decode(gpu, l, got);
+    uint64_t copies = tx_session_cuda_host_copies(gs) - c0, runs = teexec_generator_run_count(gpu) - r0;
+    fprintf(stderr, "device KV cache: %llu host copies over %llu runs\n",
+            (unsigned long long)copies, (unsigned long long)runs);
+    assert_true(runs >= NEW);
+    assert_int_equal(copies, 4 * runs);
+    assert_memory_equal(got, ref, sizeof got);
+    rewind_and_continue(cpu, ref_rw);
+    rewind_and_continue(gpu, got_rw);
+    assert_memory_equal(got_rw, ref_rw, sizeof got_rw);
+    ok(teexec_generator_rewind(cpu, 0), "rewind to nothing");
+    ok(teexec_generator_rewind(gpu, 0), "rewind to nothing");
+    decode(cpu, ref_l, ref);
+    decode(gpu, l, got);
+    assert_memory_equal(got, ref, sizeof got);
+    double rel = rel_l2(l, ref_l, KV_VOCAB);
+    if (rel > 1e-5) fail_msg("prefill logits after a rewind: rel-L2 %g from the CPU", rel);
+    tg_record("generate_kv_on_device", 1, NULL);
+    teexec_generator_destroy(cpu);
+    teexec_generator_destroy(gpu);
+    teexec_model_destroy(m);
+}
+
 static const char *zoo[] = {
     "gemma_dynamo", "gemma_torchscript", "gpt2_dynamo", "gpt2_torchscript", "gpt_neox_dynamo",
     "gpt_neox_torchscript", "llama_dynamo", "llama_dynamo_op23", "llama_torchscript",
@@ -232,6 +286,7 @@ int main(void)
     tg_require_gpu("test_gpu_generate");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(kv_model_cuda_equals_cpu),
+        cmocka_unit_test(kv_cache_stays_on_the_device),
         cmocka_unit_test(zoo_greedy_on_cuda),
         cmocka_unit_test(hf_references_on_cuda),
     };
