@@ -1,21 +1,23 @@
 /*
  * session_internal.h - what a teexec_session holds: the model it runs, a
- * backend instance, one kernel per node, the decoded initializers, and its
- * per-shape plans in the one plan cache (planner/plan_cache.h): a tx_plan
- * per input-shape signature as the entry's payload, its fuser plan as the
- * entry's plan.
+ * backend instance, one kernel per node, the planner that types and folds
+ * its values (exec/value_plan.h: the decoded initializers, the inputs' value
+ * indices), and its per-shape plans in the one plan cache
+ * (planner/plan_cache.h): a tx_plan per input-shape signature as the
+ * entry's payload, its fuser plan as the entry's plan.
  *
  * A plan (tx_plan) is everything that depends on the input shapes: the
- * inferred dtype/shape of every value, the values known before running
- * (initializers, Constant/Shape/Size outputs and small subgraphs over them,
- * folded at plan time), which nodes are therefore skipped at run time, and
- * the buffer plan: one arena with an offset per intermediate value, reused
- * across values whose lifetimes do not overlap, and the fuser plan
- * (planner/plan.h) whose CHAIN groups the run executes. Values whose shape depends
- * on data only known at run time are allocated during the run.
+ * value plan (exec/value_plan.h: the inferred dtype/shape of every value,
+ * the values known before running -- initializers, Constant/Shape/Size
+ * outputs and small subgraphs over them, folded at plan time -- and which
+ * nodes are therefore skipped at run time), the buffer plan: one arena with
+ * an offset per intermediate value, reused across values whose lifetimes do
+ * not overlap, and the fuser plan (planner/plan.h) whose CHAIN groups the
+ * run executes. Values whose shape depends on data only known at run time
+ * are allocated during the run.
  *
- * Ownership: the session owns its plans, the arenas and the decoded
- * initializers; the model must outlive the session.
+ * Ownership: the session owns its plans, the arenas and its planner (with
+ * the decoded initializers); the model must outlive the session.
  * Thread-safety: one thread at a time per session (plans are added to the
  * cache during runs; each session has its own caches).
  *
@@ -31,16 +33,12 @@
 #include "exec/model_internal.h"
 #include "exec/recipe_delayed.h"
 #include "exec/shape_buckets.h"
+#include "exec/value_plan.h"
 #include "import/shape_infer.h"
 #include "planner/plan.h"
 
 #include <stdbool.h>
 #include <stddef.h>
-
-/* Folding at plan time is for the small integer subgraphs around shapes;
- * bigger constant subgraphs run with the graph rather than doubling the
- * weights' memory. */
-#define TX_FOLD_MAX_ELEMENTS 65536u
 
 /* Plans kept per session; past this, the one made longest ago is dropped
  * (plan_cache.h; a server fed ever-new sequence lengths must not grow
@@ -49,10 +47,9 @@
 
 typedef struct tx_plan {
     /* (its input signature is the cache entry's key) */
-    tx_infer_value *vals;     /* per graph value */
-    bool *skip;               /* per node: folded, not run */
+    tx_value_plan typed;      /* per value: dtype, shape, known value; per node: skip */
     size_t *offset;           /* per value: arena offset, or SIZE_MAX */
-    void *arena;
+    void *arena;              /* NULL in planning-only sessions */
     size_t arena_bytes;
     /* The fuser plan for this signature (planner/plan.h), and how each of
      * its CHAIN groups runs (exec/session_groups.h); NULL in planning-only
@@ -134,9 +131,12 @@ struct teexec_session {
     size_t n_trace, cap_trace;
     const tx_fuser_plan *last_fplan;   /* the plan of the last run (borrowed) */
     teexec_comm *comm;       /* tensor-parallel group the te.ops collectives use (borrowed) */
-    tx_tensor *init;         /* per value: decoded initializer (data NULL otherwise) */
+    /* Types and folds every plan's values (exec/value_plan.h); owns the
+     * decoded initializers. */
+    tx_value_planner *vp;
     tx_buckets buckets;      /* the options' shape buckets (exec/shape_buckets.h) */
-    int32_t *in_vals;        /* graph inputs the caller feeds, model->inputs order */
+    const int32_t *in_vals;  /* graph inputs the caller feeds, user_model->inputs
+                              * order (vp's, borrowed) */
     size_t n_in;
     int64_t *last_use;       /* per value: last reading node; n_nodes for graph outputs */
     /* The per-shape plans (payloads: tx_plan) and the key scratch: one
@@ -158,18 +158,18 @@ struct teexec_session {
     tx_infer_value *sc_out_vals;      /* max_out */
 };
 
+/* The request the session's plans are keyed on for these input dtypes
+ * and shapes (in in_vals order; both NULL: the ones already in
+ * s->key_vals): fills s->key_vals, which *req borrows. */
+void tx_session_key(teexec_session *s, const teexec_dtype *dts, const tx_shape *shapes,
+                    tx_plan_request *req);
+
 /* The plan of one input signature (dtype and shape per session input, in
  * in_vals order): found in the cache or made and cached. For the CUDA
  * executor, which plans its lowered model through a CPU session to get every
  * value's type and the values folded before running. */
 teexec_status *tx_session_plan_for(teexec_session *s, const teexec_dtype *dts,
                                    const tx_shape *shapes, const tx_plan **out) TX_NODISCARD;
-
-/* The request the session's plans are keyed on for these input dtypes
- * and shapes (in in_vals order; both NULL: the ones already in
- * s->key_vals): fills s->key_vals, which *req borrows. */
-void tx_session_key(teexec_session *s, const teexec_dtype *dts, const tx_shape *shapes,
-                    tx_plan_request *req);
 
 /* Test query: plans made over the session's life (CPU plans; for a CUDA
  * session, device executors), evicted ones included. */

@@ -43,7 +43,7 @@ static teexec_status *init_values(tx_gpu_graph *g)
     for (size_t v = 0; v < ir->n_values; v++) {
         gval *gv = &g->vals[v];
         gv->param = -1;
-        const tx_infer_value *iv = &g->plan->vals[v];
+        const tx_infer_value *iv = &g->plan->typed.vals[v];
         if (!iv->shape_known || iv->dtype == TEEXEC_DTYPE_UNDEFINED) continue;
         gv->model_dtype = iv->dtype;
         gv->host = iv->value;
@@ -303,7 +303,7 @@ static teexec_status *prepare_nodes(tx_gpu_graph *g)
             int32_t o = n->ir->outputs[j];
             if (o >= 0 && !g->vals[o].host) all_known = false;
         }
-        n->kind = g->plan->skip[i] || all_known ? GN_FOLDED
+        n->kind = g->plan->typed.skip[i] || all_known ? GN_FOLDED
                   : tx_te_domain(n->ir->domain)  ? GN_TE
                                                  : GN_STD;
         if (n->kind == GN_FOLDED) continue;
@@ -1015,7 +1015,7 @@ static teexec_status *init_params(tx_gpu_graph *g)
     for (size_t p = 0; p < g->n_params && !st; p++) {
         gparam *gp = &g->params[p];
         gval *gv = &g->vals[gp->value];
-        const tx_tensor *h = &g->cpu->init[gp->value];
+        const tx_tensor *h = &g->cpu->vp->init[gp->value];
         if (!h->data) {
             st = tx_error(TEEXEC_ERR_INTERNAL, "parameter \"%s\" has no initializer", gp->name);
             break;
@@ -1233,7 +1233,7 @@ static teexec_status *make_fuser_plan(tx_gpu_graph *g, const tx_device_caps *cap
     req.device = *caps;
     req.training = g->cfg.training;
     req.deterministic = g->cfg.deterministic;
-    req.vals = g->plan->vals;
+    req.vals = g->plan->typed.vals;
     req.n_vals = g->ir->n_values;
     return tx_fuser_plan_build(g->ir, &req, &g->fplan);
 }
@@ -1332,12 +1332,12 @@ static void drop_host_weights(tx_gpu_graph *g)
     if (g->cfg.training) return;
     for (size_t v = 0; v < g->ir->n_values; v++) {
         gval *gv = &g->vals[v];
-        if (!gv->shared || gv->host != &g->cpu->init[v]) continue;
+        if (!gv->shared || gv->host != &g->cpu->vp->init[v]) continue;
         const tx_tensor *h = gv->host;
         if (!is_float(h->dtype) || h->nbytes < ((size_t)64 << 10) ||
             (g->ir->values[v].flags & TX_IR_VALUE_GRAPH_OUTPUT))
             continue;
-        tx_tensor_release(&g->cpu->init[v]);
+        tx_tensor_release(&g->cpu->vp->init[v]);
         gv->host = NULL;
     }
 }
