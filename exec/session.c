@@ -196,7 +196,7 @@ static teexec_status *plan_buffers(teexec_session *s, tx_plan *p)
     free(live);
     if (st) return st;
     p->arena_bytes = top;
-    /* a session that only plans (the CUDA side runs the model) needs the
+    /* a CUDA session's plans (its executors run the model) need the
      * offsets' extent, not host memory for the activations */
     if (top && !s->plan_only) TX_TRY(s->be.vt->alloc(s->be.state, top, &p->arena));
     return NULL;
@@ -209,8 +209,8 @@ static teexec_status *make_plan(teexec_session *s, const teexec_dtype *dts, cons
     tx_plan *p = calloc(1, sizeof(*p));
     if (!p) return tx_oom();
     /* types and folded values (exec/value_plan.h), then where the rest
-     * lives and what runs: the fuser plan for these shapes (a
-     * planning-only session runs nothing) */
+     * lives and what runs: the fuser plan for these shapes (a CUDA
+     * session's executors run, not this plan) */
     teexec_status *st = tx_value_plan_build(s->vp, dts, shapes, &p->typed);
     if (!st) st = plan_buffers(s, p);
     if (!st && !s->plan_only) st = tx_sgroups_build(s, p);
@@ -319,7 +319,7 @@ static teexec_status *build_entry(void *ctx, const tx_ir_graph *g, const tx_plan
     free(shapes);
     TX_TRY(st);
     /* the entry's plan is the fuser plan, owned through the tx_plan (NULL
-     * in planning-only sessions: the payload is the entry) */
+     * in a CUDA session: the payload is the entry) */
     *plan = p->fplan;
     *payload = p;
     return NULL;
@@ -431,7 +431,7 @@ teexec_status *teexec_session_create(const teexec_model *model,
     teexec_status *st = NULL;
     s->user_model = model;
     s->model = run;
-    s->plan_only = use_cuda || (options && options->plan_only);
+    s->plan_only = use_cuda;
     s->g = run->ir->graph;
     s->comm = options ? options->comm : NULL;
     st = tx_comm_check_session(s->comm, use_cuda);
@@ -657,18 +657,6 @@ static teexec_status *find_plan(teexec_session *s, const tx_tensor **bound, tx_p
     return plan_lookup(s, &req, out);
 }
 
-teexec_status *tx_session_plan_for(teexec_session *s, const teexec_dtype *dts,
-                                   const tx_shape *shapes, const tx_plan **out)
-{
-    *out = NULL;
-    tx_plan_request req;
-    tx_session_key(s, dts, shapes, &req);
-    tx_plan *p = NULL;
-    TX_TRY(plan_lookup(s, &req, &p));
-    *out = p;
-    return NULL;
-}
-
 /* Infers a node's outputs at run time, when every input value is known. */
 static teexec_status *infer_now(teexec_session *s, const tx_ir_node *n, const tx_tensor **ins,
                                 tx_infer_value *outs)
@@ -704,7 +692,7 @@ static teexec_status *execute(teexec_session *s, const teexec_run_options *ro, t
                               const tx_tensor **bound, const tx_tensor **cur, tx_tensor *store)
 {
     if (s->plan_only)
-        return tx_error(TEEXEC_ERR_INTERNAL, "a planning-only session has no memory to run in");
+        return tx_error(TEEXEC_ERR_INTERNAL, "a CUDA session's CPU plan has no memory to run in");
     const tx_ir_graph *g = s->g;
     for (size_t v = 0; v < g->n_values; v++) cur[v] = p->typed.vals[v].value;
     for (size_t i = 0; i < s->n_in; i++) cur[s->in_vals[i]] = bound[i];

@@ -24,7 +24,8 @@
  * When plans are made: creating a session plans the declared input shapes
  * (symbolic dims from the options) -- the CPU plan and, for a CUDA session,
  * the device executor -- so the first run with them plans nothing; a run
- * with another signature plans it then.
+ * with another signature plans it then. A CUDA session's executors type and
+ * fold their values with planners of their own (exec/cuda/gpu_graph.h).
  */
 #ifndef TEEXEC_EXEC_SESSION_INTERNAL_H
 #define TEEXEC_EXEC_SESSION_INTERNAL_H
@@ -49,11 +50,11 @@ typedef struct tx_plan {
     /* (its input signature is the cache entry's key) */
     tx_value_plan typed;      /* per value: dtype, shape, known value; per node: skip */
     size_t *offset;           /* per value: arena offset, or SIZE_MAX */
-    void *arena;              /* NULL in planning-only sessions */
+    void *arena;              /* NULL in a CUDA session (plan_only) */
     size_t arena_bytes;
     /* The fuser plan for this signature (planner/plan.h), and how each of
-     * its CHAIN groups runs (exec/session_groups.h); NULL in planning-only
-     * sessions. */
+     * its CHAIN groups runs (exec/session_groups.h); NULL in a CUDA
+     * session (plan_only). */
     tx_fuser_plan *fplan;
     struct tx_sgroups *sg;
 } tx_plan;
@@ -73,9 +74,6 @@ struct teexec_session_options {
     size_t device_memory_limit; /* CUDA sessions: bytes (exec/device_budget.h), 0 = none */
     tx_buckets buckets;      /* symbolic dims padded up before planning (shape_buckets.h) */
     teexec_comm *comm;       /* tensor-parallel group (borrowed), NULL = world size 1 */
-    /* Internal (the CUDA executor's CPU session on its lowered model):
-     * plans types and folded values but allocates no host arena. */
-    bool plan_only;
 };
 
 /* CUDA sessions keep one executor per input-shape signature (each with its
@@ -106,8 +104,8 @@ struct teexec_session {
     /* CUDA sessions: the options that shape an executor, and the executors
      * made so far with their input shapes (n_in each). */
     bool cuda;
-    bool plan_only;          /* CUDA sessions and the executor's planning
-                              * session: no host activation arena */
+    bool plan_only;          /* CUDA sessions: their CPU plans get no host
+                              * activation arena (the executors run) */
     teexec_session_options *gpu_opts;
     struct tx_plan_cache *gpu;      /* payloads: tx_gpu_graph (exec/session_cuda.c) */
     struct tx_gpu_graph *last_gpu;  /* the executor of the last run (in `gpu`) */
@@ -163,13 +161,6 @@ struct teexec_session {
  * s->key_vals): fills s->key_vals, which *req borrows. */
 void tx_session_key(teexec_session *s, const teexec_dtype *dts, const tx_shape *shapes,
                     tx_plan_request *req);
-
-/* The plan of one input signature (dtype and shape per session input, in
- * in_vals order): found in the cache or made and cached. For the CUDA
- * executor, which plans its lowered model through a CPU session to get every
- * value's type and the values folded before running. */
-teexec_status *tx_session_plan_for(teexec_session *s, const teexec_dtype *dts,
-                                   const tx_shape *shapes, const tx_plan **out) TX_NODISCARD;
 
 /* Test query: plans made over the session's life (CPU plans; for a CUDA
  * session, device executors), evicted ones included. */
