@@ -1,8 +1,9 @@
-/* session.c - sessions: preparation (kernels, inference, folding, buffer
- * plans and the fuser plan per input-shape signature) and runs; the public
- * session API. A session runs the model's lowered copy (exec/prepare.h):
- * the fuser plan's CHAIN groups through the group executor, every other
- * node by its own kernel (exec/session_groups.h). */
+/* session.c - sessions: preparation (kernels, and per input-shape
+ * signature the value plan -- types and folding, exec/value_plan.h -- the
+ * buffer plan and the fuser plan) and runs; the public session API. A
+ * session runs the model's lowered copy (exec/prepare.h): the fuser plan's
+ * CHAIN groups through the group executor, every other node by its own
+ * kernel (exec/session_groups.h). */
 #include "exec/session_cuda.h"
 #include "exec/comm.h"
 #include "exec/device_mem.h"
@@ -17,7 +18,6 @@
 #include "exec/session_groups.h"
 #include "exec/tensor_internal.h"
 #include "base/log.h"
-#include "format/tensor_proto.h"
 #include "planner/plan_cache.h"
 
 #include <stdint.h>
@@ -113,10 +113,7 @@ teexec_status *teexec_session_options_set_dim(teexec_session_options *o, const c
 static void plan_free(const teexec_session *s, tx_plan *p)
 {
     if (!p) return;
-    if (p->vals)
-        for (size_t v = 0; v < s->g->n_values; v++) tx_infer_value_clear(&p->vals[v]);
-    free(p->vals);
-    free(p->skip);
+    tx_value_plan_clear(&p->typed);
     free(p->offset);
     tx_sgroups_free(p);
     if (p->arena) s->be.vt->free(s->be.state, p->arena);
@@ -130,16 +127,6 @@ static const char *model_file(const teexec_session *s)
     return s->user_model->file ? s->user_model->file->path : NULL;
 }
 
-/* Stores an inferred output into the plan's value table, keeping an owned
- * value's pointer pointing at its new home. */
-static void move_value(tx_infer_value *dst, tx_infer_value *src)
-{
-    bool own = src->value == &src->owned;
-    *dst = *src;
-    if (own) dst->value = &dst->owned;
-    memset(src, 0, sizeof(*src));
-}
-
 static teexec_status *storage_bytes(teexec_dtype dt, const tx_shape *sh, size_t *out)
 {
     uint64_t ne;
@@ -150,27 +137,6 @@ static teexec_status *storage_bytes(teexec_dtype dt, const tx_shape *sh, size_t 
         return tx_error(TEEXEC_ERR_LIMIT, "a %s tensor of %llu elements is too large",
                         teexec_dtype_name(dt), (unsigned long long)ne);
     *out = (size_t)b;
-    return NULL;
-}
-
-/* Runs one node on host tensors at plan time (folding). */
-static teexec_status *fold_node(teexec_session *s, const tx_ir_node *n, tx_plan *p,
-                                const tx_tensor **ins)
-{
-    tx_tensor **outs = s->sc_outs;
-    for (size_t j = 0; j < n->n_outputs; j++) {
-        outs[j] = NULL;
-        int32_t o = n->outputs[j];
-        if (o < 0) continue;
-        tx_infer_value *ov = &p->vals[o];
-        TX_TRY(tx_tensor_alloc(&ov->owned, ov->dtype, ov->shape.rank, ov->shape.dims));
-        outs[j] = &ov->owned;
-    }
-    tx_op_call call = {.node = n, .file = s->model->file, .n_in = n->n_inputs, .in = ins,
-                       .n_out = n->n_outputs, .out = outs};
-    TX_TRY(s->fns[n->index](&call));
-    for (size_t j = 0; j < n->n_outputs; j++)
-        if (outs[j]) p->vals[n->outputs[j]].value = outs[j];
     return NULL;
 }
 
@@ -192,13 +158,13 @@ static teexec_status *plan_buffers(teexec_session *s, tx_plan *p)
     size_t n_live = 0, top = 0;
     teexec_status *st = NULL;
     for (size_t i = 0; i < g->n_nodes && !st; i++) {
-        if (p->skip[i]) continue;
+        if (p->typed.skip[i]) continue;
         const tx_ir_node *n = &g->nodes[i];
         for (size_t j = 0; j < n->n_outputs && !st; j++) {
             int32_t o = n->outputs[j];
             if (o < 0) continue;
             const tx_ir_value *val = &g->values[o];
-            tx_infer_value *iv = &p->vals[o];
+            const tx_infer_value *iv = &p->typed.vals[o];
             if (!iv->shape_known || (val->flags & TX_IR_VALUE_GRAPH_OUTPUT)) continue;
             size_t bytes = 0;
             st = storage_bytes(iv->dtype, &iv->shape, &bytes);
@@ -231,7 +197,7 @@ static teexec_status *plan_buffers(teexec_session *s, tx_plan *p)
     free(live);
     if (st) return st;
     p->arena_bytes = top;
-    /* a session that only plans (the CUDA side runs the model) needs the
+    /* a CUDA session's plans (its executors run the model) need the
      * offsets' extent, not host memory for the activations */
     if (top && !s->plan_only) TX_TRY(s->be.vt->alloc(s->be.state, top, &p->arena));
     return NULL;
@@ -241,81 +207,13 @@ static teexec_status *make_plan(teexec_session *s, const teexec_dtype *dts, cons
                                 tx_plan **out)
 {
     *out = NULL;
-    const tx_ir_graph *g = s->g;
     tx_plan *p = calloc(1, sizeof(*p));
     if (!p) return tx_oom();
-    size_t nv = g->n_values ? g->n_values : 1;
-    p->vals = calloc(nv, sizeof(*p->vals));
-    p->skip = calloc(g->n_nodes ? g->n_nodes : 1, sizeof(bool));
-    if (!p->vals || !p->skip) {
-        plan_free(s, p);
-        return tx_oom();
-    }
-    for (size_t i = 0; i < s->n_in; i++) {
-        tx_infer_value *iv = &p->vals[s->in_vals[i]];
-        iv->dtype = dts[i];
-        iv->shape = shapes[i];
-        iv->shape_known = true;
-    }
-    for (size_t v = 0; v < g->n_values; v++) {
-        if (!s->init[v].data) continue;
-        tx_infer_value *iv = &p->vals[v];
-        iv->dtype = s->init[v].dtype;
-        iv->shape = tx_shape_of(&s->init[v]);
-        iv->shape_known = true;
-        iv->value = &s->init[v];
-    }
-    teexec_status *st = NULL;
-    const tx_infer_value **pins = s->sc_pins;
-    const tx_tensor **tins = s->sc_ins;
-    tx_infer_value *outs = s->sc_out_vals;
-    for (size_t i = 0; i < g->n_nodes && !st; i++) {
-        const tx_ir_node *n = &g->nodes[i];
-        bool all_values = true, reads_weight = false;
-        for (size_t k = 0; k < n->n_inputs; k++) {
-            int32_t v = n->inputs[k];
-            pins[k] = v >= 0 ? &p->vals[v] : NULL;
-            tins[k] = v >= 0 ? p->vals[v].value : NULL;
-            if (v >= 0 && !p->vals[v].value) all_values = false;
-            /* a float initializer may be a parameter (the CUDA trainer plans
-             * through this session): never folded through, as import/fold.c */
-            if (v >= 0 && (g->values[v].flags & TX_IR_VALUE_INITIALIZER) && s->init[v].data &&
-                (s->init[v].dtype == TEEXEC_DTYPE_FLOAT || s->init[v].dtype == TEEXEC_DTYPE_DOUBLE ||
-                 s->init[v].dtype == TEEXEC_DTYPE_FLOAT16 ||
-                 s->init[v].dtype == TEEXEC_DTYPE_BFLOAT16))
-                reads_weight = true;
-        }
-        memset(outs, 0, n->n_outputs * sizeof(outs[0]));
-        st = tx_exec_infer_node(n, s->model->file, pins, outs);
-        if (st) {
-            for (size_t j = 0; j < n->n_outputs; j++) tx_infer_value_clear(&outs[j]);
-            break;
-        }
-        bool all_out_values = true, all_shapes = true;
-        uint64_t total = 0;
-        for (size_t j = 0; j < n->n_outputs; j++) {
-            if (!outs[j].value) all_out_values = false;
-            if (!outs[j].shape_known) {
-                all_shapes = false;
-            } else {
-                uint64_t ne;
-                if (tx_shape_numel(&outs[j].shape, &ne) == NULL) total += ne;
-                else total = UINT64_MAX;
-            }
-            int32_t o = n->outputs[j];
-            if (o >= 0) move_value(&p->vals[o], &outs[j]);
-            else tx_infer_value_clear(&outs[j]);
-        }
-        if (all_out_values) {
-            p->skip[i] = true;
-        } else if (all_values && all_shapes && !reads_weight && total <= TX_FOLD_MAX_ELEMENTS) {
-            st = fold_node(s, n, p, tins);
-            if (!st) p->skip[i] = true;
-        }
-    }
+    /* types and folded values (exec/value_plan.h), then where the rest
+     * lives and what runs: the fuser plan for these shapes (a CUDA
+     * session's executors run, not this plan) */
+    teexec_status *st = tx_value_plan_build(s->vp, dts, shapes, &p->typed);
     if (!st) st = plan_buffers(s, p);
-    /* what runs: the fuser plan for these shapes (a planning-only session
-     * runs nothing) */
     if (!st && !s->plan_only) st = tx_sgroups_build(s, p);
     if (st) {
         plan_free(s, p);
@@ -356,45 +254,17 @@ static teexec_status *resolve_kernels(teexec_session *s)
     return st;
 }
 
-static teexec_status *decode_initializers(teexec_session *s)
-{
-    const tx_ir_graph *g = s->g;
-    s->init = calloc(g->n_values ? g->n_values : 1, sizeof(*s->init));
-    if (!s->init) return tx_oom();
-    for (size_t v = 0; v < g->n_values; v++) {
-        const tx_ir_value *val = &g->values[v];
-        if (val->flags & TX_IR_VALUE_SPARSE_INIT)
-            return tx_status_new(TEEXEC_ERR_UNSUPPORTED, model_file(s), NULL,
-                                 "sparse initializer \"%s\" is not supported", val->name);
-        if (!(val->flags & TX_IR_VALUE_INITIALIZER) || !val->initializer) continue;
-        TX_TRY(tx_status_with_file(tx_tensor_from_proto(val->initializer, s->model->file,
-                                                        &s->init[v]),
-                                   model_file(s)));
-        if (s->init[v].dtype == TEEXEC_DTYPE_STRING)
-            return tx_status_new(TEEXEC_ERR_UNSUPPORTED, model_file(s), NULL,
-                                 "string initializer \"%s\" is not supported", val->name);
-    }
-    return NULL;
-}
-
+/* The planner (exec/value_plan.h: the inputs in the user's model's order,
+ * the decoded initializers), each value's last reader and the run's
+ * per-node scratch. */
 static teexec_status *index_values(teexec_session *s)
 {
     const tx_ir_graph *g = s->g;
-    const teexec_model *m = s->user_model;
-    s->n_in = m->n_inputs;
-    s->in_vals = calloc(s->n_in ? s->n_in : 1, sizeof(int32_t));
+    TX_TRY(tx_value_planner_create(s->model, s->user_model, &s->vp));
+    s->in_vals = s->vp->in_vals;
+    s->n_in = s->vp->n_in;
     s->last_use = calloc(g->n_values ? g->n_values : 1, sizeof(int64_t));
-    if (!s->in_vals || !s->last_use) return tx_oom();
-    for (size_t i = 0; i < s->n_in; i++) {
-        int32_t v = tx_ir_graph_find_value(g, m->inputs[i].name);
-        if (v < 0)
-            return tx_error(TEEXEC_ERR_INTERNAL, "graph input \"%s\" not found", m->inputs[i].name);
-        if (g->values[v].kind != TX_IR_KIND_TENSOR)
-            return tx_status_new(TEEXEC_ERR_UNSUPPORTED, model_file(s), NULL,
-                                 "graph input \"%s\" is not a tensor (sequences, optionals and "
-                                 "maps are not supported)", m->inputs[i].name);
-        s->in_vals[i] = v;
-    }
+    if (!s->last_use) return tx_oom();
     for (size_t i = 0; i < g->n_nodes; i++) {
         if (g->nodes[i].n_inputs > s->max_in) s->max_in = g->nodes[i].n_inputs;
         if (g->nodes[i].n_outputs > s->max_out) s->max_out = g->nodes[i].n_outputs;
@@ -415,12 +285,6 @@ static teexec_status *index_values(teexec_session *s)
         if (val->flags & TX_IR_VALUE_GRAPH_OUTPUT) last = (int64_t)g->n_nodes;
         s->last_use[v] = last;
     }
-    for (size_t i = 0; i < g->n_outputs; i++)
-        if (g->values[g->outputs[i]].kind != TX_IR_KIND_TENSOR &&
-            g->values[g->outputs[i]].kind != TX_IR_KIND_UNKNOWN)
-            return tx_status_new(TEEXEC_ERR_UNSUPPORTED, model_file(s), NULL,
-                                 "graph output \"%s\" is not a tensor",
-                                 g->values[g->outputs[i]].name);
     return NULL;
 }
 
@@ -456,7 +320,7 @@ static teexec_status *build_entry(void *ctx, const tx_ir_graph *g, const tx_plan
     free(shapes);
     TX_TRY(st);
     /* the entry's plan is the fuser plan, owned through the tx_plan (NULL
-     * in planning-only sessions: the payload is the entry) */
+     * in a CUDA session: the payload is the entry) */
     *plan = p->fplan;
     *payload = p;
     return NULL;
@@ -568,7 +432,7 @@ teexec_status *teexec_session_create(const teexec_model *model,
     teexec_status *st = NULL;
     s->user_model = model;
     s->model = run;
-    s->plan_only = use_cuda || (options && options->plan_only);
+    s->plan_only = use_cuda;
     s->g = run->ir->graph;
     s->comm = options ? options->comm : NULL;
     st = tx_comm_check_session(s->comm, use_cuda);
@@ -592,7 +456,6 @@ teexec_status *teexec_session_create(const teexec_model *model,
     }
     if (!st) st = resolve_kernels(s);
     if (!st) st = index_values(s);
-    if (!st) st = decode_initializers(s);
     if (!st && options) st = tx_buckets_copy(&options->buckets, &s->buckets);
     if (!st) st = tx_device_caps_parse("cpu", &s->caps);
     if (!st && !(s->key_vals = calloc(s->g->n_values ? s->g->n_values : 1, sizeof(*s->key_vals))))
@@ -616,11 +479,8 @@ void teexec_session_destroy(teexec_session *s)
     free(s->key_vals);
     free(s->declared);
     tx_buckets_free(&s->buckets);
-    if (s->init)
-        for (size_t v = 0; v < s->g->n_values; v++) tx_tensor_release(&s->init[v]);
-    free(s->init);
+    tx_value_planner_destroy(s->vp);
     free(s->fns);
-    free(s->in_vals);
     free(s->last_use);
     free(s->sc_pins);
     free(s->sc_in_vals);
@@ -798,18 +658,6 @@ static teexec_status *find_plan(teexec_session *s, const tx_tensor **bound, tx_p
     return plan_lookup(s, &req, out);
 }
 
-teexec_status *tx_session_plan_for(teexec_session *s, const teexec_dtype *dts,
-                                   const tx_shape *shapes, const tx_plan **out)
-{
-    *out = NULL;
-    tx_plan_request req;
-    tx_session_key(s, dts, shapes, &req);
-    tx_plan *p = NULL;
-    TX_TRY(plan_lookup(s, &req, &p));
-    *out = p;
-    return NULL;
-}
-
 /* Infers a node's outputs at run time, when every input value is known. */
 static teexec_status *infer_now(teexec_session *s, const tx_ir_node *n, const tx_tensor **ins,
                                 tx_infer_value *outs)
@@ -845,9 +693,9 @@ static teexec_status *execute(teexec_session *s, const teexec_run_options *ro, t
                               const tx_tensor **bound, const tx_tensor **cur, tx_tensor *store)
 {
     if (s->plan_only)
-        return tx_error(TEEXEC_ERR_INTERNAL, "a planning-only session has no memory to run in");
+        return tx_error(TEEXEC_ERR_INTERNAL, "a CUDA session's CPU plan has no memory to run in");
     const tx_ir_graph *g = s->g;
-    for (size_t v = 0; v < g->n_values; v++) cur[v] = p->vals[v].value;
+    for (size_t v = 0; v < g->n_values; v++) cur[v] = p->typed.vals[v].value;
     for (size_t i = 0; i < s->n_in; i++) cur[s->in_vals[i]] = bound[i];
     const tx_tensor **ins = s->sc_ins;
     tx_tensor **outs = s->sc_outs;
@@ -855,7 +703,7 @@ static teexec_status *execute(teexec_session *s, const teexec_run_options *ro, t
     s->n_trace = 0;
     s->last_fplan = p->fplan;
     for (size_t i = 0; i < g->n_nodes; i++) {
-        if (p->skip[i]) continue;
+        if (p->typed.skip[i]) continue;
         int role = tx_sgroups_role(p, i);
         if (role < 0) continue;
         /* one atomic load per node or fuser group: the cancel point of a
@@ -876,14 +724,14 @@ static teexec_status *execute(teexec_session *s, const teexec_run_options *ro, t
                                 g->values[v].name);
         }
         for (size_t j = 0; j < n->n_outputs; j++)
-            if (n->outputs[j] >= 0 && !p->vals[n->outputs[j]].shape_known) need_infer = true;
+            if (n->outputs[j] >= 0 && !p->typed.vals[n->outputs[j]].shape_known) need_infer = true;
         if (need_infer) TX_TRY(infer_now(s, n, ins, dyn));
         teexec_status *st = NULL;
         for (size_t j = 0; j < n->n_outputs; j++) {
             outs[j] = NULL;
             int32_t o = n->outputs[j];
             if (o < 0 || st) continue;
-            const tx_infer_value *iv = need_infer ? &dyn[j] : &p->vals[o];
+            const tx_infer_value *iv = need_infer ? &dyn[j] : &p->typed.vals[o];
             tx_tensor *t = &store[o];
             if (p->offset[o] != SIZE_MAX && !need_infer) {
                 st = tx_tensor_wrap(t, iv->dtype, iv->shape.rank, iv->shape.dims,

@@ -5,6 +5,12 @@
  * the one made longest ago dropped first), and the option parsing shared
  * with the trainer.
  *
+ * Each executor (exec/cuda/gpu_graph.h) types and folds its values with a
+ * value planner of its own (exec/value_plan.h) over the session's lowered
+ * model; the session's own CPU plans (a CUDA session is plan_only: types,
+ * folding and the arena's extent, no host arena, no fuser groups) only
+ * check at creation that the declared shapes plan.
+ *
  * Ownership: executors (through their cache) and copied options belong to
  * the session (tx_session_cuda_free). Thread-safety: as the session (one
  * thread).
@@ -26,9 +32,9 @@ bool tx_env_deterministic(void);
 teexec_status *tx_resolve_device(teexec_device asked, const char *recipe, teexec_dtype dtype,
                                  bool cpu_recipes, bool *use_cuda) TX_NODISCARD;
 
-/* Called by teexec_session_create once the CPU-side pieces (binding,
- * shape checks) exist; plans the declared shapes (s->declared) on the
- * device, so the first run with them plans nothing. */
+/* Called by session creation (exec/session.c) once the CPU-side pieces
+ * (binding, shape checks) exist; plans the declared shapes (s->declared)
+ * on the device, so the first run with them plans nothing. */
 teexec_status *tx_session_cuda_init(teexec_session *s, const teexec_session_options *o) TX_NODISCARD;
 void tx_session_cuda_free(teexec_session *s);
 size_t tx_session_cuda_plan_count(const teexec_session *s);

@@ -169,7 +169,7 @@ teexec_status *tx_sgroups_build(teexec_session *s, tx_plan *p)
     TX_TRY(tx_device_caps_parse("cpu", &req.device));
     req.training = false;
     req.deterministic = s->deterministic;
-    req.vals = p->vals;
+    req.vals = p->typed.vals;
     req.n_vals = g->n_values;
     req.skip_memory = true; /* the session's own buffer plan places the values */
     TX_TRY(tx_fuser_plan_build(g, &req, &p->fplan));
@@ -183,7 +183,7 @@ teexec_status *tx_sgroups_build(teexec_session *s, tx_plan *p)
     for (size_t k = 0; k < fp->n_groups; k++) {
         const tx_plan_group *pg = &fp->groups[k];
         if (pg->kind != TX_GROUP_CHAIN) continue;
-        TX_TRY(tx_sgroup_prepare(g, p->skip, pg, &p->sg->g[k]));
+        TX_TRY(tx_sgroup_prepare(g, p->typed.skip, pg, &p->sg->g[k]));
         if (!p->sg->g[k].gx) continue;
         for (int32_t j = 0; j < pg->n_nodes; j++) p->sg->role[pg->nodes[j]] = j == 0 ? 1 : -1;
     }

@@ -1,28 +1,31 @@
 /*
  * session_internal.h - what a teexec_session holds: the model it runs, a
- * backend instance, one kernel per node, the decoded initializers, and its
- * per-shape plans in the one plan cache (planner/plan_cache.h): a tx_plan
- * per input-shape signature as the entry's payload, its fuser plan as the
- * entry's plan.
+ * backend instance, one kernel per node, the planner that types and folds
+ * its values (exec/value_plan.h: the decoded initializers, the inputs' value
+ * indices), and its per-shape plans in the one plan cache
+ * (planner/plan_cache.h): a tx_plan per input-shape signature as the
+ * entry's payload, its fuser plan as the entry's plan.
  *
  * A plan (tx_plan) is everything that depends on the input shapes: the
- * inferred dtype/shape of every value, the values known before running
- * (initializers, Constant/Shape/Size outputs and small subgraphs over them,
- * folded at plan time), which nodes are therefore skipped at run time, and
- * the buffer plan: one arena with an offset per intermediate value, reused
- * across values whose lifetimes do not overlap, and the fuser plan
- * (planner/plan.h) whose CHAIN groups the run executes. Values whose shape depends
- * on data only known at run time are allocated during the run.
+ * value plan (exec/value_plan.h: the inferred dtype/shape of every value,
+ * the values known before running -- initializers, Constant/Shape/Size
+ * outputs and small subgraphs over them, folded at plan time -- and which
+ * nodes are therefore skipped at run time), the buffer plan: one arena with
+ * an offset per intermediate value, reused across values whose lifetimes do
+ * not overlap, and the fuser plan (planner/plan.h) whose CHAIN groups the
+ * run executes. Values whose shape depends on data only known at run time
+ * are allocated during the run.
  *
- * Ownership: the session owns its plans, the arenas and the decoded
- * initializers; the model must outlive the session.
+ * Ownership: the session owns its plans, the arenas and its planner (with
+ * the decoded initializers); the model must outlive the session.
  * Thread-safety: one thread at a time per session (plans are added to the
  * cache during runs; each session has its own caches).
  *
  * When plans are made: creating a session plans the declared input shapes
  * (symbolic dims from the options) -- the CPU plan and, for a CUDA session,
  * the device executor -- so the first run with them plans nothing; a run
- * with another signature plans it then.
+ * with another signature plans it then. A CUDA session's executors type and
+ * fold their values with planners of their own (exec/cuda/gpu_graph.h).
  */
 #ifndef TEEXEC_EXEC_SESSION_INTERNAL_H
 #define TEEXEC_EXEC_SESSION_INTERNAL_H
@@ -31,16 +34,12 @@
 #include "exec/model_internal.h"
 #include "exec/recipe_delayed.h"
 #include "exec/shape_buckets.h"
+#include "exec/value_plan.h"
 #include "import/shape_infer.h"
 #include "planner/plan.h"
 
 #include <stdbool.h>
 #include <stddef.h>
-
-/* Folding at plan time is for the small integer subgraphs around shapes;
- * bigger constant subgraphs run with the graph rather than doubling the
- * weights' memory. */
-#define TX_FOLD_MAX_ELEMENTS 65536u
 
 /* Plans kept per session; past this, the one made longest ago is dropped
  * (plan_cache.h; a server fed ever-new sequence lengths must not grow
@@ -49,14 +48,13 @@
 
 typedef struct tx_plan {
     /* (its input signature is the cache entry's key) */
-    tx_infer_value *vals;     /* per graph value */
-    bool *skip;               /* per node: folded, not run */
+    tx_value_plan typed;      /* per value: dtype, shape, known value; per node: skip */
     size_t *offset;           /* per value: arena offset, or SIZE_MAX */
-    void *arena;
+    void *arena;              /* NULL in a CUDA session (plan_only) */
     size_t arena_bytes;
     /* The fuser plan for this signature (planner/plan.h), and how each of
-     * its CHAIN groups runs (exec/session_groups.h); NULL in planning-only
-     * sessions. */
+     * its CHAIN groups runs (exec/session_groups.h); NULL in a CUDA
+     * session (plan_only). */
     tx_fuser_plan *fplan;
     struct tx_sgroups *sg;
 } tx_plan;
@@ -76,9 +74,6 @@ struct teexec_session_options {
     size_t device_memory_limit; /* CUDA sessions: bytes (exec/device_budget.h), 0 = none */
     tx_buckets buckets;      /* symbolic dims padded up before planning (shape_buckets.h) */
     teexec_comm *comm;       /* tensor-parallel group (borrowed), NULL = world size 1 */
-    /* Internal (the CUDA executor's CPU session on its lowered model):
-     * plans types and folded values but allocates no host arena. */
-    bool plan_only;
 };
 
 /* CUDA sessions keep one executor per input-shape signature (each with its
@@ -109,8 +104,8 @@ struct teexec_session {
     /* CUDA sessions: the options that shape an executor, and the executors
      * made so far with their input shapes (n_in each). */
     bool cuda;
-    bool plan_only;          /* CUDA sessions and the executor's planning
-                              * session: no host activation arena */
+    bool plan_only;          /* CUDA sessions: their CPU plans get no host
+                              * activation arena (the executors run) */
     teexec_session_options *gpu_opts;
     struct tx_plan_cache *gpu;      /* payloads: tx_gpu_graph (exec/session_cuda.c) */
     struct tx_gpu_graph *last_gpu;  /* the executor of the last run (in `gpu`) */
@@ -134,9 +129,12 @@ struct teexec_session {
     size_t n_trace, cap_trace;
     const tx_fuser_plan *last_fplan;   /* the plan of the last run (borrowed) */
     teexec_comm *comm;       /* tensor-parallel group the te.ops collectives use (borrowed) */
-    tx_tensor *init;         /* per value: decoded initializer (data NULL otherwise) */
+    /* Types and folds every plan's values (exec/value_plan.h); owns the
+     * decoded initializers. */
+    tx_value_planner *vp;
     tx_buckets buckets;      /* the options' shape buckets (exec/shape_buckets.h) */
-    int32_t *in_vals;        /* graph inputs the caller feeds, model->inputs order */
+    const int32_t *in_vals;  /* graph inputs the caller feeds, user_model->inputs
+                              * order (vp's, borrowed) */
     size_t n_in;
     int64_t *last_use;       /* per value: last reading node; n_nodes for graph outputs */
     /* The per-shape plans (payloads: tx_plan) and the key scratch: one
@@ -157,13 +155,6 @@ struct teexec_session {
     tx_tensor **sc_outs;              /* max_out */
     tx_infer_value *sc_out_vals;      /* max_out */
 };
-
-/* The plan of one input signature (dtype and shape per session input, in
- * in_vals order): found in the cache or made and cached. For the CUDA
- * executor, which plans its lowered model through a CPU session to get every
- * value's type and the values folded before running. */
-teexec_status *tx_session_plan_for(teexec_session *s, const teexec_dtype *dts,
-                                   const tx_shape *shapes, const tx_plan **out) TX_NODISCARD;
 
 /* The request the session's plans are keyed on for these input dtypes
  * and shapes (in in_vals order; both NULL: the ones already in

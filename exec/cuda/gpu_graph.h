@@ -3,25 +3,29 @@
  * what a CUDA session (inference) and a CUDA trainer (forward, loss,
  * backward, optimizer) run.
  *
- * Creation lowers the model (exec/model_lower.h), plans it (planner/plan.h:
- * groups, forward and backward layouts, quantization per GEMM operand),
- * infers every value's dtype and shape, prepares one GPU node per graph
- * node (te.ops through exec/cuda/te_cuda.h, standard ops through
- * exec/cuda/std_cuda.h, values known before running folded on the host)
- * and the plan's fused kernels where the GPU has them (the others run
- * unfused; each such choice is kept with its reason), uploads the
- * parameters (converted to the compute dtype; FP32 master copies when
- * training; for inference, the model's initializers come from the model's
- * shared device copies, exec/weight_share.h, uploaded by the first executor
- * that needs them) and makes ONE device allocation for every other value, saved tensor,
- * gradient, node state and the scratch. Runs then allocate nothing and do
- * not synchronize the host except to hand back results; with CUDA graphs on
- * the forward (and the training step) is captured on the first run and
- * replayed.
+ * Creation takes the model's lowered copy (exec/prepare.h), types every
+ * value and folds the values known before running on the host with a
+ * value planner of its own (exec/value_plan.h; no session is involved),
+ * plans it (planner/plan.h: groups, forward and backward layouts,
+ * quantization per GEMM operand), prepares one GPU node per graph node
+ * that is not folded (te.ops through exec/cuda/te_cuda.h, standard ops
+ * through exec/cuda/std_cuda.h) and the plan's fused kernels where the GPU
+ * has them (the others run unfused; each such choice is kept with its
+ * reason), uploads the parameters (converted to the compute dtype; FP32
+ * master copies when training; for inference, the model's initializers
+ * come from the model's shared device copies, exec/weight_share.h,
+ * uploaded by the first executor that needs them) and makes ONE device
+ * allocation for every other value, saved tensor, gradient, node state and
+ * the scratch. Runs then allocate nothing and do not synchronize the host
+ * except to hand back results; with CUDA graphs on the forward (and the
+ * training step) is captured on the first run and replayed.
  *
- * Ownership: the graph owns its lowered model copy, plan and device memory;
- * the model passed in must outlive it. Host tensors given to run/step are
- * read during the call; tensors returned are new and owned by the caller.
+ * Ownership: the graph owns its value planner (with the decoded host
+ * initializers; an inference executor releases the big float ones once
+ * they are on the device), its plans and its device memory; the model
+ * passed in (and so its lowered copy) must outlive it. Host tensors given
+ * to run/step are read during the call; tensors returned are new and owned
+ * by the caller.
  * Thread-safety: one host thread at a time per graph.
  */
 #ifndef TEEXEC_EXEC_CUDA_GPU_GRAPH_H

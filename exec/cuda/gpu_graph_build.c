@@ -1,7 +1,8 @@
-/* gpu_graph_build.c - creating the CUDA executor (gpu_graph.h): lower,
- * infer every value's type through a CPU session, plan, prepare a GPU node
- * per graph node and the plan's fused kernels, wire the backward walk, make
- * the one device allocation, upload what is known before running. */
+/* gpu_graph_build.c - creating the CUDA executor (gpu_graph.h): take the
+ * model's lowered copy, type every value and fold what is known before
+ * running (its own value planner, exec/value_plan.h), plan, prepare a GPU
+ * node per graph node and the plan's fused kernels, wire the backward walk,
+ * make the one device allocation, upload what is known before running. */
 #include "exec/cuda/gpu_graph_internal.h"
 
 #include "exec/cpu_te_ops.h"
@@ -43,7 +44,7 @@ static teexec_status *init_values(tx_gpu_graph *g)
     for (size_t v = 0; v < ir->n_values; v++) {
         gval *gv = &g->vals[v];
         gv->param = -1;
-        const tx_infer_value *iv = &g->plan->vals[v];
+        const tx_infer_value *iv = &g->plan.vals[v];
         if (!iv->shape_known || iv->dtype == TEEXEC_DTYPE_UNDEFINED) continue;
         gv->model_dtype = iv->dtype;
         gv->host = iv->value;
@@ -303,7 +304,7 @@ static teexec_status *prepare_nodes(tx_gpu_graph *g)
             int32_t o = n->ir->outputs[j];
             if (o >= 0 && !g->vals[o].host) all_known = false;
         }
-        n->kind = g->plan->skip[i] || all_known ? GN_FOLDED
+        n->kind = g->plan.skip[i] || all_known ? GN_FOLDED
                   : tx_te_domain(n->ir->domain)  ? GN_TE
                                                  : GN_STD;
         if (n->kind == GN_FOLDED) continue;
@@ -1015,7 +1016,7 @@ static teexec_status *init_params(tx_gpu_graph *g)
     for (size_t p = 0; p < g->n_params && !st; p++) {
         gparam *gp = &g->params[p];
         gval *gv = &g->vals[gp->value];
-        const tx_tensor *h = &g->cpu->init[gp->value];
+        const tx_tensor *h = &g->vp->init[gp->value];
         if (!h->data) {
             st = tx_error(TEEXEC_ERR_INTERNAL, "parameter \"%s\" has no initializer", gp->name);
             break;
@@ -1130,7 +1131,9 @@ void tx_gpu_graph_destroy(tx_gpu_graph *g)
     if (g->io_ev[1]) cudaEventDestroy(g->io_ev[1]);
     if (g->own_stream && g->stream) cudaStreamDestroy(g->stream);
     tx_fuser_plan_free(g->fplan);
-    teexec_session_destroy(g->cpu);
+    /* the plan's known values point at the planner's initializers */
+    tx_value_plan_clear(&g->plan);
+    tx_value_planner_destroy(g->vp);
     free(g->recipe_name);
     free(g);
 }
@@ -1179,21 +1182,19 @@ static teexec_status *device_setup(tx_gpu_graph *g, tx_device_caps *caps)
     return NULL;
 }
 
-static teexec_status *make_cpu_plan(tx_gpu_graph *g, const tx_gpu_graph_config *cfg)
+/* The executor's value planner over the lowered model and the value plan
+ * for the configured input shapes (exec/value_plan.h): every value's dtype
+ * and shape, the values known before running (initializers, folded
+ * subgraphs) and the nodes that therefore do not run. */
+static teexec_status *make_value_plan(tx_gpu_graph *g, const tx_gpu_graph_config *cfg)
 {
-    teexec_session_options *o = NULL;
-    TX_TRY(teexec_session_options_create(&o));
-    teexec_status *st = teexec_session_options_set_device(o, TEEXEC_DEVICE_CPU);
-    o->plan_only = true; /* types and folded values only: the device runs it */
-    if (!st) st = teexec_session_create(g->lowered, o, &g->cpu);
-    teexec_session_options_destroy(o);
-    TX_TRY(st);
-    g->ir = g->cpu->g;
+    TX_TRY(tx_value_planner_create(g->lowered, g->lowered, &g->vp));
+    g->ir = g->vp->g;
     const tx_ir_graph *ir = g->ir;
-    if (cfg->n_inputs != g->cpu->n_in)
+    if (cfg->n_inputs != g->vp->n_in)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "the model has %zu inputs; %zu given",
-                        g->cpu->n_in, cfg->n_inputs);
-    g->n_in = g->cpu->n_in;
+                        g->vp->n_in, cfg->n_inputs);
+    g->n_in = g->vp->n_in;
     g->in_values = calloc(g->n_in ? g->n_in : 1, sizeof(*g->in_values));
     teexec_dtype *dts = calloc(g->n_in ? g->n_in : 1, sizeof(*dts));
     tx_shape *shapes = calloc(g->n_in ? g->n_in : 1, sizeof(*shapes));
@@ -1202,9 +1203,10 @@ static teexec_status *make_cpu_plan(tx_gpu_graph *g, const tx_gpu_graph_config *
         free(shapes);
         return tx_oom();
     }
-    /* the lowered session's input order from the caller's names */
+    /* the lowered model's input order from the caller's names */
+    teexec_status *st = NULL;
     for (size_t j = 0; j < g->n_in && !st; j++) {
-        int32_t v = g->cpu->in_vals[j];
+        int32_t v = g->vp->in_vals[j];
         size_t i = 0;
         while (i < cfg->n_inputs && strcmp(cfg->input_names[i], ir->values[v].name)) i++;
         if (i == cfg->n_inputs) {
@@ -1216,7 +1218,7 @@ static teexec_status *make_cpu_plan(tx_gpu_graph *g, const tx_gpu_graph_config *
         dts[j] = ir->values[v].dtype;
         shapes[j] = cfg->input_shapes[i];
     }
-    if (!st) st = tx_session_plan_for(g->cpu, dts, shapes, &g->plan);
+    if (!st) st = tx_value_plan_build(g->vp, dts, shapes, &g->plan);
     free(dts);
     free(shapes);
     return st;
@@ -1233,7 +1235,7 @@ static teexec_status *make_fuser_plan(tx_gpu_graph *g, const tx_device_caps *cap
     req.device = *caps;
     req.training = g->cfg.training;
     req.deterministic = g->cfg.deterministic;
-    req.vals = g->plan->vals;
+    req.vals = g->plan.vals;
     req.n_vals = g->ir->n_values;
     return tx_fuser_plan_build(g->ir, &req, &g->fplan);
 }
@@ -1323,8 +1325,10 @@ static void decide_graphs(tx_gpu_graph *g)
 
 /* The host copies of the big float weights an inference executor read
  * from the model's shared device copies: needed only to upload them (done
- * by now, by this executor or an earlier one), so they go, and a session
- * per shape does not keep the model's weights in host memory each. Small
+ * by now, by this executor or an earlier one), so they go, and the
+ * executors of a session (one per shape) do not each keep the model's
+ * weights in host memory. They are the executor's own planner's decoded
+ * initializers, which no later plan reads (the executor plans once). Small
  * initializers stay (node preparation may have kept pointers to integer
  * shapes and indices), and so does one a graph output reads. */
 static void drop_host_weights(tx_gpu_graph *g)
@@ -1332,12 +1336,12 @@ static void drop_host_weights(tx_gpu_graph *g)
     if (g->cfg.training) return;
     for (size_t v = 0; v < g->ir->n_values; v++) {
         gval *gv = &g->vals[v];
-        if (!gv->shared || gv->host != &g->cpu->init[v]) continue;
+        if (!gv->shared || gv->host != &g->vp->init[v]) continue;
         const tx_tensor *h = gv->host;
         if (!is_float(h->dtype) || h->nbytes < ((size_t)64 << 10) ||
             (g->ir->values[v].flags & TX_IR_VALUE_GRAPH_OUTPUT))
             continue;
-        tx_tensor_release(&g->cpu->init[v]);
+        tx_tensor_release(&g->vp->init[v]);
         gv->host = NULL;
     }
 }
@@ -1360,7 +1364,7 @@ teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph
     tx_device_caps caps;
     teexec_status *st = device_setup(g, &caps);
     if (!st) st = tx_model_runnable(model, &g->lowered, &g->prep);
-    if (!st) st = make_cpu_plan(g, cfg);
+    if (!st) st = make_value_plan(g, cfg);
     /* the user's names: the preparation's sources (they know repeated and
      * inherited annotations); a lowered copy given directly gets its own */
     if (!st && g->prep) {

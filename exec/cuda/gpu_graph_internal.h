@@ -17,7 +17,7 @@
 #include "exec/cuda/std_cuda.h"
 #include "exec/cuda/te_cuda.h"
 #include "exec/recipe_delayed.h"
-#include "exec/session_internal.h"
+#include "exec/value_plan.h"
 #include "import/lower.h"
 #include "kernels/cuda/optim.h"
 
@@ -123,8 +123,11 @@ struct tx_gpu_graph {
     char *recipe_name;
     const teexec_model *lowered; /* the model's lowered copy (exec/prepare.h), borrowed */
     const struct tx_prepared *prep; /* its preparation (user names), NULL for a lowered copy */
-    teexec_session *cpu;       /* CPU session on the lowered model: types and folding */
-    const tx_plan *plan;
+    /* the lowered model's value planner (exec/value_plan.h, owned: its
+     * decoded initializers are the host copies uploaded, some released by
+     * drop_host_weights) and its plan for the configured shapes (owned) */
+    tx_value_planner *vp;
+    tx_value_plan plan;
     const tx_ir_graph *ir;
     tx_fuser_plan *fplan;
     teexec_dtype compute;      /* UNDEFINED: keep the model's */
