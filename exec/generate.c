@@ -683,13 +683,18 @@ static void cache_append(teexec_tensor *dst, size_t at, const teexec_tensor *src
     for (size_t k = 0; k < bh; k++) memcpy(d + (k * cd + at) * row, sp + (k * cs + from) * row, n * row);
 }
 
-/* The capacity the cache is kept (and fed) at for `cols` columns: the next
- * bucket boundary (at least one bucket), or exactly cols without buckets. */
+/* With past buckets, the capacity the cache is kept (and fed) at to hold
+ * `cols` columns: past_bucket, doubled until it holds them, at most
+ * max_length rounded up to a bucket. Doubling keeps the shapes a long
+ * generation brings the session (each a plan, on CUDA an executor to
+ * build and capture) to a handful, at the price of attending over at most
+ * twice the columns needed, all masked. */
 static size_t bucket_cols(const teexec_generator *g, size_t cols)
 {
-    size_t pb = g->past_bucket > 1 ? g->past_bucket : 1;
-    size_t c = (cols + pb - 1) / pb * pb;
-    return pb > 1 && c == 0 ? pb : c;
+    size_t pb = g->past_bucket;
+    size_t top = (g->max_length + pb - 1) / pb * pb, c = pb;
+    while (c < cols && c < top) c *= 2;
+    return c > top ? top : c;
 }
 
 static size_t cache_capacity(const teexec_generator *g)
@@ -750,16 +755,16 @@ static void commit_rows(teexec_generator *g, size_t batch, const teexec_tensor *
  * device cache (first remade at b_run rows and capacity cp when it is not
  * that), the presents written into g->dpresent (remade when their shape
  * changes), then the t_run new columns of every layer copied into the
- * cache at c0 (grown to cap1 columns when they do not fit). ins[0..n_in)
- * are the ids, mask and positions. g's cache and rows change only once
- * everything succeeded; the caller updates the counts. */
+ * cache at c0. ins[0..n_in) are the ids, mask and positions. g's cache
+ * and rows change only once everything succeeded; the caller updates the
+ * counts. */
 static teexec_status *kv_device_run(teexec_generator *g, size_t batch, size_t t_run, size_t c0,
-                                    size_t cp, size_t cap1, size_t b_run, size_t n_in,
-                                    const char **names, teexec_tensor *const *ins)
+                                    size_t cp, size_t b_run, size_t n_in, const char **names,
+                                    teexec_tensor *const *ins)
 {
     const tx_kv_layout *lay = &g->kv_layout;
     size_t cr = cp + t_run, n_run = n_in + g->n_kv;
-    tx_kv_block fed = {0}, pres = {0}, grown = {0};
+    tx_kv_block fed = {0}, pres = {0};
     const teexec_tensor **run_in = calloc(n_run, sizeof(*run_in));
     teexec_tensor **outs = calloc(1 + g->n_kv, sizeof(*outs));
     const char **out_names = calloc(1 + g->n_kv, sizeof(*out_names));
@@ -787,16 +792,14 @@ static teexec_status *kv_device_run(teexec_generator *g, size_t batch, size_t t_
     if (!st) st = logits_as_float(g, outs[0], &lf);
     const teexec_tensor *l = lf ? lf : outs[0];
     if (!st) st = check_rows(g, batch, l, t_run);
-    /* the new columns into the cache as fed, or into its grown copy */
-    if (!st && cap1 != cp) st = tx_kv_block_make(lay, b_run, cap1, past, &grown);
-    tx_kv_block *dest = grown.base ? &grown : past;
-    if (!st) st = tx_kv_block_copy_cols(lay, dest, c0, present, cp, t_run);
+    /* the new columns into the cache as fed */
+    if (!st) st = tx_kv_block_copy_cols(lay, past, c0, present, cp, t_run);
     if (!st) {
         commit_rows(g, batch, l, t_run, c0);
-        if (dest != &g->dcache) {
+        if (new_fed) {
             tx_kv_block_free(&g->dcache);
-            g->dcache = *dest;
-            memset(dest, 0, sizeof(*dest));
+            g->dcache = fed;
+            memset(&fed, 0, sizeof(fed));
         }
         if (new_pres) {
             tx_kv_block_free(&g->dpresent);
@@ -806,7 +809,6 @@ static teexec_status *kv_device_run(teexec_generator *g, size_t batch, size_t t_
     }
     tx_kv_block_free(&fed);
     tx_kv_block_free(&pres);
-    tx_kv_block_free(&grown);
     teexec_tensor_destroy(lf);
     if (outs) teexec_tensor_destroy(outs[0]); /* the presents are views */
     free(outs);
@@ -827,14 +829,15 @@ static teexec_status *kv_run(teexec_generator *g, size_t batch)
         return tx_error(TEEXEC_ERR_LIMIT, "the run needs %zu cache columns; max_length is %zu", c1,
                         g->max_length);
     TX_TRY(kv_check_unpadded(g, batch, t_run));
-    /* the past as fed: the cache at its capacity, c0 columns padded
-     * (masked) up to a bucket boundary, so consecutive decode steps bring
-     * the session the same shapes (with buckets even the first run gets
+    /* the past as fed: with buckets the cache at its capacity, the c0
+     * columns padded (masked) to the capacity that also holds the run's new
+     * ones (c1), so consecutive decode steps bring the session the same
+     * shapes and a run never outgrows its cache (even the first run gets
      * one masked bucket rather than an empty past: no zero-sized tensors
      * for the backend); only the new tokens' columns of the presents are
-     * kept, appended in place */
+     * kept, appended in place. Without, exactly the c0 columns. */
     bool buckets = g->past_bucket > 1;
-    size_t cp = bucket_cols(g, c0), cr = cp + t_run, cap1 = bucket_cols(g, c1);
+    size_t cp = buckets ? bucket_cols(g, c1) : c0, cr = cp + t_run;
     size_t b_run = g->ids.fixed_batch >= 0 ? (size_t)g->ids.fixed_batch : batch;
     if (g->cache_batch > b_run) b_run = g->cache_batch;
     size_t n_slots = 3 + g->n_kv, n_in = 0;
@@ -846,7 +849,7 @@ static teexec_status *kv_run(teexec_generator *g, size_t batch)
     teexec_tensor **owned = calloc(g->n_kv, sizeof(*owned)); /* resized/empty pasts */
     const char **out_names = calloc(1 + g->n_kv, sizeof(*out_names));
     teexec_tensor **outs = calloc(1 + g->n_kv, sizeof(*outs));
-    teexec_tensor *lf = NULL, **grown = NULL;
+    teexec_tensor *lf = NULL;
     teexec_status *st = (!ids || !pos || !mask || !names || !ins || !owned || !out_names || !outs)
                             ? tx_oom() : NULL;
     if (st) goto done;
@@ -876,7 +879,7 @@ static teexec_status *kv_run(teexec_generator *g, size_t batch)
         st = int_tensor(g->pos.dtype, b_run, t_run, pos, &ins[n_in++]);
     }
     if (!st && g->kv_device) {
-        st = kv_device_run(g, batch, t_run, c0, cp, cap1, b_run, n_in, names, ins);
+        st = kv_device_run(g, batch, t_run, c0, cp, b_run, n_in, names, ins);
         if (!st) {
             g->cache_batch = b_run;
             g->cols = c1;
@@ -913,27 +916,21 @@ static teexec_status *kv_run(teexec_generator *g, size_t batch)
                           (long long)g->kv[i].heads, cr, (long long)g->kv[i].head_dim,
                           teexec_dtype_name(g->kv[i].dtype));
     }
-    /* the caches to keep: without buckets the presents themselves; with
-     * them the past as fed, grown to the next bucket when the new columns
-     * do not fit (allocated here, before anything changes) */
-    if (!st) grown = calloc(g->n_kv, sizeof(*grown));
-    if (!st && !grown) st = tx_oom();
-    for (size_t i = 0; !st && buckets && cap1 != cp && i < g->n_kv; i++)
-        st = cache_resize(owned[i] ? owned[i] : g->cache[i], b_run, cap1, &grown[i]);
     if (!st) st = logits_as_float(g, outs[0], &lf);
     const teexec_tensor *l = lf ? lf : outs[0];
     /* check every row before changing anything */
     if (!st) st = check_rows(g, batch, l, t_run);
     if (st) goto done;
     commit_rows(g, batch, l, t_run, c0);
+    /* the caches to keep: without buckets the presents themselves; with
+     * them the past as fed, the new columns appended */
     for (size_t i = 0; i < g->n_kv; i++) {
         teexec_tensor *keep;
         if (!buckets) {
             keep = outs[1 + i];
             outs[1 + i] = NULL;
         } else {
-            keep = grown[i] ? grown[i] : owned[i] ? owned[i] : g->cache[i];
-            if (keep == grown[i]) grown[i] = NULL;
+            keep = owned[i] ? owned[i] : g->cache[i];
             if (keep == owned[i]) owned[i] = NULL;
             cache_append(keep, c0, outs[1 + i], cp, t_run);
         }
@@ -944,8 +941,6 @@ static teexec_status *kv_run(teexec_generator *g, size_t batch)
     g->cols = c1;
     g->runs++;
 done:
-    if (grown) destroy_all(grown, g->n_kv);
-    free(grown);
     if (ins) destroy_all(ins, n_in);
     if (owned) destroy_all(owned, g->n_kv);
     if (outs) destroy_all(outs, 1 + g->n_kv);

@@ -9,7 +9,8 @@
  * on the token chosen before it, so N new tokens take N steps holding N - 1
  * one-token runs (the last token chosen is never run). per_token_ms is the
  * decode time over those runs, tokens_per_s the batch's new tokens over the
- * decode time.
+ * decode time; median_step_ms / max_step_ms the steps that ran the model
+ * (the median: the steady step; the maximum: one that planned a shape).
  *
  * Uses only the public API. Single-threaded.
  */
@@ -280,6 +281,12 @@ static int load_prompt(const gen_args *a, prompt *p)
     return -1;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static double now_ms(void)
 {
     struct timespec ts;
@@ -321,9 +328,10 @@ int cmd_generate(int argc, char **argv)
     int64_t *step_ids = calloc(batch, sizeof(*step_ids));
     size_t *made = calloc(batch, sizeof(*made));
     bool *stopped = calloc(batch, sizeof(*stopped));
-    teexec_status *st = (!out || !step_ids || !made || !stopped)
-                            ? NULL : teexec_model_load_file(a.model, NULL, &model);
-    if (!out || !step_ids || !made || !stopped) {
+    double *step_ms = calloc((size_t)a.max_new, sizeof(*step_ms));
+    bool fail = !out || !step_ids || !made || !stopped || !step_ms;
+    teexec_status *st = fail ? NULL : teexec_model_load_file(a.model, NULL, &model);
+    if (fail) {
         rc = cli_fail(CLI_EXIT_BAD_INPUT, CMD, "out of memory");
         goto done;
     }
@@ -366,7 +374,9 @@ int cmd_generate(int argc, char **argv)
     double t1 = now_ms();
     size_t steps = 0, live = batch;
     while (!st && steps < (size_t)a.max_new && live) {
+        double ts = now_ms();
         st = teexec_generator_step(g, step_ids, batch);
+        step_ms[steps] = now_ms() - ts;
         for (size_t r = 0; !st && r < batch; r++) {
             if (stopped[r]) continue;
             out[r * (size_t)a.max_new + made[r]++] = step_ids[r];
@@ -428,6 +438,19 @@ int cmd_generate(int argc, char **argv)
         json_double(&j, runs ? decode / (double)runs : NAN);
         json_key(&j, "tokens_per_s");
         json_double(&j, decode > 0 ? (double)new_tokens / (decode / 1e3) : NAN);
+        /* the steps that run the model (all but the first, whose token the
+         * prefill computed): the median is the steady decode step, the
+         * maximum shows a step that planned a new shape */
+        double med = NAN, mx = NAN;
+        if (steps > 1) {
+            qsort(step_ms + 1, steps - 1, sizeof(*step_ms), cmp_double);
+            med = step_ms[1 + (steps - 1) / 2];
+            mx = step_ms[steps - 1];
+        }
+        json_key(&j, "median_step_ms");
+        json_double(&j, med);
+        json_key(&j, "max_step_ms");
+        json_double(&j, mx);
         json_end_object(&j);
         json_finish(&j);
     } else {
@@ -444,6 +467,7 @@ done:
     prompt_free(&p);
     free(out);
     free(step_ids);
+    free(step_ms);
     free(made);
     free(stopped);
     free(stops);

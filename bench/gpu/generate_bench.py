@@ -191,8 +191,9 @@ def main():
                     r = run_teexec(a.teexec, os.path.join(folder, "model.onnx"), ppath, a.new,
                                    dtype, env)
                     case["teexec"] = {k: r.get(k) for k in ("prefill_ms", "decode_ms",
-                                                           "per_token_ms", "tokens_per_s",
-                                                           "mode", "model_runs",
+                                                           "per_token_ms", "median_step_ms",
+                                                           "max_step_ms", "tokens_per_s",
+                                                           "mode", "model_runs", "plans",
                                                            "process_wall_s")}
                     total_s = (r["prefill_ms"] + r["decode_ms"]) / 1e3
                     case["teexec_total_s"] = total_s
@@ -210,17 +211,28 @@ def main():
             if hf is not None and not a.no_compile:
                 try:
                     hf.generation_config.cache_implementation = "static"
-                    hf.forward = torch.compile(hf.forward, mode="reduce-overhead", fullgraph=True)
+                    eager_forward = hf.forward
+                    hf.forward = torch.compile(eager_forward, mode="reduce-overhead", fullgraph=True)
                     for batch in a.batches:
                         case = next(c for c in results["cases"] if c["model"] == name and
                                     c["dtype"] == dtype and c["batch"] == batch)
                         prompt = np.load(os.path.join(a.out, f"prompt_{name}_{batch}.npy"))
-                        try:
-                            t, _ = time_hf(hf, torch.from_numpy(prompt).cuda(), a.new, a.iters, 2)
-                            case["hf_static_compile_s"] = t
-                            case["hf_static_compile_tokens_per_s"] = batch * a.new / t
-                        except Exception as e:
-                            case["hf_static_compile_error"] = short(e)
+                        # reduce-overhead (CUDA graphs) first; transformers 5's static
+                        # cache can trip its overwrite check, then compile without graphs
+                        for mode in ("reduce-overhead", "default"):
+                            try:
+                                t, _ = time_hf(hf, torch.from_numpy(prompt).cuda(), a.new,
+                                               a.iters, 2)
+                                case["hf_static_compile_s"] = t
+                                case["hf_static_compile_tokens_per_s"] = batch * a.new / t
+                                case["hf_static_compile_mode"] = mode
+                                case.pop("hf_static_compile_error", None)
+                                break
+                            except Exception as e:
+                                case["hf_static_compile_error"] = f"{mode}: {short(e)}"
+                                torch._dynamo.reset()
+                                hf.forward = torch.compile(eager_forward, mode="default",
+                                                           fullgraph=True)
                         log(json.dumps(case))
                 except Exception as e:
                     log(f"FAIL {name} {dtype}: torch.compile: {short(e)}")
@@ -228,8 +240,9 @@ def main():
             torch.cuda.empty_cache()
         with open(os.path.join(a.out, "generate_bench.json"), "w") as f:
             json.dump(results, f, indent=1)
-    lines = ["| model | dtype | batch | teexec tok/s | per-token ms | bound ms | HF eager tok/s "
-             "| HF static+compile tok/s | ids = HF |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | dtype | batch | teexec tok/s | per-token ms | median step ms | "
+             "bound ms | HF eager tok/s | HF static+compile tok/s | ids = HF |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for c in results["cases"]:
         t = c.get("teexec", {})
 
@@ -237,9 +250,11 @@ def main():
             return fmt.format(v) if isinstance(v, (int, float)) else "-"
         lines.append(f"| {c['model']} | {c['dtype']} | {c['batch']} | "
                      f"{f(c.get('teexec_tokens_per_s')) if t else c.get('teexec_error', '-')} | "
-                     f"{f(t.get('per_token_ms'), '{:.2f}')} | {f(c.get('bound_ms_per_token'), '{:.2f}')} | "
+                     f"{f(t.get('per_token_ms'), '{:.2f}')} | {f(t.get('median_step_ms'), '{:.3f}')} | "
+                     f"{f(c.get('bound_ms_per_token'), '{:.3f}')} | "
                      f"{f(c.get('hf_eager_tokens_per_s'))} | "
-                     f"{f(c.get('hf_static_compile_tokens_per_s'))} | "
+                     f"{f(c.get('hf_static_compile_tokens_per_s'))}"
+                     f"{' (' + c['hf_static_compile_mode'] + ')' if c.get('hf_static_compile_mode') else ''} | "
                      f"{c.get('ids_equal_hf_eager', '-')} |")
     table = "\n".join(lines)
     with open(os.path.join(a.out, "generate_bench.md"), "w") as f:

@@ -423,7 +423,9 @@ teexec_status *tx_gpu_graph_run(tx_gpu_graph *g, const tx_tensor *const *inputs,
     io->host_copies = 0;
     const tx_ir_graph *ir = g->ir;
     bool fetch = false;
-    for (size_t j = 0; outputs && j < ir->n_outputs; j++) fetch = fetch || !want || want[j];
+    /* outputs to hand back on the host side (a bound one is written on the device) */
+    for (size_t j = 0; outputs && j < ir->n_outputs; j++)
+        fetch = fetch || ((!want || want[j]) && !(io->out_into && io->out_into[j]));
     if (io->no_sync && fetch && !io->out_device)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                         "a run that does not wait for the device must leave its outputs on the "
