@@ -237,6 +237,7 @@ static teexec_status *make_session(teexec_generator *g, const teexec_model *m,
     bool shapes_repeat = g->mode == TEEXEC_GENERATE_KV_CACHE ? g->past_bucket > 1
                                                              : g->ids.fixed_len >= 0;
     if (!st && !shapes_repeat) st = teexec_session_options_set_cuda_graphs(so, 0);
+    if (!st && o->profile) st = teexec_session_options_set_profile(so, 1);
     if (!st) st = teexec_session_create(m, so, &g->session);
     teexec_session_options_destroy(so);
     return st;

@@ -67,13 +67,16 @@ static void usage(FILE *f)
             "                           model has a cache)\n"
             "  --max-length L           tokens (KV mode: cache columns) per sequence\n"
             "                           (default: prompt + new tokens)\n"
-            "  --past-bucket N          KV mode: feed the past padded (masked) to a\n"
-            "                           multiple of N, so decode steps repeat one input\n"
-            "                           shape (default 64 where the model allows it; 1:\n"
-            "                           no padding)\n"
+            "  --past-bucket N          KV mode: feed the past padded (masked) to N\n"
+            "                           columns, doubled as it grows, so decode steps\n"
+            "                           repeat one input shape (default 64 where the\n"
+            "                           model allows it; 1: no padding)\n"
+            "  --profile                time every fuser group and kernel of the runs\n"
+            "                           (GPU; CUDA graphs off) and print the table\n"
             "  --threads N              threads for the CPU GEMM kernels\n"
             "  --json                   print one JSON object: the ids, stops and timings\n"
-            "                           (prefill_ms, decode_ms, per_token_ms, tokens_per_s)\n"
+            "                           (prefill_ms, decode_ms, per_token_ms, median_step_ms,\n"
+            "                           max_step_ms, tokens_per_s)\n"
             "  -h, --help               show this help\n");
 }
 
@@ -143,7 +146,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
         int ex = exec_options_parse(&a->ex, CMD, argc, argv, &i);
         if (ex < 0) return -ex;
         if (ex > 0) {
-            if (a->ex.deterministic || a->ex.no_graphs || a->ex.profile)
+            if (a->ex.deterministic || a->ex.no_graphs)
                 return cli_usage_error(CMD, "%s is not an option of generate", arg);
             continue;
         }
@@ -353,6 +356,7 @@ int cmd_generate(int argc, char **argv)
     o.top_p = a.top_p;
     o.seed = a.seed;
     o.past_bucket = (size_t)a.past_bucket;
+    o.profile = a.ex.profile;
     st = teexec_generator_create(model, &o, &g);
     if (st && o.max_length && !a.max_length && teexec_status_code(st) == TEEXEC_ERR_INVALID_ARGUMENT &&
         strstr(teexec_status_message(st), "fixed sequence")) {
@@ -461,6 +465,13 @@ int cmd_generate(int argc, char **argv)
         }
     }
     rc = CLI_EXIT_OK;
+    if (a.ex.profile) {
+        char *text = NULL;
+        const teexec_session *gs = teexec_generator_session(g);
+        st = teexec_session_profile(gs, &text);
+        rc = exec_options_print_profile(CMD, teexec_session_device_name(gs), st, text);
+        st = NULL;
+    }
 done:
     teexec_generator_destroy(g);
     teexec_model_destroy(model);

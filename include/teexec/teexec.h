@@ -764,9 +764,9 @@ TEEXEC_API void teexec_session_destroy(teexec_session *session);
  * reference; a model with a fixed seq dim runs at that length, tokens
  * first, padding after, so any causal decoder works); a KV model runs in
  * it with an empty past each time. KV_CACHE feeds only the new tokens and
- * keeps the present tensors as the next past (on the host in this
- * version, also for CUDA sessions), padding the past to a bucket so that
- * decode steps repeat input shapes (past_bucket). AUTO picks KV_CACHE when the model has
+ * keeps the present tensors' new columns as the next past (on the device
+ * for a CUDA session with past buckets, else on the host), padding the
+ * past to a bucket so that decode steps repeat input shapes (past_bucket). AUTO picks KV_CACHE when the model has
  * past_key_values inputs.
  *
  * Batching: sequence i is row i; rows of different lengths run together.
@@ -802,12 +802,13 @@ typedef struct teexec_generator_options {
                                   columns) [0 = the model's fixed seq dim,
                                   else 4096] */
     int64_t pad_id;            /* the id fed at padded positions [0] */
-    /* KV_CACHE: the past is fed padded with masked columns to a multiple of
-     * this, so consecutive decode steps repeat one input shape (one plan,
-     * and on CUDA one captured graph, per bucket; only the new tokens'
-     * columns of the presents are kept; the first run's past is one
-     * masked bucket, not empty)
-     * [0 = 64 when the model takes attention_mask and
+    /* KV_CACHE: the past is fed padded with masked columns to a capacity
+     * of this many columns, doubled as the cache grows (at most max_length
+     * rounded up to it), that holds the run's new tokens too: consecutive
+     * decode steps repeat one input shape (one plan, and on CUDA one
+     * captured graph, per capacity; only the new tokens' columns of the
+     * presents are kept; the first run's past is one masked bucket, not
+     * empty) [0 = 64 when the model takes attention_mask and
      * position_ids, else 1 = no padding; > 1 needs both inputs] */
     size_t past_bucket;
     /* sampling: temperature [0 = greedy], top_k [0 = off], top_p [1 = off],
@@ -816,6 +817,10 @@ typedef struct teexec_generator_options {
     uint32_t top_k;
     double top_p;
     uint64_t seed;
+    /* the session profiles its runs (teexec_session_options_set_profile;
+     * read with teexec_session_profile on teexec_generator_session; CUDA
+     * graphs are then off) [0] */
+    int profile;
 } teexec_generator_options;
 
 /* Fills *options with the defaults in brackets above. */
