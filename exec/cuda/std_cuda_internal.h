@@ -95,6 +95,9 @@ struct tx_cuda_std_node {
     float g_alpha, g_beta;
     size_t n_steps;
     mm_step *steps;
+    /* MatMul forward as one strided-batch GEMM when the steps' offsets
+     * are linear in the step (0: the per-step loop) */
+    int64_t bat_count, bat_sa, bat_sb;
     bool acc_a, acc_b;     /* grad summed over broadcast batches in FP32 scratch */
     size_t ws_off, acc_a_off, acc_b_off;
     tx_cuda_einsum_plan ep;

@@ -133,6 +133,19 @@ static teexec_status *prep_matmul(tx_cuda_std_node *n, struct tx_gemm_lt *shared
         }
         free(seen_a);
         free(seen_b);
+        /* operand offsets linear in the step (no batch dim broadcast
+         * partly): the forward is one strided-batch GEMM, not nbatch
+         * launches (attention's per-head products at decode: b x h of
+         * them, each a few microseconds of launch) */
+        bool linear = nbatch > 1;
+        int64_t da = linear ? n->steps[1].oa : 0, db = linear ? n->steps[1].ob : 0;
+        for (uint64_t bi = 0; linear && bi < nbatch; bi++)
+            linear = n->steps[bi].oa == (int64_t)bi * da && n->steps[bi].ob == (int64_t)bi * db;
+        if (linear && nbatch <= INT32_MAX) {
+            n->bat_count = (int64_t)nbatch;
+            n->bat_sa = da;
+            n->bat_sb = db;
+        }
     }
     TX_TRY(own_gemm(n, shared_gemm));
     /* FP32 accumulation of a broadcast operand's grad: in place for FLOAT,
@@ -153,6 +166,17 @@ static teexec_status *prep_matmul(tx_cuda_std_node *n, struct tx_gemm_lt *shared
     tx_gemm_desc d = {.m = N, .n = n->M, .k = K, .lda = N, .ldb = K, .ldd = N,
                       .a_type = A->dtype, .b_type = A->dtype, .d_type = A->dtype, .alpha = 1.0f};
     if (N && n->M && K) TX_TRY(tx_std_at(n, tx_gemm_lt_check(n->gemm, &d)));
+    if (n->bat_count > 1 && N && n->M && K) {
+        d.batch_count = n->bat_count;
+        d.stride_a = n->bat_sb;
+        d.stride_b = n->bat_sa;
+        d.stride_c = d.stride_d = n->M * N;
+        teexec_status *st = tx_gemm_lt_check(n->gemm, &d);
+        if (st) { /* the loop then */
+            teexec_status_destroy(st);
+            n->bat_count = 0;
+        }
+    }
     return NULL;
 }
 
@@ -394,6 +418,23 @@ static teexec_status *rm_gemm(tx_cuda_std_node *n, int64_t M, int64_t N, int64_t
                 beta, scratch, stream);
 }
 
+/* The row-major batch C_i = A_i B_i (A_i at A + i * sa elements, B_i at
+ * B + i * sb, C_i at C + i * M * N) as one cuBLASLt call: column-major
+ * C^T = B^T A^T, like rm_gemm. */
+static teexec_status *rm_gemm_batched(tx_cuda_std_node *n, const void *A, const void *B, void *C,
+                                      teexec_dtype dt, void *scratch, void *stream)
+{
+    if (!n->M || !n->N) return NULL;
+    if (!n->K) return tx_std_memset0(n, C, (size_t)(n->bat_count * n->M * n->N) *
+                                               tx_dtype_elem_size(dt), stream);
+    tx_gemm_desc d = {.m = n->N, .n = n->M, .k = n->K, .lda = n->N, .ldb = n->K, .ldd = n->N,
+                      .ldc = n->N, .a_type = dt, .b_type = dt, .d_type = dt, .alpha = 1.0f,
+                      .batch_count = n->bat_count, .stride_a = n->bat_sb, .stride_b = n->bat_sa,
+                      .stride_c = n->M * n->N, .stride_d = n->M * n->N};
+    void *ws = tx_gemm_lt_workspace_bytes(n->gemm) ? (char *)scratch + n->ws_off : NULL;
+    return tx_std_at(n, tx_gemm_lt_run(n->gemm, &d, B, A, NULL, C, ws, stream));
+}
+
 static teexec_status *fwd_matmul(tx_cuda_std_node *n, const tx_tensor *const *in,
                                  tx_tensor *const *out, void *scratch, void *stream)
 {
@@ -401,6 +442,8 @@ static teexec_status *fwd_matmul(tx_cuda_std_node *n, const tx_tensor *const *in
     if (n->naive)
         return tx_std_at(n, tx_cuda_naive_gemm_run(&n->ng, in[0]->data, in[1]->data,
                                                    out[0]->data, dt, stream));
+    if (n->bat_count > 1)
+        return rm_gemm_batched(n, in[0]->data, in[1]->data, out[0]->data, dt, scratch, stream);
     for (size_t s = 0; s < n->n_steps; s++) {
         const mm_step *st = &n->steps[s];
         TX_TRY(rm_gemm(n, n->M, n->N, n->K, ptr(in[0]->data, st->oa, dt), 0,

@@ -26,7 +26,8 @@ static void load_once(void)
     loaded = RESOLVE(Create) && RESOLVE(Destroy) && RESOLVE(GetVersion) && RESOLVE(GetStatusName) &&
              RESOLVE(GetStatusString) && RESOLVE(MatmulDescCreate) && RESOLVE(MatmulDescDestroy) &&
              RESOLVE(MatmulDescSetAttribute) && RESOLVE(MatrixLayoutCreate) &&
-             RESOLVE(MatrixLayoutDestroy) && RESOLVE(MatmulPreferenceCreate) &&
+             RESOLVE(MatrixLayoutDestroy) && RESOLVE(MatrixLayoutSetAttribute) &&
+             RESOLVE(MatmulPreferenceCreate) &&
              RESOLVE(MatmulPreferenceDestroy) && RESOLVE(MatmulPreferenceSetAttribute) &&
              RESOLVE(MatmulAlgoGetHeuristic) && RESOLVE(Matmul) &&
              RESOLVE(MatmulAlgoConfigGetAttribute);

@@ -39,6 +39,9 @@ typedef struct tx_cublaslt_api {
     cublasStatus_t (*MatrixLayoutCreate)(cublasLtMatrixLayout_t *, cudaDataType, uint64_t, uint64_t,
                                          int64_t);
     cublasStatus_t (*MatrixLayoutDestroy)(cublasLtMatrixLayout_t);
+    cublasStatus_t (*MatrixLayoutSetAttribute)(cublasLtMatrixLayout_t,
+                                               cublasLtMatrixLayoutAttribute_t, const void *,
+                                               size_t);
     cublasStatus_t (*MatmulPreferenceCreate)(cublasLtMatmulPreference_t *);
     cublasStatus_t (*MatmulPreferenceDestroy)(cublasLtMatmulPreference_t);
     cublasStatus_t (*MatmulPreferenceSetAttribute)(cublasLtMatmulPreference_t,

@@ -265,6 +265,15 @@ teexec_status *tx_gemm_lt_check(const tx_gemm_lt *h, const tx_gemm_desc *d)
     if (d->allow_tf32 && d->a_type != TEEXEC_DTYPE_FLOAT) return BAD("allow_tf32 applies to FP32 GEMMs only");
     if (d->alpha_dev && d->beta != 0.0f && d->beta != 1.0f)
         return BAD("with a device alpha, beta must be 0 or 1 (got %g)", (double)d->beta);
+    if (d->batch_count > 1) {
+        if (!is_wide(d->a_type) || d->epilogue != TX_GEMM_EPI_NONE || d->alpha_dev)
+            return UNSUP("a strided batch needs FP32/FP16/BF16 operands, no epilogue and a host alpha");
+        if (d->batch_count > INT32_MAX || d->stride_a < 0 || d->stride_b < 0 || d->stride_c <= 0 ||
+            d->stride_d <= 0)
+            return BAD("bad strided batch (count %lld, strides %lld %lld %lld %lld)",
+                       (long long)d->batch_count, (long long)d->stride_a, (long long)d->stride_b,
+                       (long long)d->stride_c, (long long)d->stride_d);
+    }
     /* leading dimensions */
     if (ld_or(d->lda, rows_a(d)) < rows_a(d) || ld_or(d->ldb, rows_b(d)) < rows_b(d) ||
         ld_or(d->ldc, d->m) < d->m || ld_or(d->ldd, d->m) < d->m)
@@ -483,6 +492,17 @@ static teexec_status *build_descs(gemm_entry *en, const tx_gemm_desc *d)
                                       (uint64_t)d->n, k->ldc));
     LT_TRY(LT(MatrixLayoutCreate)(&en->ld, (cudaDataType_t)cuda_type(d->d_type), (uint64_t)d->m,
                                       (uint64_t)d->n, k->ldd));
+    if (k->batch_count > 1) {
+        const int32_t count = (int32_t)k->batch_count;
+        cublasLtMatrixLayout_t lay[4] = {en->la, en->lb, en->lc, en->ld};
+        const int64_t stride[4] = {k->stride_a, k->stride_b, k->stride_c, k->stride_d};
+        for (int i = 0; i < 4; i++) {
+            LT_TRY(LT(MatrixLayoutSetAttribute)(lay[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                sizeof count));
+            LT_TRY(LT(MatrixLayoutSetAttribute)(lay[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                &stride[i], sizeof stride[i]));
+        }
+    }
     return NULL;
 }
 

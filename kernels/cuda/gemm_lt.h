@@ -136,6 +136,11 @@ typedef struct tx_gemm_desc {
     float *amax_d;                /* FP8 operands: max |D| before d_scale (optional) */
     int fast_accum;               /* FP8 per-tensor: 1 for fprop, 0 for grads */
     int allow_tf32;               /* FP32 operands only */
+    /* Strided batch (wide operands, epilogue NONE, no scales): batch_count
+     * GEMMs in one launch, GEMM i reading A + i * stride_a elements (B,
+     * C, D likewise); a stride of 0 repeats the operand (A and B only).
+     * 0 or 1: one GEMM, the strides ignored. */
+    int64_t batch_count, stride_a, stride_b, stride_c, stride_d;
 } tx_gemm_desc;
 
 typedef struct tx_gemm_lt_stats {

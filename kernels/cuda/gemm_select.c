@@ -3,6 +3,7 @@
 #include "kernels/cuda/gemm_select.h"
 
 #include "base/checked.h"
+#include "base/tensor.h"
 #include "base/status.h"
 
 #include <errno.h>
@@ -94,6 +95,26 @@ void tx_gemm_key_make(const tx_gemm_desc *d, const void *A, const void *B, const
     k->align_d = tx_gemm_align_of(D);
     k->align_bias = d->epilogue != TX_GEMM_EPI_NONE ? tx_gemm_align_of(d->bias) : 0;
     k->align_aux = k->aux_ld ? tx_gemm_align_of(d->aux) : 0;
+    if (d->batch_count > 1) {
+        /* every matrix of the batch must have the alignment promised */
+        k->batch_count = d->batch_count;
+        k->stride_a = d->stride_a;
+        k->stride_b = d->stride_b;
+        k->stride_c = d->stride_c;
+        k->stride_d = d->stride_d;
+        const int64_t sa = d->stride_a * (int64_t)tx_dtype_elem_size(d->a_type),
+                      sb = d->stride_b * (int64_t)tx_dtype_elem_size(d->b_type),
+                      sc = d->stride_c * (int64_t)tx_dtype_elem_size(tx_gemm_c_type(d)),
+                      sd = d->stride_d * (int64_t)tx_dtype_elem_size(d->d_type);
+        int32_t a = tx_gemm_align_of((const void *)(uintptr_t)sa),
+                b = tx_gemm_align_of((const void *)(uintptr_t)sb),
+                c = tx_gemm_align_of((const void *)(uintptr_t)sc),
+                dd = tx_gemm_align_of((const void *)(uintptr_t)sd);
+        if (a < k->align_a) k->align_a = a;
+        if (b < k->align_b) k->align_b = b;
+        if (c < k->align_c) k->align_c = c;
+        if (dd < k->align_d) k->align_d = dd;
+    }
 }
 
 uint64_t tx_gemm_key_hash(const tx_gemm_key *k)

@@ -66,8 +66,11 @@ typedef struct tx_gemm_key {
     int32_t epilogue, a_scale_mode, b_scale_mode;
     int32_t fast_accum, tf32, device_alpha, beta_nonzero;
     int32_t has_d_scale, has_amax_d;
-    /* largest power of two (<= 256) dividing each pointer; 256 for NULL */
+    /* largest power of two (<= 256) dividing each pointer (and, batched,
+     * each operand's batch stride in bytes); 256 for NULL */
     int32_t align_a, align_b, align_c, align_d, align_bias, align_aux;
+    /* strided batch: count (0: one GEMM) and element strides */
+    int64_t batch_count, stride_a, stride_b, stride_c, stride_d;
 } tx_gemm_key;
 
 /* Fills *k (every byte, padding included: keys compare as bytes). C is
