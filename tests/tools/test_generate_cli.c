@@ -235,8 +235,9 @@ static void bad_input_exit_statuses(void **state)
     expect_error(gen(args), 2, "--prompt-ids");
     snprintf(args, sizeof args, "'%s' --prompt-ids 3", model_path);
     expect_error(gen(args), 2, "--max-new-tokens");
-    snprintf(args, sizeof args, "'%s' --prompt-ids 3 --max-new-tokens 2 --profile", model_path);
-    expect_error(gen(args), 2, "--profile");
+    snprintf(args, sizeof args, "'%s' --prompt-ids 3 --max-new-tokens 2 --deterministic",
+             model_path);
+    expect_error(gen(args), 2, "--deterministic");
     expect_error(gen("/nonexistent.onnx --prompt-ids 3 --max-new-tokens 2"), 1, "nonexistent");
 }
 
