@@ -769,20 +769,36 @@ teexec_status *teexec_session_run(teexec_session *s, size_t n_inputs,
                                    output_names, out_tensors);
 }
 
+/* A run as the public entry points make it: the run options' tag around
+ * it, the session's communicator bound for the te.ops collectives (and
+ * its GPU current); into: NULL, or the bound outputs (run_into). `early`
+ * (the caller's own argument check) fails the run before it starts. */
+static teexec_status *run_entry(teexec_session *s, const teexec_run_options *ro,
+                                teexec_status *early, size_t n_inputs,
+                                const char *const *input_names,
+                                const teexec_tensor *const *input_tensors, size_t n_outputs,
+                                const char *const *output_names, teexec_tensor **out_tensors,
+                                teexec_tensor *const *into)
+{
+    const char *prev = tx_run_begin(ro);
+    teexec_comm *prev_comm = tx_comm_bind(s ? s->comm : NULL);
+    teexec_status *st = early;
+    if (!st && s && s->cuda) st = tx_comm_use_device(s->comm);
+    if (!st)
+        st = session_run(s, ro, n_inputs, input_names, input_tensors, n_outputs, output_names,
+                         out_tensors, into);
+    tx_comm_bind(prev_comm);
+    return tx_run_end(ro, prev, st);
+}
+
 teexec_status *teexec_session_run_with(teexec_session *s, const teexec_run_options *ro,
                                        size_t n_inputs, const char *const *input_names,
                                        const teexec_tensor *const *input_tensors,
                                        size_t n_outputs, const char *const *output_names,
                                        teexec_tensor **out_tensors)
 {
-    const char *prev = tx_run_begin(ro);
-    teexec_comm *prev_comm = tx_comm_bind(s ? s->comm : NULL); /* the te.ops collectives' group */
-    teexec_status *st = s && s->cuda ? tx_comm_use_device(s->comm) : NULL;
-    if (!st)
-        st = session_run(s, ro, n_inputs, input_names, input_tensors, n_outputs, output_names,
-                         out_tensors, NULL);
-    tx_comm_bind(prev_comm);
-    return tx_run_end(ro, prev, st);
+    return run_entry(s, ro, NULL, n_inputs, input_names, input_tensors, n_outputs, output_names,
+                     out_tensors, NULL);
 }
 
 teexec_status *teexec_session_run_into(teexec_session *s, const teexec_run_options *ro,
@@ -791,7 +807,6 @@ teexec_status *teexec_session_run_into(teexec_session *s, const teexec_run_optio
                                        size_t n_outputs, const char *const *output_names,
                                        teexec_tensor **outputs)
 {
-    const char *prev = tx_run_begin(ro);
     teexec_status *st = NULL;
     if (n_outputs && !outputs) st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "outputs is NULL");
     /* into: the bound entries (NULL: a new tensor is asked for); made: what
@@ -801,12 +816,8 @@ teexec_status *teexec_session_run_into(teexec_session *s, const teexec_run_optio
     teexec_tensor **made = st ? NULL : calloc(n_outputs ? n_outputs : 1, sizeof(*made));
     if (!st && (!into || !made)) st = tx_oom();
     for (size_t j = 0; !st && j < n_outputs; j++) into[j] = outputs[j];
-    teexec_comm *prev_comm = tx_comm_bind(s ? s->comm : NULL);
-    if (!st && s && s->cuda) st = tx_comm_use_device(s->comm);
-    if (!st)
-        st = session_run(s, ro, n_inputs, input_names, input_tensors, n_outputs, output_names,
-                         made, into);
-    tx_comm_bind(prev_comm);
+    st = run_entry(s, ro, st, n_inputs, input_names, input_tensors, n_outputs, output_names, made,
+                   into);
     for (size_t j = 0; !st && j < n_outputs; j++)
         if (!into[j]) {
             outputs[j] = made[j];
@@ -815,7 +826,7 @@ teexec_status *teexec_session_run_into(teexec_session *s, const teexec_run_optio
     for (size_t j = 0; made && j < n_outputs; j++) teexec_tensor_destroy(made[j]);
     free(made);
     free(into);
-    return tx_run_end(ro, prev, st);
+    return st;
 }
 
 /* Bound outputs (teexec_session_run_into): a non-NULL into[j] is the

@@ -48,6 +48,18 @@ static teexec_model *load(const char *name)
     return m;
 }
 
+/* A session of m on the CPU. */
+static teexec_session *cpu_session(const teexec_model *m)
+{
+    teexec_session_options *o = NULL;
+    ok(teexec_session_options_create(&o));
+    ok(teexec_session_options_set_device(o, TEEXEC_DEVICE_CPU));
+    teexec_session *s = NULL;
+    ok(teexec_session_create(m, o, &s));
+    teexec_session_options_destroy(o);
+    return s;
+}
+
 /* A device tensor over an address nothing dereferences (the refusals come
  * before any read). */
 static teexec_tensor *fake_device(teexec_dtype dt, int32_t rank, const int64_t *dims)
@@ -115,12 +127,7 @@ static void test_host_paths_refuse_device_tensors(void **state)
     for (int32_t d = 0; d < in0->rank; d++) dims[d] = in0->dims[d] > 0 ? in0->dims[d] : 1;
     teexec_tensor *dev = fake_device(in0->dtype, in0->rank, dims);
     assert_int_equal(teexec_tensor_device(dev), TEEXEC_DEVICE_CUDA);
-    teexec_session_options *o = NULL;
-    ok(teexec_session_options_create(&o));
-    ok(teexec_session_options_set_device(o, TEEXEC_DEVICE_CPU));
-    teexec_session *s = NULL;
-    ok(teexec_session_create(m, o, &s));
-    teexec_session_options_destroy(o);
+    teexec_session *s = cpu_session(m);
     size_t n_in = teexec_model_input_count(m);
     assert_true(n_in >= 1 && n_in <= 4);
     const char *names[4];
@@ -187,12 +194,7 @@ static void test_run_into_host_tensors(void **state)
 {
     (void)state;
     teexec_model *m = load("two_inputs.onnx"); /* A, B [N,4] f32, I [2] i64 -> Y = A+B, J */
-    teexec_session_options *o = NULL;
-    ok(teexec_session_options_create(&o));
-    ok(teexec_session_options_set_device(o, TEEXEC_DEVICE_CPU));
-    teexec_session *s = NULL;
-    ok(teexec_session_create(m, o, &s));
-    teexec_session_options_destroy(o);
+    teexec_session *s = cpu_session(m);
     const int64_t d34[2] = {3, 4}, d44[2] = {4, 4}, d2[1] = {2};
     float a[12], b[12];
     for (int i = 0; i < 12; i++) {
