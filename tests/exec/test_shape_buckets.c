@@ -2,7 +2,8 @@
  * session options set_dim_multiple / set_dim_buckets): rounding, the
  * padding and cutting of tensors, and a CPU session over variable batch
  * sizes giving the unbucketed session's outputs bit for bit with one plan
- * per bucket, refusing a size over its largest bucket and running on. */
+ * per bucket, refusing a size over its largest bucket and running on; and
+ * 50 random (batch, sequence) shapes through buckets in both dims. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include "teexec/teexec.h"
 #include "tests/import/model_builder.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +138,31 @@ static teexec_model *row_model(void)
     return model;
 }
 
+/* y = Relu(x W + b), x [B, S, 4]: every (b, s) row is independent, so
+ * padding B and S is exact. */
+static teexec_model *token_model(void)
+{
+    Onnx__ModelProto *m = mb_model(8);
+    mb_opset(m, "", 17);
+    Onnx__GraphProto *g = mb_graph("tokens");
+    m->graph = g;
+    mb_input(g, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "B,S,4");
+    mb_output(g, "y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "B,S,4");
+    const int64_t wd[2] = {4, 4}, bd[1] = {4};
+    mb_init(g, "w", wd, 2);
+    mb_init(g, "b", bd, 1);
+    mb_node(g, "mm", "MatMul", NULL, "x,w", "h");
+    mb_node(g, "add", "Add", NULL, "h,b", "s");
+    mb_node(g, "relu", "Relu", NULL, "s", "y");
+    size_t size = 0;
+    uint8_t *buf = mb_pack(m, &size);
+    mb_free_all();
+    teexec_model *model = NULL;
+    ok(teexec_model_load_memory(buf, size, NULL, NULL, &model));
+    free(buf);
+    return model;
+}
+
 static teexec_session *cpu_session(const teexec_model *m, int64_t multiple, const int64_t *sizes,
                                    size_t n_sizes)
 {
@@ -207,6 +234,64 @@ static void test_session_over_variable_batches(void **state)
     teexec_model_destroy(m);
 }
 
+/* Variable traffic in two dims: 50 seeded random (B, S) shapes, B in
+ * [1, 16] bucketed to multiples of 4, S in [1, 32] to the listed 8, 16,
+ * 32: each output equals a fresh unbucketed session's at that shape bit
+ * for bit, and the session holds one plan per bucket pair it met. */
+static void test_two_dims_of_random_traffic(void **state)
+{
+    (void)state;
+    teexec_model *m = token_model();
+    teexec_session_options *o = NULL;
+    ok(teexec_session_options_create(&o));
+    ok(teexec_session_options_set_device(o, TEEXEC_DEVICE_CPU));
+    ok(teexec_session_options_set_dim_multiple(o, "B", 4));
+    const int64_t seq_sizes[] = {16, 8, 32};
+    ok(teexec_session_options_set_dim_buckets(o, "S", seq_sizes, 3));
+    teexec_session *s = NULL;
+    ok(teexec_session_create(m, o, &s));
+    teexec_session_options_destroy(o);
+    bool seen[4][3] = {{false}};
+    seen[0][0] = true; /* created at B = S = 1: bucket (4, 8) */
+    uint32_t rng = 12345u;
+    for (int i = 0; i < 50; i++) {
+        rng = rng * 1664525u + 1013904223u;
+        int64_t b = 1 + (int64_t)((rng >> 8) % 16u);
+        rng = rng * 1664525u + 1013904223u;
+        int64_t sq = 1 + (int64_t)((rng >> 8) % 32u);
+        seen[(b - 1) / 4][sq <= 8 ? 0 : sq <= 16 ? 1 : 2] = true;
+        int64_t dims[3] = {b, sq, 4};
+        teexec_tensor *x = NULL;
+        ok(teexec_tensor_create(TEEXEC_DTYPE_FLOAT, 3, dims, &x));
+        float *v = teexec_tensor_data(x);
+        for (int64_t k = 0; k < b * sq * 4; k++) v[k] = (float)((k * 13 + i) % 17) * 0.125f - 1.0f;
+        const char *in[1] = {"x"};
+        const teexec_tensor *ins[1] = {x};
+        teexec_session *fresh = cpu_session(m, 0, NULL, 0);
+        teexec_tensor *want = NULL, *got = NULL;
+        ok(teexec_session_run(fresh, 1, in, ins, 1, NULL, &want));
+        ok(teexec_session_run(s, 1, in, ins, 1, NULL, &got));
+        assert_int_equal(teexec_tensor_rank(got), 3);
+        assert_int_equal(teexec_tensor_dims(got)[0], b);
+        assert_int_equal(teexec_tensor_dims(got)[1], sq);
+        assert_int_equal(teexec_tensor_byte_size(got), teexec_tensor_byte_size(want));
+        assert_memory_equal(teexec_tensor_data_const(got), teexec_tensor_data_const(want),
+                            teexec_tensor_byte_size(want));
+        teexec_tensor_destroy(want);
+        teexec_tensor_destroy(got);
+        teexec_tensor_destroy(x);
+        teexec_session_destroy(fresh);
+    }
+    size_t pairs = 0;
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++) pairs += seen[i][j];
+    print_message("50 shapes: %zu bucket pairs met, %zu plans\n", pairs,
+                  teexec_session_plan_count(s));
+    assert_int_equal(teexec_session_plan_count(s), pairs);
+    teexec_session_destroy(s);
+    teexec_model_destroy(m);
+}
+
 static void test_option_refusals(void **state)
 {
     (void)state;
@@ -229,6 +314,7 @@ int main(void)
         cmocka_unit_test(test_rounding),
         cmocka_unit_test(test_pad_and_cut),
         cmocka_unit_test(test_session_over_variable_batches),
+        cmocka_unit_test(test_two_dims_of_random_traffic),
         cmocka_unit_test(test_option_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
