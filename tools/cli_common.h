@@ -49,7 +49,7 @@ int cli_fail(int code, const char *cmd, const char *fmt, ...) CLI_PRINTF(3, 4);
 /* True if arg is "-h" or "--help". */
 bool cli_is_help(const char *arg);
 
-/* The arguments the model commands (run, bench, generate) share: -h/--help
+/* The arguments the model commands (run, bench, generate, train) share: -h/--help
  * (prints usage to stdout: *rc = CLI_EXIT_OK), the one model path (a second
  * one: *rc = a usage error), --json (sets *json). True when arg was one of
  * them; *rc is then -1 to go on or the exit status to return. */

@@ -130,21 +130,14 @@ static int parse_args(int argc, char **argv, train_args *a)
     a->steps = 1;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
-        if (cli_is_help(o)) {
-            train_usage(stdout);
-            return -1;
-        }
-        if (!strcmp(o, "--json")) {
-            a->json = true;
+        int rc;
+        if (cli_model_command_arg(CMD, o, train_usage, &a->model, &a->json, &rc)) {
+            if (rc == CLI_EXIT_OK) return -1; /* help printed */
+            if (rc >= 0) return rc;
             continue;
         }
         if (!strcmp(o, "--zero1")) {
             a->opt.zero1 = 1;
-            continue;
-        }
-        if (o[0] != '-') {
-            if (a->model) return cli_usage_error(CMD, "more than one model given");
-            a->model = o;
             continue;
         }
         int ex = exec_options_parse(&a->ex, CMD, argc, argv, &i);
