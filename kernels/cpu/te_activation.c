@@ -91,6 +91,21 @@ bool tx_te_act_eval_f32(tx_te_op_id op, const tx_te_attr_value *attrs, float x, 
     return true;
 }
 
+bool tx_te_act_row_f32(tx_te_op_id op, const tx_te_attr_value *attrs, const float *x, float *y,
+                       int64_t n)
+{
+    if (!is_activation(op)) return false;
+    tx_te_attr_value def[TX_TE_MAX_ATTRS];
+    if (!attrs) {
+        tx_te_attr_defaults(tx_te_schema(op), def);
+        attrs = def;
+    }
+    act_desc d = describe(op, attrs);
+    if (d.cap != TX_TE_CAP_NONE) return false;
+    act_row_f_f32(d.act, x, y, n, 1.702f);
+    return true;
+}
+
 teexec_status *tx_te_cpu_activation_fwd(const tx_te_fwd_args *a)
 {
     if (!is_activation(a->op))
@@ -202,6 +217,31 @@ static void (*const FN(act_table)[ACT_COUNT])(REAL, REAL, REAL *, REAL *) = {
     [TX_TE_ACT_SIGMOID] = FN(f_sigmoid), [TX_TE_ACT_SITU] = FN(f_situ),
 };
 
+/* y[j] = f(x[j]) over a row, f only: the switch sits outside the loop so
+ * each loop inlines its function (no call per element) and the unused f'
+ * is never computed; the same function, so the same bits as the table. */
+#define FN_ROW(fn)                                                                  \
+    for (int64_t j = 0; j < n; j++) {                                               \
+        REAL f, df;                                                                 \
+        fn(x[j], p, &f, &df);                                                       \
+        y[j] = f;                                                                   \
+    }                                                                               \
+    break
+static void FN(act_row_f)(act_kind act, const REAL *x, REAL *y, int64_t n, REAL p)
+{
+    switch (act) {
+    case TX_TE_ACT_GELU: FN_ROW(FN(f_gelu_tanh));
+    case ACT_GELU_ERF: FN_ROW(FN(f_gelu_erf));
+    case TX_TE_ACT_QGELU: FN_ROW(FN(f_qgelu));
+    case TX_TE_ACT_RELU: FN_ROW(FN(f_relu));
+    case TX_TE_ACT_SRELU: FN_ROW(FN(f_srelu));
+    case TX_TE_ACT_SILU: FN_ROW(FN(f_silu));
+    case TX_TE_ACT_SIGMOID: FN_ROW(FN(f_sigmoid));
+    default: FN_ROW(FN(act_table)[act]);
+    }
+}
+#undef FN_ROW
+
 /* The cap's attributes: CLAMP limit, alpha, offset; SOFTCAP β1, β2. */
 typedef struct FN(clamp_params) {
     REAL limit, alpha, offset, beta1, beta2;
@@ -263,16 +303,16 @@ static teexec_status *FN(act_fwd)(const tx_te_fwd_args *a, act_desc d)
             const REAL *xr = xb + r * w;
             REAL *yr = yb + r * wo;
             REAL s = d.scaled ? sb[r] : K(1);
+            if (!d.gated) {
+                FN(act_row_f)(d.act, xr, yr, wo, K(1.702));
+                if (d.scaled)
+                    for (int64_t j = 0; j < wo; j++) yr[j] *= s;
+                continue;
+            }
             for (int64_t j = 0; j < wo; j++) {
-                REAL f, df;
-                if (d.gated) {
-                    REAL bt, dbt;
-                    FN(gate)(d, &c, xr[j], xr[wo + j], &f, &df, &bt, &dbt);
-                    yr[j] = f * bt;
-                } else {
-                    FN(act_table)[d.act](xr[j], K(1.702), &f, &df);
-                    yr[j] = f;
-                }
+                REAL f, df, bt, dbt;
+                FN(gate)(d, &c, xr[j], xr[wo + j], &f, &df, &bt, &dbt);
+                yr[j] = f * bt;
                 if (d.scaled) yr[j] *= s;
             }
         }

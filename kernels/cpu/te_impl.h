@@ -45,5 +45,10 @@ TX_TE_DECLARE(embedding);
  * the SiTU family). Pure; thread-safe. */
 bool tx_te_act_eval_f32(tx_te_op_id op, const tx_te_attr_value *attrs, float x, float *f,
                         float *df);
+/* y[j] = f(x[j]) for j < n (y may be x), f as tx_te_act_eval_f32 gives it,
+ * bit for bit, without f' and without a call per element: the forward's
+ * row loop. False (nothing written) where tx_te_act_eval_f32 is false. */
+bool tx_te_act_row_f32(tx_te_op_id op, const tx_te_attr_value *attrs, const float *x, float *y,
+                       int64_t n);
 
 #endif
