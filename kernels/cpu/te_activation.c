@@ -76,8 +76,9 @@ static teexec_status *check_x_y(tx_te_op_id op, act_desc d, const tx_tensor *x, 
 #include "kernels/cpu/te_activation.c"
 #undef TE_F64
 
-bool tx_te_act_eval_f32(tx_te_op_id op, const tx_te_attr_value *attrs, float x, float *f,
-                        float *df)
+/* The plain function of an activation op (attrs NULL: the defaults), or
+ * false for a non-activation or a capped one (te_impl.h). */
+static bool plain_act(tx_te_op_id op, const tx_te_attr_value *attrs, act_kind *act)
 {
     if (!is_activation(op)) return false;
     tx_te_attr_value def[TX_TE_MAX_ATTRS];
@@ -86,23 +87,25 @@ bool tx_te_act_eval_f32(tx_te_op_id op, const tx_te_attr_value *attrs, float x, 
         attrs = def;
     }
     act_desc d = describe(op, attrs);
-    if (d.cap != TX_TE_CAP_NONE) return false;
-    act_table_f32[d.act](x, 1.702f, f, df);
+    *act = d.act;
+    return d.cap == TX_TE_CAP_NONE;
+}
+
+bool tx_te_act_eval_f32(tx_te_op_id op, const tx_te_attr_value *attrs, float x, float *f,
+                        float *df)
+{
+    act_kind act;
+    if (!plain_act(op, attrs, &act)) return false;
+    act_table_f32[act](x, 1.702f, f, df);
     return true;
 }
 
 bool tx_te_act_row_f32(tx_te_op_id op, const tx_te_attr_value *attrs, const float *x, float *y,
                        int64_t n)
 {
-    if (!is_activation(op)) return false;
-    tx_te_attr_value def[TX_TE_MAX_ATTRS];
-    if (!attrs) {
-        tx_te_attr_defaults(tx_te_schema(op), def);
-        attrs = def;
-    }
-    act_desc d = describe(op, attrs);
-    if (d.cap != TX_TE_CAP_NONE) return false;
-    act_row_f_f32(d.act, x, y, n, 1.702f);
+    act_kind act;
+    if (!plain_act(op, attrs, &act)) return false;
+    act_row_f_f32(act, x, y, n, 1.702f);
     return true;
 }
 

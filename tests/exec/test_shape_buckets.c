@@ -116,6 +116,18 @@ static void test_pad_and_cut(void **state)
     tx_tensor_release(&t);
 }
 
+/* The model built in m, loaded (the builder's memory freed). */
+static teexec_model *load_built(Onnx__ModelProto *m)
+{
+    size_t size = 0;
+    uint8_t *buf = mb_pack(m, &size);
+    mb_free_all();
+    teexec_model *model = NULL;
+    ok(teexec_model_load_memory(buf, size, NULL, NULL, &model));
+    free(buf);
+    return model;
+}
+
 /* y = Relu(x + b), x [N, 4]: rows are independent, so padding N is exact. */
 static teexec_model *row_model(void)
 {
@@ -129,13 +141,7 @@ static teexec_model *row_model(void)
     mb_init(g, "b", bd, 1); /* 0, 1, 2, 3 */
     mb_node(g, "add", "Add", NULL, "x,b", "s");
     mb_node(g, "relu", "Relu", NULL, "s", "y");
-    size_t size = 0;
-    uint8_t *buf = mb_pack(m, &size);
-    mb_free_all();
-    teexec_model *model = NULL;
-    ok(teexec_model_load_memory(buf, size, NULL, NULL, &model));
-    free(buf);
-    return model;
+    return load_built(m);
 }
 
 /* y = Relu(x W + b), x [B, S, 4]: every (b, s) row is independent, so
@@ -154,13 +160,7 @@ static teexec_model *token_model(void)
     mb_node(g, "mm", "MatMul", NULL, "x,w", "h");
     mb_node(g, "add", "Add", NULL, "h,b", "s");
     mb_node(g, "relu", "Relu", NULL, "s", "y");
-    size_t size = 0;
-    uint8_t *buf = mb_pack(m, &size);
-    mb_free_all();
-    teexec_model *model = NULL;
-    ok(teexec_model_load_memory(buf, size, NULL, NULL, &model));
-    free(buf);
-    return model;
+    return load_built(m);
 }
 
 static teexec_session *cpu_session(const teexec_model *m, int64_t multiple, const int64_t *sizes,
