@@ -363,13 +363,12 @@ static teexec_status *device_clone(tx_gpu_graph *g, const teexec_tensor *src, tx
  * unbound: nothing is left to do on the host after the run. */
 static teexec_status *bind_device_outputs(const teexec_session *s, tx_gpu_graph *g,
                                           size_t n_outputs, const int32_t *want,
-                                          teexec_tensor *const *into, bool out_device,
-                                          void **into_k, bool *direct)
+                                          const size_t *slot, teexec_tensor *const *into,
+                                          bool out_device, void **into_k, bool *direct)
 {
     *direct = true;
     int dev = tx_gpu_graph_device(g);
     for (size_t j = 0; j < n_outputs; j++) {
-        const char *name = s->g->values[want[j]].name;
         if (!into[j] || !into[j]->on_device) {
             *direct = *direct && !into[j] && out_device;
             continue;
@@ -377,10 +376,8 @@ static teexec_status *bind_device_outputs(const teexec_session *s, tx_gpu_graph 
         if (into[j]->device != dev)
             return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                             "output \"%s\" is bound to a tensor on CUDA device %d; the session "
-                            "runs on device %d", name, into[j]->device, dev);
-        size_t k = 0, no = tx_gpu_graph_output_count(g);
-        while (k < no && strcmp(tx_gpu_graph_output_name(g, k), name)) k++;
-        if (k == no) return tx_error(TEEXEC_ERR_INTERNAL, "output \"%s\" is not computed on the device", name);
+                            "runs on device %d", s->g->values[want[j]].name, into[j]->device, dev);
+        size_t k = slot[j];
         teexec_dtype dt;
         tx_shape sh;
         tx_gpu_graph_output_info(g, k, &dt, &sh);
@@ -403,10 +400,8 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *
     tx_gpu_run_io io = {.out_device = tx_run_device_outputs(ro),
                         .stream = tx_run_cuda_stream(ro),
                         .no_sync = tx_run_no_sync(ro)};
-    bool on_device = true;
-    for (size_t j = 0; j < n_outputs; j++)
-        on_device = on_device && (into && into[j] ? into[j]->on_device : io.out_device);
-    if (io.no_sync && n_outputs && !on_device)
+    /* (with bound outputs, checked once they are matched to the executor's) */
+    if (io.no_sync && n_outputs && !io.out_device && !into)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                         "a run that does not wait for the device (run options no_sync) must "
                         "leave its outputs on the device (run options device_outputs, or "
@@ -462,16 +457,6 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *
     size_t *slot = calloc(n_outputs ? n_outputs : 1, sizeof(*slot));
     void **into_k = into ? calloc(no ? no : 1, sizeof(*into_k)) : NULL;
     teexec_status *st = (!outs || !mask || !slot || (into && !into_k)) ? tx_oom() : NULL;
-    if (!st && into) {
-        bool exact = true;
-        st = bind_device_outputs(s, g, n_outputs, want, into, io.out_device, into_k, &exact);
-        /* no_sync leaves nothing to copy in on the host afterwards */
-        if (!st && io.no_sync && n_outputs && !exact)
-            st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
-                          "a run that does not wait for the device (run options no_sync) needs "
-                          "every bound output on the device at exactly its dtype and shape");
-        io.out_into = into_k;
-    }
     for (size_t j = 0; !st && j < n_outputs; j++) {
         const char *name = s->g->values[want[j]].name;
         size_t k = 0;
@@ -481,6 +466,17 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *
             mask[k] = true;
             slot[j] = k;
         }
+    }
+    if (!st && into) {
+        bool direct = true;
+        st = bind_device_outputs(s, g, n_outputs, want, slot, into, io.out_device, into_k, &direct);
+        /* no_sync leaves nothing to copy in on the host afterwards */
+        if (!st && io.no_sync && n_outputs && !direct)
+            st = tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                          "a run that does not wait for the device (run options no_sync) must "
+                          "leave its outputs on the device (run options device_outputs, or "
+                          "outputs bound to device tensors of exactly their dtype and shape)");
+        io.out_into = into_k;
     }
     /* planning and capturing a new shape may take long: the last cancel
      * point before anything reaches the device (a captured graph's replay
