@@ -59,6 +59,15 @@
  * mask is "true = masked out"), a mask narrower than [b|1, h|1, s_q, s_kv]
  * an Expand. Anything else is noted, not lowered.
  *
+ * Dynamic exports. Batch and sequence may be symbolic (a KV-cache export's
+ * past_key_values [b, h, past, d] concatenated with the new keys, its
+ * mask computed from attention_mask and the cache length): dims are
+ * compared by the names the exporter declared (tx_lower_symbolic_shape_of;
+ * see the dim encoding below). Heads and head sizes must be fixed; a
+ * constant mask or a GQA repeat with constant targets still needs fixed
+ * dims to be checked; dims a contraction or the op's own shape check at
+ * each run ties together are not required to carry one name.
+ *
  * Nodes of the match are removed when every value they define is read only
  * inside the match (or by a Shape node, whose value is then folded to a
  * constant: the TorchScript exporter reads q's shape for its scale and
@@ -174,9 +183,22 @@ static bool scalar_in(tx_rw_graph *g, const tx_rw_node *n, size_t slot, double *
 
 /* ---- the match ------------------------------------------------------------ */
 
+/* Dims in a match: >= 0 fixed, -1 unknown, <= -2 the symbolic dim the
+ * exporter named (match.syms[-2 - d]): a KV-cache export's batch and
+ * sequence are symbols, and two dims are the same only when both are fixed
+ * and equal or both are the same symbol (dim_same). Products and reshape
+ * targets are only computed over fixed dims. */
+#define DIM_UNKNOWN (-1)
+#define MAX_SYMS 32
+
+static bool dim_same(int64_t a, int64_t b)
+{
+    return a != DIM_UNKNOWN && a == b;
+}
+
 /* One of q, k, v: the bshd value the DotProductAttention reads, or a bhsd
- * value that needs a new Transpose(0,2,1,3) first. dims are bshd, -1 when
- * unknown. */
+ * value that needs a new Transpose(0,2,1,3) first. dims are bshd (fixed,
+ * symbolic or unknown, as above). */
 typedef struct side {
     const char *value;
     bool needs_transpose;
@@ -221,6 +243,8 @@ typedef struct match {
     int64_t q_prescale, q_prescale_reshape;
     const char *q_prescale_in;
     int64_t kt_spec3[3], kt_spec4[4];
+    char *syms[MAX_SYMS]; /* the dim names met, owned */
+    size_t n_syms;
     char reason[320];
 } match;
 
@@ -294,23 +318,58 @@ static void resolve_reshape(const int64_t *in, size_t in_rank, const int64_t *sp
                                  ? in_total / known : -1;
 }
 
-/* bshd dims of a q/k/v operand (given bhsd when `bhsd`), -1 when unknown
- * (lower_shape.h derives them through the projections, reshapes and a
- * rotary embedding written in standard ops). */
-static teexec_status *dims_of(tx_rw_graph *g, const char *value, bool bhsd, int64_t *dims)
+/* The id of the named dim `param` (a new one when first met); unknown
+ * when the table is full. */
+static teexec_status *sym_id(match *m, const char *param, int64_t *id)
 {
-    for (int i = 0; i < 4; i++) dims[i] = -1;
+    *id = DIM_UNKNOWN;
+    for (size_t i = 0; i < m->n_syms; i++)
+        if (strcmp(m->syms[i], param) == 0) {
+            *id = -2 - (int64_t)i;
+            return NULL;
+        }
+    if (m->n_syms == MAX_SYMS) return NULL;
+    if (!(m->syms[m->n_syms] = strdup(param))) return tx_oom();
+    *id = -2 - (int64_t)m->n_syms++;
+    return NULL;
+}
+
+/* The dims of `value` in the match's encoding; *rank -1 when not known. */
+static teexec_status *sym_dims(tx_rw_graph *g, match *m, const char *value, int32_t *rank,
+                               int64_t dims[TX_MAX_RANK])
+{
+    *rank = -1;
     tx_shape sh;
+    const char *params[TX_MAX_RANK];
     bool known = false;
-    TX_TRY(tx_lower_shape_of(g, value, &sh, &known));
-    if (!known || sh.rank != 4) return NULL;
+    TX_TRY(tx_lower_symbolic_shape_of(g, value, &sh, params, &known));
+    if (!known) return NULL;
+    for (int32_t d = 0; d < sh.rank; d++) {
+        dims[d] = sh.dims[d];
+        if (dims[d] < 0 && params[d]) TX_TRY(sym_id(m, params[d], &dims[d]));
+        else if (dims[d] < 0) dims[d] = DIM_UNKNOWN;
+    }
+    *rank = sh.rank;
+    return NULL;
+}
+
+/* bshd dims of a q/k/v operand (given bhsd when `bhsd`), each fixed,
+ * symbolic or unknown. */
+static teexec_status *dims_of(tx_rw_graph *g, match *m, const char *value, bool bhsd,
+                              int64_t *dims)
+{
+    for (int i = 0; i < 4; i++) dims[i] = DIM_UNKNOWN;
+    int64_t d[TX_MAX_RANK];
+    int32_t rank = -1;
+    TX_TRY(sym_dims(g, m, value, &rank, d));
+    if (rank != 4) return NULL;
     if (bhsd) {
-        dims[0] = sh.dims[0];
-        dims[1] = sh.dims[2];
-        dims[2] = sh.dims[1];
-        dims[3] = sh.dims[3];
+        dims[0] = d[0];
+        dims[1] = d[2];
+        dims[2] = d[1];
+        dims[3] = d[3];
     } else {
-        memcpy(dims, sh.dims, 4 * sizeof *dims);
+        memcpy(dims, d, 4 * sizeof *dims);
     }
     return NULL;
 }
@@ -489,7 +548,7 @@ static teexec_status *walk_q(tx_rw_graph *g, match *m, const char *a)
         cur = t->inputs[0];
         TX_TRY(strip_scales(g, m, &cur));
         m->q.value = cur;
-        TX_TRY(dims_of(g, cur, false, m->q.dims));
+        TX_TRY(dims_of(g, m, cur, false, m->q.dims));
         /* OPT scales the projection before splitting the heads:
          * Reshape(Mul(x, c), [b, s, h, d]); the Reshape stays (reading x) */
         int64_t ri, mi;
@@ -511,7 +570,7 @@ static teexec_status *walk_q(tx_rw_graph *g, match *m, const char *a)
     } else {
         m->q.value = cur;
         m->q.needs_transpose = true;
-        TX_TRY(dims_of(g, cur, true, m->q.dims));
+        TX_TRY(dims_of(g, m, cur, true, m->q.dims));
     }
     return NULL;
 }
@@ -556,6 +615,9 @@ static teexec_status *match_kt3d(tx_rw_graph *g, match *m, const char *value,
 static bool check_kt3d(match *m, const int64_t *k, int64_t n)
 {
     if (!m->kt3d) return true;
+    if (k[0] < 0 || k[1] < 0 || k[2] < 0 || k[3] < 0)
+        return fail(m, "the transposed key is reshaped by constant targets but its shape is not "
+                       "fixed, so they cannot be checked");
     int64_t b = k[0], s = k[1], h = k[2] * n, d = k[3];
     int64_t in4[4] = {b, h, s, d}, got3[3], in3[3] = {b * h, d, s}, got4[4];
     resolve_reshape(in4, 4, m->kt_spec3, 3, got3);
@@ -584,7 +646,7 @@ static teexec_status *walk_k(tx_rw_graph *g, match *m, const char *bv, bool *ok)
         cur = t->inputs[0];
         TX_TRY(strip_scales(g, m, &cur));
         m->k.value = cur;
-        TX_TRY(dims_of(g, cur, false, m->k.dims));
+        TX_TRY(dims_of(g, m, cur, false, m->k.dims));
         *ok = true;
         return NULL;
     }
@@ -607,11 +669,11 @@ static teexec_status *walk_k(tx_rw_graph *g, match *m, const char *bv, bool *ok)
         cur = t->inputs[0];
         TX_TRY(strip_scales(g, m, &cur));
         m->k.value = cur;
-        TX_TRY(dims_of(g, cur, false, m->k.dims));
+        TX_TRY(dims_of(g, m, cur, false, m->k.dims));
     } else {
         m->k.value = cur;
         m->k.needs_transpose = true;
-        TX_TRY(dims_of(g, cur, true, m->k.dims));
+        TX_TRY(dims_of(g, m, cur, true, m->k.dims));
     }
     *ok = true;
     return NULL;
@@ -628,11 +690,11 @@ static teexec_status *walk_kv(tx_rw_graph *g, match *m, const char *vv, side *sd
     if (perm_is(t, 0, 2, 1, 3)) {
         CORE(m, ti);
         sd->value = t->inputs[0];
-        TX_TRY(dims_of(g, sd->value, false, sd->dims));
+        TX_TRY(dims_of(g, m, sd->value, false, sd->dims));
     } else {
         sd->value = cur;
         sd->needs_transpose = true;
-        TX_TRY(dims_of(g, cur, true, sd->dims));
+        TX_TRY(dims_of(g, m, cur, true, sd->dims));
     }
     return NULL;
 }
@@ -693,6 +755,9 @@ static teexec_status *mask_cone(tx_rw_graph *g, const char *value, bool *ok, cha
         }
         if (set_has(&seen, (size_t)pi)) continue;
         if ((st = set_add(&seen, (size_t)pi))) break;
+        /* Shape and Size read only their input's dims: a mask may take
+         * its lengths from a float tensor (a KV cache's past length). */
+        if (is_op(p, "Shape") || is_op(p, "Size")) continue;
         if (is_op(p, "Constant")) {
             tx_tensor t;
             if (tx_rw_constant(g, v, &t)) {
@@ -783,7 +848,7 @@ static teexec_status *walk_scores(tx_rw_graph *g, match *m, int64_t *qk)
             if (mi < 0) {
                 fail(m, "the scores get an Add (%s) of a tensor computed in the graph, which is "
                         "not a graph input (a bias, or a mask that is not made from integer/bool "
-                        "inputs and constants only)", label(p));
+                        "inputs and constants only%s%s)", label(p), why[0] ? ": " : "", why);
                 return NULL;
             }
             m->mask_kind = 1;
@@ -958,13 +1023,20 @@ static teexec_status *plan_mask(tx_rw_graph *g, match *m, plan *pl, bool *ok)
         tx_shape ms;
         bool known = false;
         TX_TRY(tx_lower_type_of(g, m->mask_value, &dt, &ms, &known));
-        int64_t want[4] = {m->q.dims[0], m->q.dims[2], sq, skv};
-        bool fits = known && ms.rank <= 4 && ms.rank >= 1;
+        int64_t want[4] = {m->q.dims[0], m->q.dims[2], sq, skv}, mdims[TX_MAX_RANK];
+        int32_t mrank = -1;
+        TX_TRY(sym_dims(g, m, m->mask_value, &mrank, mdims));
+        bool fits = mrank <= 4 && mrank >= 1;
         int64_t md[4] = {1, 1, 1, 1};
-        for (int32_t i = 0; fits && i < ms.rank; i++) {
-            int64_t d = ms.dims[i], w = want[4 - ms.rank + i];
-            md[4 - ms.rank + i] = d;
-            fits = d == 1 || (w >= 0 && d == w);
+        for (int32_t i = 0; fits && i < mrank; i++) {
+            int64_t d = mdims[i], w = want[4 - mrank + i];
+            md[4 - mrank + i] = d;
+            /* a symbolic dim against another dim: the Add (or Where)
+             * broadcasts them, DotProductAttention takes b|1 and h|1 the
+             * same way and checks s_q and s_kv at each run, so a run the
+             * model would broadcast differently is refused there */
+            fits = d == 1 || dim_same(d, w) ||
+                   (d != DIM_UNKNOWN && w != DIM_UNKNOWN && (d < 0 || w < 0));
         }
         if (!fits) {
             fail(m, "the mask '%s' does not broadcast to [b, h, s_q, s_kv] = [%lld, %lld, %lld, "
@@ -991,7 +1063,12 @@ static teexec_status *plan_mask(tx_rw_graph *g, match *m, plan *pl, bool *ok)
         }
         /* [b|1, h|1, s_q, s_kv] as DotProductAttention takes it, else an
          * Expand to that ([b, 1, 1, s_kv] padding masks) */
-        pl->mask_expand = ms.rank != 4 || md[2] != sq || md[3] != skv;
+        pl->mask_expand = mrank != 4 || (md[2] == 1 && sq != 1) || (md[3] == 1 && skv != 1);
+        if (pl->mask_expand && (md[0] < 0 || md[1] < 0 || sq < 0 || skv < 0)) {
+            fail(m, "the mask '%s' must be expanded to [b|1, h|1, s_q, s_kv], but those dims are "
+                    "not fixed numbers", m->mask_value);
+            return NULL;
+        }
         pl->mask_dims[0] = md[0];
         pl->mask_dims[1] = md[1];
         pl->mask_dims[2] = sq;
@@ -1353,6 +1430,79 @@ done:
     return st;
 }
 
+/* The Reshape `rs` after the attention's Transpose back: replaced when its
+ * result is [b, s, h*dv] (m->out_value), kept reading the attention's
+ * [b, s, h*dv] when it is another view of the same elements
+ * (m->out_keep_reshape: GPT-2's [b*s, h*d] before a Gemm); else m->reason
+ * says why not. A constant target is resolved against fixed dims, or,
+ * with a symbolic b or s, kept when it has no 0 past the first two
+ * entries (a 0 copies the input's dim there, and dims 0 and 1 are b and s
+ * in both the rank-4 and the rank-3 input; the rest follows from the
+ * element count, which is the same). A computed target (a dynamic
+ * export's Concat of shape pieces) is accepted when the exporter declared
+ * the Reshape's result [b, s, h*dv] with b and s the same dims as q's. */
+static teexec_status *out_target(tx_rw_graph *g, match *m, const tx_rw_node *rs, int64_t b,
+                                 int64_t s, int64_t h, int64_t dv)
+{
+    int64_t spec[8], got[8];
+    size_t ns = 0;
+    if (!tx_ce_ints(g, rs->inputs[1], spec, 8, &ns) || ns < 1) {
+        int64_t od[TX_MAX_RANK];
+        int32_t orank = -1;
+        TX_TRY(sym_dims(g, m, rs->outputs[0], &orank, od));
+        if (orank == 3 && dim_same(od[0], b) && dim_same(od[1], s) && od[2] == h * dv)
+            m->out_value = rs->outputs[0];
+        else
+            fail(m, "the attention output's Reshape target is not a constant, and its result "
+                    "is not declared [b, s, h*d_v]");
+        return NULL;
+    }
+    bool fixed = b >= 0 && s >= 0;
+    if (fixed) {
+        int64_t in4[4] = {b, s, h, dv};
+        resolve_reshape(in4, 4, spec, ns, got);
+        if (ns == 3 && got[0] == b && got[1] == s && got[2] == h * dv) {
+            m->out_value = rs->outputs[0];
+            return NULL;
+        }
+        /* Another view of the same elements: the Reshape stays. A 0 in
+         * the target would copy a dim of the rank-4 input, which differs
+         * from the rank-3 one it would then read. */
+        int64_t total = 1, want = b * s * h * dv;
+        bool zero = false;
+        for (size_t i = 0; i < ns; i++) {
+            zero = zero || spec[i] == 0;
+            total = got[i] >= 0 && total >= 0 ? total * got[i] : -1;
+        }
+        if (zero || total != want) {
+            fail(m, "the attention output is reshaped to a target that is not a view of "
+                    "[b, s, h*d_v]");
+            return NULL;
+        }
+    } else {
+        if (b == DIM_UNKNOWN || s == DIM_UNKNOWN) {
+            fail(m, "the attention output's batch or sequence dim is not known");
+            return NULL;
+        }
+        int negs = 0;
+        for (size_t i = 0; i < ns; i++) {
+            if ((spec[i] == 0 && i >= 2) || spec[i] < -1) {
+                fail(m, "the attention output is reshaped to a target that copies a head dim "
+                        "(0 past the first two entries)");
+                return NULL;
+            }
+            negs += spec[i] == -1;
+        }
+        if (negs > 1) {
+            fail(m, "the attention output's Reshape target has more than one -1");
+            return NULL;
+        }
+    }
+    m->out_keep_reshape = true;
+    m->out_value = NULL; /* a fresh name, made by rewrite() */
+    return NULL;
+}
+
 /* The rest of a match once q, k and v are walked: the output `o` of the
  * attention (P·V or the Attention op's Y, [b, h, s, d_v]) must be
  * transposed back and reshaped; the shapes must fit one attention; then
@@ -1380,42 +1530,29 @@ static teexec_status *finish(tx_rw_graph *g, match *m, const char *o, const char
     if ((st = set_add(&m->core, (size_t)t_idx)) ||
         (st = set_add(&m->core, (size_t)out_idx)))
         return st;
-    int64_t spec[8], got[8];
-    size_t ns = 0;
     int64_t b = m->q.dims[0], s = m->q.dims[1], h = m->q.dims[2], dv = m->v.dims[3];
-    if (!tx_ce_ints(g, rs->inputs[1], spec, 8, &ns) || ns < 1)
-        return note(r, qk_label, false, "the attention output's Reshape target is not a constant");
-    int64_t in4[4] = {b, s, h, dv};
-    resolve_reshape(in4, 4, spec, ns, got);
-    bool known = b >= 0 && s >= 0 && h >= 0 && dv >= 0;
-    if (known && ns == 3 && got[0] == b && got[1] == s && got[2] == h * dv) {
-        m->out_value = rs->outputs[0];
-    } else {
-        /* Another view of the same elements (GPT-2's [b*s, h*d] before a
-         * Gemm): the Reshape stays, reading the attention's [b, s, h*d].
-         * A 0 in the target would copy a dim of the rank-4 input, which
-         * differs from the rank-3 one it would then read. */
-        int64_t total = 1, want = known ? b * s * h * dv : -1;
-        bool zero = false;
-        for (size_t i = 0; i < ns; i++) {
-            zero = zero || spec[i] == 0;
-            total = got[i] >= 0 && total >= 0 ? total * got[i] : -1;
-        }
-        if (!known || zero || total != want)
-            return note(r, qk_label, false,
-                        "the attention output is reshaped to a target that is not a view of "
-                        "[b, s, h*d_v] (or the shapes are unknown)");
-        m->out_keep_reshape = true;
-        m->out_value = NULL; /* a fresh name, made by rewrite() */
-    }
+    if (h < 0 || dv < 0)
+        return note(r, qk_label, false, "the number of heads or the head size is not a fixed "
+                                        "number");
+    if ((st = out_target(g, m, rs, b, s, h, dv))) return st;
+    if (!m->out_keep_reshape && !m->out_value) return note(r, qk_label, false, m->reason);
     m->out_reshape = (size_t)out_idx;
 
     /* shapes: q [b,s,h,d], k [b,skv,hk,d], v [b,skv,hk,dv] */
     const int64_t *q = m->q.dims, *k = m->k.dims, *v = m->v.dims;
     bool ok = true;
-    if (k[0] < 0 || k[2] < 0 || k[3] < 0 || v[0] < 0 || v[1] < 0 || v[2] < 0 || k[1] < 0)
-        ok = fail(m, "the key/value shapes are not known");
-    else if (k[0] != b || v[0] != b || k[1] != v[1] || k[2] != v[2] || k[3] != q[3])
+    /* Heads and head sizes must be fixed numbers, batches the same dim.
+     * The sequence of k and of v need only be the same dim when both are
+     * fixed: P·V contracts them, so the model itself fails on any run
+     * where they differ (the exporter names the past key's and the past
+     * value's length apart). */
+    bool seq_fits = dim_same(k[1], v[1]) || (k[1] != DIM_UNKNOWN && v[1] != DIM_UNKNOWN &&
+                                             (k[1] < 0 || v[1] < 0));
+    if (k[0] == DIM_UNKNOWN || k[1] == DIM_UNKNOWN || v[0] == DIM_UNKNOWN ||
+        v[1] == DIM_UNKNOWN || k[2] < 0 || k[3] < 0 || v[2] < 0 || q[3] < 0)
+        ok = fail(m, "the key/value shapes are not known (heads and head sizes must be fixed)");
+    else if (!dim_same(k[0], b) || !dim_same(v[0], b) || !seq_fits || k[2] != v[2] ||
+             k[3] != q[3])
         ok = fail(m, "q [%lld,%lld,%lld,%lld], k [%lld,%lld,%lld,%lld] and v "
                       "[%lld,%lld,%lld,%lld] do not fit one attention",
                   (long long)q[0], (long long)q[1], (long long)q[2], (long long)q[3],
@@ -1576,6 +1713,7 @@ static teexec_status *try_one(tx_rw_graph *g, size_t si, tx_lower_report *r)
 done:
     free(m.core.v);
     free(m.shape_readers.v);
+    for (size_t i = 0; i < m.n_syms; i++) free(m.syms[i]);
     return st;
 }
 
@@ -1664,6 +1802,7 @@ static teexec_status *try_attention_op(tx_rw_graph *g, size_t ai, tx_lower_repor
 done:
     free(m.core.v);
     free(m.shape_readers.v);
+    for (size_t i = 0; i < m.n_syms; i++) free(m.syms[i]);
     return st;
 }
 

@@ -9,6 +9,8 @@
 
 #include "import/rewrite_view.h"
 
+#include <string.h>
+
 teexec_status *tx_lower_shape_of(tx_rw_graph *g, const char *value, tx_shape *out, bool *known)
 {
     teexec_dtype dt;
@@ -38,4 +40,40 @@ teexec_status *tx_lower_type_of(tx_rw_graph *g, const char *value, teexec_dtype 
     }
     tx_rw_view_free(v);
     return st;
+}
+
+teexec_status *tx_lower_symbolic_shape_of(tx_rw_graph *g, const char *value, tx_shape *out,
+                                          const char *params[TX_MAX_RANK], bool *known)
+{
+    *known = false;
+    memset(out, 0, sizeof *out);
+    for (int d = 0; d < TX_MAX_RANK; d++) params[d] = NULL;
+    tx_rw_view *v = NULL;
+    TX_TRY(tx_rw_view_build(g, &v));
+    teexec_status *st = tx_rw_view_infer(v, TX_INFER_VALUE_MAX);
+    int32_t id = st ? -1 : tx_rw_view_find(v, value);
+    bool inferred = id >= 0 && v->vals[id].shape_known;
+    if (inferred) {
+        *out = v->vals[id].shape;
+        *known = true;
+    }
+    tx_rw_view_free(v);
+    if (st) return st;
+    /* the declared type fills what the pass could not tell; a declared
+     * rank that disagrees with the inferred one is not trusted */
+    tx_rw_value_type vt;
+    if (!tx_rw_value_type_of(g, value, &vt) || vt.rank < 0 || vt.rank > TX_MAX_RANK ||
+        (inferred && vt.rank != out->rank))
+        return NULL;
+    if (!inferred) {
+        out->rank = vt.rank;
+        for (int32_t d = 0; d < vt.rank; d++) out->dims[d] = -1;
+        *known = true;
+    }
+    for (int32_t d = 0; d < out->rank; d++) {
+        if (out->dims[d] >= 0) continue;
+        if (vt.dims[d] >= 0) out->dims[d] = vt.dims[d];
+        else if (vt.dim_params[d] && vt.dim_params[d][0]) params[d] = vt.dim_params[d];
+    }
+    return NULL;
 }

@@ -11,7 +11,8 @@
  * arithmetic folds, declared value_info used where a rule cannot tell. A
  * value is "known" only when every dim is a fixed number; anything else
  * answers false, so a caller that needs equality declines rather than
- * guesses.
+ * guesses (tx_lower_symbolic_shape_of adds the exporter's named dims, for
+ * callers that compare them by name).
  *
  * Ownership: results are written into caller storage. Thread-safety: reads
  * the graph only (one thread per graph, as rewrite.h says).
@@ -32,5 +33,17 @@ teexec_status *tx_lower_shape_of(tx_rw_graph *g, const char *value, tx_shape *ou
 /* The same, with the element type (UNDEFINED when the pass cannot tell). */
 teexec_status *tx_lower_type_of(tx_rw_graph *g, const char *value, teexec_dtype *dtype,
                                 tx_shape *out, bool *known) TX_NODISCARD;
+
+/* The shape of `value` with its symbolic dims kept, for rules that must
+ * accept dynamic batch and sequence dims (a KV-cache export's attention)
+ * but still prove two dims equal: dims[d] >= 0 is fixed (the typing pass,
+ * else the declared type); dims[d] = -1 with params[d] set is the declared
+ * dim_param ("s14", "s17 + s70": equal strings are equal dims, as the
+ * exporter wrote them); -1 with params[d] NULL is unknown. *known is false
+ * when not even the rank can be told. params borrow from the graph and
+ * stay valid until it is edited. A status only for allocation failure. */
+teexec_status *tx_lower_symbolic_shape_of(tx_rw_graph *g, const char *value, tx_shape *out,
+                                          const char *params[TX_MAX_RANK],
+                                          bool *known) TX_NODISCARD;
 
 #endif

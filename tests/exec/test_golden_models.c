@@ -1,7 +1,14 @@
 /* Golden-model tests: every folder under models/ holding model.onnx,
  * inputs/NAME.npy and expected/NAME.npy runs on the CPU backend and matches
  * the expected outputs (made by PyTorch) to rel-L2 < 1e-5. Folders are
- * found at run time; with none, the test is skipped with a reason. */
+ * found at run time; with none, the test is skipped with a reason.
+ *
+ * The Hugging Face exports with a KV cache (models/kv/NAME, made by
+ * bench/gpu/make_kv_models.py) are checked on their prefill call (inputs/,
+ * empty past) and on a decode step (inputs_step/, past length 8, s_q 1):
+ * their attention, with symbolic batch and sequence dims and a mask
+ * computed from attention_mask, must be lowered to one te.ops
+ * DotProductAttention per layer, and still match. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,7 +32,7 @@ static bool exists(const char *p)
 }
 
 /* Runs one model folder; returns the number of outputs checked. */
-static int check_model(const char *dir)
+static int check_call(const char *dir, const char *in_sub, const char *exp_sub)
 {
     char path[16384];
     snprintf(path, sizeof(path), "%s/model.onnx", dir);
@@ -44,7 +51,7 @@ static int check_model(const char *dir)
     assert_non_null(outs);
     for (size_t i = 0; i < n_in; i++) {
         names[i] = teexec_model_input(m, i)->name;
-        snprintf(path, sizeof(path), "%s/inputs/%s.npy", dir, names[i]);
+        snprintf(path, sizeof(path), "%s/%s/%s.npy", dir, in_sub, names[i]);
         st = teexec_tensor_load_file(path, &ins[i]);
         if (st) fail_msg("%s: %s", path, teexec_status_message(st));
     }
@@ -53,7 +60,7 @@ static int check_model(const char *dir)
     int checked = 0;
     for (size_t j = 0; j < n_out; j++) {
         const char *name = teexec_model_output(m, j)->name;
-        snprintf(path, sizeof(path), "%s/expected/%s.npy", dir, name);
+        snprintf(path, sizeof(path), "%s/%s/%s.npy", dir, exp_sub, name);
         if (!exists(path)) continue;
         teexec_tensor *want = NULL, *got = NULL, *w64 = NULL;
         assert_null(teexec_tensor_load_file(path, &want));
@@ -69,8 +76,8 @@ static int check_model(const char *dir)
             den += b[k] * b[k];
         }
         double rel = den > 0 ? sqrt(num / den) : sqrt(num);
-        printf("# %s output %s: rel-L2 %.3g\n", dir, name, rel);
-        if (!(rel < 1e-5)) fail_msg("%s output %s: rel-L2 %g >= 1e-5", dir, name, rel);
+        printf("# %s %s output %s: rel-L2 %.3g\n", dir, in_sub, name, rel);
+        if (!(rel < 1e-5)) fail_msg("%s %s output %s: rel-L2 %g >= 1e-5", dir, in_sub, name, rel);
         checked++;
         teexec_tensor_destroy(want);
         teexec_tensor_destroy(got);
@@ -84,6 +91,11 @@ static int check_model(const char *dir)
     teexec_session_destroy(s);
     teexec_model_destroy(m);
     return checked;
+}
+
+static int check_model(const char *dir)
+{
+    return check_call(dir, "inputs", "expected");
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -132,10 +144,58 @@ static void golden_models_match_pytorch(void **state)
     assert_true(total > 0);
 }
 
+/* How many times `needle` occurs in `text`. */
+static size_t count_of(const char *text, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle)) n++;
+    return n;
+}
+
+static void kv_exports_lower_attention_and_match(void **state)
+{
+    (void)state;
+    const char *root = getenv("TEEXEC_SOURCE_ROOT");
+    static const struct {
+        const char *name;
+        size_t layers;
+    } kv[] = {{"gpt2_kv", 2}, {"llama_gqa_kv", 2}};
+    int found = 0;
+    for (size_t i = 0; i < sizeof kv / sizeof *kv; i++) {
+        char dir[4400], path[4600];
+        snprintf(dir, sizeof dir, "%s/models/kv/%s", root ? root : ".", kv[i].name);
+        snprintf(path, sizeof path, "%s/model.onnx", dir);
+        if (!exists(path)) continue;
+        found++;
+        teexec_model *m = NULL;
+        teexec_status *st = teexec_model_load_file(path, NULL, &m);
+        if (st) fail_msg("%s: %s", path, teexec_status_message(st));
+        char *text = NULL;
+        st = teexec_model_plan(m, NULL, TEEXEC_PLAN_EXPLAIN, &text);
+        if (st) fail_msg("%s: %s", path, teexec_status_message(st));
+        size_t lowered = count_of(text, "lowered  DotProductAttention");
+        if (lowered != kv[i].layers)
+            fail_msg("%s: %zu attentions lowered, want %zu:\n%s", kv[i].name, lowered,
+                     kv[i].layers, text);
+        teexec_string_free(text);
+        teexec_model_destroy(m);
+        int checked = check_call(dir, "inputs", "expected");
+        snprintf(path, sizeof path, "%s/inputs_step", dir);
+        if (exists(path)) checked += check_call(dir, "inputs_step", "expected_step");
+        /* logits and every layer's present key and value, twice */
+        assert_true(checked >= 2 * (int)(1 + 2 * kv[i].layers));
+    }
+    if (!found) {
+        printf("# skipped: no models/kv/<name>/model.onnx\n");
+        skip();
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(golden_models_match_pytorch),
+        cmocka_unit_test(kv_exports_lower_attention_and_match),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
