@@ -334,6 +334,26 @@ static teexec_status *sym_id(match *m, const char *param, int64_t *id)
     return NULL;
 }
 
+/* "[s14, 4, s17 + s70, 16]": dims as a message shows them (? = unknown). */
+static const char *dims_text(const match *m, const int64_t *dims, int rank, char *buf,
+                             size_t size)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < rank && o < size; i++) {
+        const char *sep = i ? ", " : "[";
+        int w;
+        if (dims[i] >= 0) w = snprintf(buf + o, size - o, "%s%lld", sep, (long long)dims[i]);
+        else if (dims[i] == DIM_UNKNOWN || (size_t)(-2 - dims[i]) >= m->n_syms)
+            w = snprintf(buf + o, size - o, "%s?", sep);
+        else w = snprintf(buf + o, size - o, "%s%s", sep, m->syms[-2 - dims[i]]);
+        if (w < 0) break;
+        o += (size_t)w;
+    }
+    if (o < size) snprintf(buf + o, size - o, "]");
+    return buf;
+}
+
 /* The dims of `value` in the match's encoding; *rank -1 when not known. */
 static teexec_status *sym_dims(tx_rw_graph *g, match *m, const char *value, int32_t *rank,
                                int64_t dims[TX_MAX_RANK])
@@ -1039,9 +1059,12 @@ static teexec_status *plan_mask(tx_rw_graph *g, match *m, plan *pl, bool *ok)
                    (d != DIM_UNKNOWN && w != DIM_UNKNOWN && (d < 0 || w < 0));
         }
         if (!fits) {
-            fail(m, "the mask '%s' does not broadcast to [b, h, s_q, s_kv] = [%lld, %lld, %lld, "
-                    "%lld] (or its shape cannot be derived)", m->mask_value,
-                 (long long)want[0], (long long)want[1], (long long)sq, (long long)skv);
+            char wt[160], mt[160];
+            int64_t w4[4] = {want[0], want[1], sq, skv};
+            fail(m, "the mask '%s' %s does not broadcast to [b, h, s_q, s_kv] = %s (or its shape "
+                    "cannot be derived)", m->mask_value,
+                 mrank >= 1 && mrank <= 4 ? dims_text(m, mdims, mrank, mt, sizeof mt) : "[?]",
+                 dims_text(m, w4, 4, wt, sizeof wt));
             return NULL;
         }
         if (m->mask_kind == 1 && m->scale_after_mask && m->scale != 1.0) {
@@ -1540,6 +1563,7 @@ static teexec_status *finish(tx_rw_graph *g, match *m, const char *o, const char
 
     /* shapes: q [b,s,h,d], k [b,skv,hk,d], v [b,skv,hk,dv] */
     const int64_t *q = m->q.dims, *k = m->k.dims, *v = m->v.dims;
+    char tq[160], tk[160], tv[160];
     bool ok = true;
     /* Heads and head sizes must be fixed numbers, batches the same dim.
      * The sequence of k and of v need only be the same dim when both are
@@ -1553,11 +1577,9 @@ static teexec_status *finish(tx_rw_graph *g, match *m, const char *o, const char
         ok = fail(m, "the key/value shapes are not known (heads and head sizes must be fixed)");
     else if (!dim_same(k[0], b) || !dim_same(v[0], b) || !seq_fits || k[2] != v[2] ||
              k[3] != q[3])
-        ok = fail(m, "q [%lld,%lld,%lld,%lld], k [%lld,%lld,%lld,%lld] and v "
-                      "[%lld,%lld,%lld,%lld] do not fit one attention",
-                  (long long)q[0], (long long)q[1], (long long)q[2], (long long)q[3],
-                  (long long)k[0], (long long)k[1], (long long)k[2], (long long)k[3],
-                  (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
+        ok = fail(m, "q %s, k %s and v %s (bshd) do not fit one attention",
+                  dims_text(m, q, 4, tq, sizeof tq), dims_text(m, k, 4, tk, sizeof tk),
+                  dims_text(m, v, 4, tv, sizeof tv));
     else if (m->rk.n != m->rv.n)
         ok = fail(m, "keys are repeated %lld times but values %lld times",
                   (long long)m->rk.n, (long long)m->rv.n);

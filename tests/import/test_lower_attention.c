@@ -8,7 +8,12 @@
  * lowered model (emitted and loaded again) gives the original's outputs and
  * PyTorch's (rel-L2 < 1e-6), and one training step gives the same gradients
  * for every parameter and the input (rel-L2 < 1e-6). Negative cases: one
- * note with a specific reason and the graph unchanged. */
+ * note with a specific reason and the graph unchanged.
+ *
+ * Symbolic dims (models/kv/gpt2_kv, a dynamo export with a KV cache):
+ * both layers lower; with one layer's value batch declared under another
+ * name, that layer is declined, since its dims can no longer be shown to
+ * be one attention's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +28,7 @@
 #include "exec/model_internal.h"
 #include "import/lower.h"
 #include "import/rewrite.h"
+#include "import/rewrite_internal.h"
 #include "teexec/teexec.h"
 
 static void ok_(teexec_status *st, const char *what, int line)
@@ -550,6 +556,50 @@ static void llama_block(void **s)
     lowered_free(&L);
 }
 
+/* Renames dim `d` of the declared type of graph output `name`. */
+static void rename_output_dim(tx_rw_graph *g, const char *name, int d, const char *param)
+{
+    for (size_t i = 0; i < g->n_outputs; i++) {
+        if (strcmp(g->outputs[i].name, name) != 0) continue;
+        assert_true(g->outputs[i].has_type && g->outputs[i].type.rank > d);
+        assert_non_null(g->outputs[i].type.dim_params[d]);
+        free(g->outputs[i].type.dim_params[d]);
+        g->outputs[i].type.dim_params[d] = strdup(param);
+        assert_non_null(g->outputs[i].type.dim_params[d]);
+        return;
+    }
+    fail_msg("no graph output %s", name);
+}
+
+static void kv_symbolic_dims(void **s)
+{
+    (void)s;
+    const char *rel = "models/kv/gpt2_kv/model.onnx";
+    if (!exists(rel)) skip();
+    lowered L;
+    lower_model(rel, &L);
+    assert_int_equal(live_count(L.g, "te.ops", "DotProductAttention"), 2);
+    assert_int_equal(live_count(L.g, "", "Softmax"), 0);
+    lowered_free(&L);
+
+    memset(&L, 0, sizeof L);
+    L.orig = load(rel);
+    ok(tx_rw_from_ir(L.orig->ir, &L.g));
+    rename_output_dim(L.g, "present.0.value", 0, "another_batch");
+    ok(tx_lower_attention(L.g, &L.rep));
+    assert_int_equal(live_count(L.g, "te.ops", "DotProductAttention"), 1);
+    assert_int_equal(live_count(L.g, "", "Softmax"), 1);
+    size_t declined = 0;
+    for (size_t i = 0; i < L.rep.n_notes; i++) {
+        if (L.rep.notes[i].lowered) continue;
+        declined++;
+        fprintf(stderr, "  note: %s\n", L.rep.notes[i].reason);
+        assert_non_null(strstr(L.rep.notes[i].reason, "do not fit one attention"));
+    }
+    assert_int_equal(declined, 1);
+    lowered_free(&L);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -563,6 +613,7 @@ int main(void)
         cmocka_unit_test(neg_dropout),       cmocka_unit_test(neg_mask_computed),
         cmocka_unit_test(neg_row_masked),    cmocka_unit_test(no_attention_no_note),
         cmocka_unit_test(gpt2_block),        cmocka_unit_test(llama_block),
+        cmocka_unit_test(kv_symbolic_dims),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
