@@ -260,7 +260,7 @@ static teexec_status *resolve_kernels(teexec_session *s)
 static teexec_status *index_values(teexec_session *s)
 {
     const tx_ir_graph *g = s->g;
-    TX_TRY(tx_value_planner_create(s->model, s->user_model, &s->vp));
+    TX_TRY(tx_value_planner_create(s->model, s->user_model, 0, &s->vp));
     s->in_vals = s->vp->in_vals;
     s->n_in = s->vp->n_in;
     s->last_use = calloc(g->n_values ? g->n_values : 1, sizeof(int64_t));

@@ -66,17 +66,52 @@ static teexec_status *resolve_fold_kernels(tx_value_planner *vp)
     return NULL;
 }
 
-static teexec_status *decode_initializers(tx_value_planner *vp)
+static bool is_float_dtype(teexec_dtype dt)
+{
+    return dt == TEEXEC_DTYPE_FLOAT || dt == TEEXEC_DTYPE_DOUBLE || dt == TEEXEC_DTYPE_FLOAT16 ||
+           dt == TEEXEC_DTYPE_BFLOAT16;
+}
+
+/* A weight TX_VP_DEFER_WEIGHTS leaves undecoded: a big float initializer
+ * whose IR type is its own (not a graph input's declaration). */
+static bool deferrable(const tx_ir_value *val)
+{
+    int dt = 0;
+    uint64_t elements = 0, bytes = 0;
+    if (!(val->flags & TX_IR_VALUE_INITIALIZER) || (val->flags & TX_IR_VALUE_GRAPH_INPUT) ||
+        !val->initializer || !tx_ir_initializer_size(val, &dt, &elements, &bytes))
+        return false;
+    return is_float_dtype((teexec_dtype)dt) && (teexec_dtype)dt == val->dtype &&
+           elements > TX_FOLD_MAX_ELEMENTS && val->rank >= 0 && val->rank <= TX_MAX_RANK;
+}
+
+/* vp->init[v] as the header of deferred weight v: dtype and shape, no data. */
+static teexec_status *weight_header(tx_value_planner *vp, const tx_ir_value *val, size_t v)
+{
+    char probe;
+    TX_TRY(tx_tensor_wrap(&vp->init[v], val->dtype, val->rank, val->dims, &probe));
+    vp->init[v].data = NULL;
+    vp->init[v].owns_data = false;
+    vp->deferred[v] = true;
+    return NULL;
+}
+
+static teexec_status *decode_initializers(tx_value_planner *vp, unsigned flags)
 {
     const tx_ir_graph *g = vp->g;
     vp->init = calloc(g->n_values ? g->n_values : 1, sizeof(*vp->init));
-    if (!vp->init) return tx_oom();
+    vp->deferred = calloc(g->n_values ? g->n_values : 1, sizeof(*vp->deferred));
+    if (!vp->init || !vp->deferred) return tx_oom();
     for (size_t v = 0; v < g->n_values; v++) {
         const tx_ir_value *val = &g->values[v];
         if (val->flags & TX_IR_VALUE_SPARSE_INIT)
             return tx_status_new(TEEXEC_ERR_UNSUPPORTED, vp->file, NULL,
                                  "sparse initializer \"%s\" is not supported", val->name);
         if (!(val->flags & TX_IR_VALUE_INITIALIZER) || !val->initializer) continue;
+        if ((flags & TX_VP_DEFER_WEIGHTS) && deferrable(val)) {
+            TX_TRY(weight_header(vp, val, v));
+            continue;
+        }
         TX_TRY(tx_status_with_file(tx_tensor_from_proto(val->initializer, vp->model->file,
                                                         &vp->init[v]),
                                    vp->file));
@@ -87,8 +122,33 @@ static teexec_status *decode_initializers(tx_value_planner *vp)
     return NULL;
 }
 
+bool tx_value_planner_is_deferred(const tx_value_planner *vp, int32_t v)
+{
+    return vp && v >= 0 && (size_t)v < vp->g->n_values && vp->deferred[v] && !vp->init[v].data;
+}
+
+teexec_status *tx_value_planner_load(tx_value_planner *vp, int32_t v)
+{
+    if (!tx_value_planner_is_deferred(vp, v)) return NULL;
+    const tx_ir_value *val = &vp->g->values[v];
+    tx_tensor t;
+    TX_TRY(tx_status_with_file(tx_tensor_from_proto(val->initializer, vp->model->file, &t),
+                               vp->file));
+    const tx_tensor *h = &vp->init[v];
+    bool same = t.dtype == h->dtype && t.rank == h->rank;
+    for (int32_t d = 0; same && d < t.rank; d++) same = t.dims[d] == h->dims[d];
+    if (!same) {
+        tx_tensor_release(&t);
+        return tx_status_new(TEEXEC_ERR_BAD_MODEL, vp->file, NULL,
+                             "initializer \"%s\" decodes to another dtype or shape than it "
+                             "declares", val->name);
+    }
+    vp->init[v] = t;
+    return NULL;
+}
+
 teexec_status *tx_value_planner_create(const teexec_model *model, const teexec_model *inputs_of,
-                                       tx_value_planner **out)
+                                       unsigned flags, tx_value_planner **out)
 {
     if (!out) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
@@ -101,7 +161,7 @@ teexec_status *tx_value_planner_create(const teexec_model *model, const teexec_m
     vp->file = inputs_of->file ? inputs_of->file->path : NULL;
     teexec_status *st = index_io(vp, inputs_of);
     if (!st) st = resolve_fold_kernels(vp);
-    if (!st) st = decode_initializers(vp);
+    if (!st) st = decode_initializers(vp, flags);
     if (st) {
         tx_value_planner_destroy(vp);
         return st;
@@ -116,6 +176,7 @@ void tx_value_planner_destroy(tx_value_planner *vp)
     if (vp->init)
         for (size_t v = 0; v < vp->g->n_values; v++) tx_tensor_release(&vp->init[v]);
     free(vp->init);
+    free(vp->deferred);
     free(vp->in_vals);
     free(vp->fold_fns);
     free(vp->sc_pins);
@@ -174,9 +235,8 @@ static teexec_status *fold_node(tx_value_planner *vp, const tx_ir_node *n, tx_va
 static bool is_float_initializer(const tx_value_planner *vp, int32_t v)
 {
     const tx_tensor *t = &vp->init[v];
-    return (vp->g->values[v].flags & TX_IR_VALUE_INITIALIZER) && t->data &&
-           (t->dtype == TEEXEC_DTYPE_FLOAT || t->dtype == TEEXEC_DTYPE_DOUBLE ||
-            t->dtype == TEEXEC_DTYPE_FLOAT16 || t->dtype == TEEXEC_DTYPE_BFLOAT16);
+    return (vp->g->values[v].flags & TX_IR_VALUE_INITIALIZER) && (t->data || vp->deferred[v]) &&
+           is_float_dtype(t->dtype);
 }
 
 /* Types node n's outputs and folds it where the rule allows (value_plan.h). */
@@ -245,12 +305,14 @@ teexec_status *tx_value_plan_build(tx_value_planner *vp, const teexec_dtype *dts
         iv->shape_known = true;
     }
     for (size_t v = 0; v < g->n_values; v++) {
-        if (!vp->init[v].data) continue;
+        if (!vp->init[v].data && !vp->deferred[v]) continue;
         tx_infer_value *iv = &p.vals[v];
         iv->dtype = vp->init[v].dtype;
         iv->shape = tx_shape_of(&vp->init[v]);
         iv->shape_known = true;
-        iv->value = &vp->init[v];
+        /* a deferred weight's value is unknown to the plan: never folded,
+         * read by the executor through tx_value_planner_load */
+        iv->value = vp->init[v].data ? &vp->init[v] : NULL;
     }
     teexec_status *st = NULL;
     for (size_t i = 0; i < g->n_nodes && !st; i++) st = plan_node(vp, i, &p);

@@ -28,6 +28,17 @@
  * node the CPU has no kernel for is typed but never folded: the executor
  * that runs it resolves it.
  *
+ * Deferred weights (TX_VP_DEFER_WEIGHTS): an executor that reads the big
+ * float weights from copies shared between executors (exec/weight_share.h)
+ * needs their host bytes only when it is the first to upload them, while
+ * decoding them (reading a 500 MB external-data file for GPT-2 124M) is
+ * most of what a new input shape costs. With the flag, every float
+ * initializer over TX_FOLD_MAX_ELEMENTS elements that is not also a graph
+ * input gets only its dtype and shape in init (data NULL; those come from
+ * the initializer itself); a plan types it and leaves its value unknown
+ * (it is never folded through anyway), and tx_value_planner_load decodes
+ * it in place when the executor needs the bytes.
+ *
  * Ownership: the planner owns its decoded initializers (init; an executor
  * may release single ones it no longer needs, tx_tensor_release, once no
  * plan it builds later needs them), its kernel table and scratch; it
@@ -64,6 +75,7 @@ typedef struct tx_value_planner {
     int32_t *in_vals;            /* graph inputs the caller feeds, in its input order */
     size_t n_in;
     tx_tensor *init;             /* per value: decoded initializer (data NULL otherwise) */
+    bool *deferred;              /* per value: a deferred weight (init holds its header) */
     tx_op_fn *fold_fns;          /* per node: its CPU kernel, NULL where the CPU has none */
     /* per-node scratch sized for the widest node, kept off the stack */
     const tx_infer_value **sc_pins;
@@ -78,12 +90,25 @@ typedef struct tx_value_plan {
     bool *skip;                  /* per node: its outputs are known before running */
 } tx_value_plan;
 
+/* tx_value_planner_create flags */
+#define TX_VP_DEFER_WEIGHTS 1u /* decode big float weights only on demand (above) */
+
 /* A planner for `model` (a runnable model: a lowered copy, exec/prepare.h).
  * `inputs_of` names the inputs the caller feeds, in its order (its graph
  * inputs, looked up by name in model's graph; may be `model` itself), and
- * the file that messages name. Both must outlive the planner. */
+ * the file that messages name. Both must outlive the planner. `flags`:
+ * 0 or TX_VP_DEFER_WEIGHTS. */
 teexec_status *tx_value_planner_create(const teexec_model *model, const teexec_model *inputs_of,
-                                       tx_value_planner **out) TX_NODISCARD;
+                                       unsigned flags, tx_value_planner **out) TX_NODISCARD;
+
+/* Whether value v is a deferred weight whose bytes are not decoded yet. */
+bool tx_value_planner_is_deferred(const tx_value_planner *vp, int32_t v);
+
+/* Decodes deferred weight v into vp->init[v] in place (the tensor's
+ * address stays, so pointers to it see the data); nothing for any other
+ * value. An initializer whose decoded dtype or shape differs from the
+ * header is a BAD_MODEL error. */
+teexec_status *tx_value_planner_load(tx_value_planner *vp, int32_t v) TX_NODISCARD;
 /* Releases the planner and its initializers; accepts NULL. */
 void tx_value_planner_destroy(tx_value_planner *vp);
 

@@ -48,6 +48,13 @@ static teexec_status *init_values(tx_gpu_graph *g)
         if (!iv->shape_known || iv->dtype == TEEXEC_DTYPE_UNDEFINED) continue;
         gv->model_dtype = iv->dtype;
         gv->host = iv->value;
+        if (!gv->host && tx_value_planner_is_deferred(g->vp, (int32_t)v)) {
+            /* a deferred weight: its header now, its bytes when uploaded
+             * (a graph output is read from the host: decoded now) */
+            if (ir->values[v].flags & TX_IR_VALUE_GRAPH_OUTPUT)
+                TX_TRY(tx_value_planner_load(g->vp, (int32_t)v));
+            gv->host = &g->vp->init[v];
+        }
         if (iv->dtype == TEEXEC_DTYPE_STRING)
             return tx_error(TEEXEC_ERR_UNSUPPORTED, "value \"%s\" is a string tensor",
                             ir->values[v].name);
@@ -266,7 +273,9 @@ static teexec_status *prepare_std(tx_gpu_graph *g, gnode *n)
     for (size_t k = 0; k < ni; k++) {
         int32_t v = ir->inputs[k];
         n->s_in[k] = v >= 0 ? &g->vals[v].dev : NULL;
-        host[k] = v >= 0 ? g->vals[v].host : NULL;
+        /* a deferred weight's bytes are not on the host: the node sees it
+         * as a device tensor, as every weight this large */
+        host[k] = v >= 0 && g->vals[v].host && g->vals[v].host->data ? g->vals[v].host : NULL;
     }
     for (size_t j = 0; j < no; j++) {
         int32_t o = ir->outputs[j];
@@ -751,8 +760,8 @@ static bool share_value(const tx_gpu_graph *g, size_t v)
 {
     const gval *gv = &g->vals[v];
     return !g->cfg.training && g->lowered->weights &&
-           (g->ir->values[v].flags & TX_IR_VALUE_INITIALIZER) && gv->host && gv->host->data &&
-           !gv->produced;
+           (g->ir->values[v].flags & TX_IR_VALUE_INITIALIZER) && gv->host &&
+           (gv->host->data || tx_value_planner_is_deferred(g->vp, (int32_t)v)) && !gv->produced;
 }
 
 /* ---- the shared weights' ops (weight_share.h): g's stream uploads ---- */
@@ -779,6 +788,7 @@ static teexec_status *ws_fill(void *ctx, const tx_ws_want *w, void *dst)
 {
     tx_gpu_graph *g = ctx;
     const gval *gv = w->src;
+    TX_TRY(tx_value_planner_load(g->vp, w->value)); /* the first upload of a deferred weight */
     return upload_value(g, dst, gv->host, gv->dev.dtype);
 }
 
@@ -1002,6 +1012,7 @@ static teexec_status *upload_known(tx_gpu_graph *g)
     for (size_t v = 0; v < g->ir->n_values; v++) {
         gval *gv = &g->vals[v];
         if (!gv->host || !gv->dev.data || gv->produced || gv->shared) continue;
+        TX_TRY(tx_value_planner_load(g->vp, (int32_t)v));
         TX_TRY(upload_value(g, gv->dev.data, gv->host, gv->dev.dtype));
     }
     return NULL;
@@ -1188,7 +1199,11 @@ static teexec_status *device_setup(tx_gpu_graph *g, tx_device_caps *caps)
  * subgraphs) and the nodes that therefore do not run. */
 static teexec_status *make_value_plan(tx_gpu_graph *g, const tx_gpu_graph_config *cfg)
 {
-    TX_TRY(tx_value_planner_create(g->lowered, g->lowered, &g->vp));
+    /* an inference executor over shared weights decodes a weight only when
+     * it is the first to upload it (ws_fill): a new shape costs no pass
+     * over the weights on the host */
+    unsigned flags = !cfg->training && g->lowered->weights ? TX_VP_DEFER_WEIGHTS : 0;
+    TX_TRY(tx_value_planner_create(g->lowered, g->lowered, flags, &g->vp));
     g->ir = g->vp->g;
     const tx_ir_graph *ir = g->ir;
     if (cfg->n_inputs != g->vp->n_in)
@@ -1362,7 +1377,10 @@ teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph
     g->topt.loss_output = NULL;
     g->compute = cfg->dtype;
     tx_device_caps caps;
+    double t0 = gx_now_ms(), t1;
+#define PHASE_DONE(ph) (t1 = gx_now_ms(), g->setup_ms[ph] += t1 - t0, t0 = t1)
     teexec_status *st = device_setup(g, &caps);
+    PHASE_DONE(GX_SETUP_DEVICE);
     if (!st) st = tx_model_runnable(model, &g->lowered, &g->prep);
     if (!st) st = make_value_plan(g, cfg);
     /* the user's names: the preparation's sources (they know repeated and
@@ -1391,6 +1409,7 @@ teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph
     if (!st) st = prepare_nodes(g);
     if (!st) st = make_fuser_plan(g, &caps);
     if (!st) st = init_delayed(g);
+    PHASE_DONE(GX_SETUP_PLAN);
     if (!st && !g->cfg.training) st = prepare_kernels(g, -1);
     if (!st && g->cfg.training) {
         st = prepare_kernels(g, GN_STD);
@@ -1400,7 +1419,9 @@ teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph
         if (!st) st = prepare_kernels(g, GN_TE);
     }
     if (!st) st = prepare_fusions(g);
+    PHASE_DONE(GX_SETUP_KERNELS);
     if (!st) st = place_memory(g);
+    PHASE_DONE(GX_SETUP_MEMORY);
     if (!st) st = upload_known(g);
     if (!st) st = upload_delayed(g);
     if (!st) st = init_params(g);
@@ -1410,6 +1431,8 @@ teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph
         cudaError_t e = cudaStreamSynchronize(g->stream);
         if (e != cudaSuccess) st = cuda_err(e, "setting up");
     }
+    PHASE_DONE(GX_SETUP_UPLOAD);
+#undef PHASE_DONE
     if (!st) drop_host_weights(g);
     if (st) {
         tx_gpu_graph_destroy(g);

@@ -22,6 +22,32 @@
 #include "kernels/cuda/optim.h"
 
 #include <cuda_runtime_api.h>
+#include <time.h>
+
+/* Setup phases timed by tx_gpu_graph_create (names in gx_setup_phase). */
+enum {
+    GX_SETUP_DEVICE,  /* device, streams, handles */
+    GX_SETUP_PLAN,    /* values typed, fuser plan, node preparation */
+    GX_SETUP_KERNELS, /* kernels prepared: GEMM selection, cuDNN graphs */
+    GX_SETUP_MEMORY,  /* the arena placed and allocated */
+    GX_SETUP_UPLOAD,  /* weights and constants on the device (or shared) */
+    GX_SETUP_PHASES
+};
+
+static inline const char *gx_setup_phase(int i)
+{
+    static const char *const names[GX_SETUP_PHASES] = {"device", "plan", "kernels", "memory",
+                                                       "upload"};
+    return i >= 0 && i < GX_SETUP_PHASES ? names[i] : "?";
+}
+
+/* A monotonic wall clock in milliseconds. */
+static inline double gx_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
 
 /* cuBLASLt's workspace as TE sizes it on Hopper (32 MiB + 1 KiB). */
 #define GEMM_WORKSPACE ((size_t)32 * 1024 * 1024 + 1024)
@@ -181,6 +207,9 @@ struct tx_gpu_graph {
     /* profile */
     prof_row *prof;
     size_t n_prof;
+    /* wall time of the executor's setup phases (tx_gpu_graph_create), for
+     * the profile: a new input shape pays all of them once */
+    double setup_ms[GX_SETUP_PHASES];
     uint64_t calls_done;       /* finished run / step calls */
     cudaEvent_t ev[2];
     /* a caller's stream (tx_gpu_run_io): [0] recorded on it before the

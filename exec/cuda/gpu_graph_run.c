@@ -755,6 +755,16 @@ teexec_status *tx_gpu_graph_profile(const tx_gpu_graph *g, char **out_text)
                                 gi, "", ms, "", total > 0 ? 100.0 * ms / total : 0.0);
     }
     len += (size_t)snprintf(s + len, cap - len, "all kernels: %.3f ms\n", total);
+    /* what this executor (one input shape) cost to set up, once */
+    double setup = 0.0;
+    for (int i = 0; i < GX_SETUP_PHASES; i++) setup += g->setup_ms[i];
+    len += (size_t)snprintf(s + len, cap - len, "executor setup: %.1f ms (", setup);
+    for (int i = 0; i < GX_SETUP_PHASES; i++)
+        len += (size_t)snprintf(s + len, cap - len, "%s%s %.1f", i ? ", " : "", gx_setup_phase(i),
+                                g->setup_ms[i]);
+    len += (size_t)snprintf(s + len, cap - len, ")%s\n",
+                            g->cfg.profile ? "; profiled runs are not captured in a CUDA graph"
+                                           : "");
     len += (size_t)snprintf(s + len, cap - len,
                             "device arena: %.1f MiB (%.1f MiB if no two buffers shared memory)\n",
                             (double)g->arena_bytes / 1048576.0,

@@ -3,7 +3,13 @@
  *
  * Forward: one block per (32 query rows, head, batch) walks the keys in
  * tiles of 32 with the online softmax (running max m and sum l per row),
- * so scores are never stored beyond one tile. Backward: D = rowsum(dO*O)
+ * so scores are never stored beyond one tile. A few query rows (decode:
+ * s_q = 1 against a cache) would leave 31 of the 32 rows of every tile
+ * idle and one block per head, so there one block per (query row, head,
+ * batch) splits the keys over its warps instead: each warp keeps its own
+ * online softmax over every DEC_WARPS-th key (a lane holds 32-strided
+ * channels of q and of its output row, the score is a warp sum), and the
+ * warps' partial results are merged once at the end. Backward: D = rowsum(dO*O)
  * first; then dQ per query tile (looping over keys) and dK/dV per key tile
  * (looping over the query heads of its kv group and over queries), each
  * accumulating in shared memory in a fixed order: deterministic without
@@ -21,6 +27,8 @@
 namespace {
 
 constexpr int BQ = 32, BK = 32, THREADS = 128;
+/* Up to this many query rows the forward runs attn_decode_kernel. */
+constexpr int64_t DECODE_MAX_SQ = 4;
 
 struct geom {
     int64_t b, h, hk, sq, skv, d, dv, mb, mh;
@@ -152,6 +160,75 @@ __global__ void attn_fwd_kernel(geom g, const void *q, const void *k, const void
         int r = threadIdx.x;
         lse[(bi * g.h + hi) * g.sq + q0 + r] = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
     }
+}
+
+constexpr int DEC_WARPS = 4, DEC_CH = 8; /* channels per lane: head dims <= 256 */
+
+/* One query row i of head hi, batch bi (see the file comment). */
+__global__ void attn_decode_kernel(geom g, const void *q, const void *k, const void *v,
+                                   const void *mask, const int32_t *lq, const int32_t *lk,
+                                   void *o, float *lse)
+{
+    __shared__ float wm[DEC_WARPS], wl[DEC_WARPS], wacc[DEC_WARPS][DEC_CH * 32];
+    const int64_t i = blockIdx.x, hi = blockIdx.y, bi = blockIdx.z;
+    const int64_t kh = hi / (g.h / g.hk);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int d = (int)g.d, dv = (int)g.dv;
+    float qr[DEC_CH], acc[DEC_CH];
+    const int64_t qo = row_off(g, bi, i, g.sq, hi, g.h, d);
+#pragma unroll
+    for (int t = 0; t < DEC_CH; t++) {
+        int c = lane + 32 * t;
+        qr[t] = c < d ? tx_ld(q, (size_t)(qo + c), g.dt) : 0.0f;
+        acc[t] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    const int64_t kend = g.causal ? (i + 1 + g.skv - g.sq < g.skv ? i + 1 + g.skv - g.sq : g.skv)
+                                  : g.skv;
+    for (int64_t j = warp; j < kend; j += DEC_WARPS) {
+        const int64_t ko = row_off(g, bi, j, g.skv, kh, g.hk, d);
+        float part = 0.0f;
+#pragma unroll
+        for (int t = 0; t < DEC_CH; t++) {
+            int c = lane + 32 * t;
+            if (c < d) part += qr[t] * tx_ld(k, (size_t)(ko + c), g.dt);
+        }
+        float sc = masked(g, mask, lq, lk, bi, hi, i, j, warp_sum(part) * g.scale);
+        if (sc == -INFINITY) continue; /* the same for every lane */
+        float mn = fmaxf(m, sc);
+        float a = m == -INFINITY ? 0.0f : expf(m - mn), p = expf(sc - mn);
+        l = l * a + p;
+        m = mn;
+        const int64_t vo = row_off(g, bi, j, g.skv, kh, g.hk, dv);
+#pragma unroll
+        for (int t = 0; t < DEC_CH; t++) {
+            int c = lane + 32 * t;
+            if (c < dv) acc[t] = acc[t] * a + p * tx_ld(v, (size_t)(vo + c), g.dt);
+        }
+    }
+    if (lane == 0) {
+        wm[warp] = m;
+        wl[warp] = l;
+    }
+#pragma unroll
+    for (int t = 0; t < DEC_CH; t++) wacc[warp][lane + 32 * t] = acc[t];
+    __syncthreads();
+    float M = -INFINITY;
+    for (int w = 0; w < DEC_WARPS; w++) M = fmaxf(M, wm[w]);
+    float L = 0.0f;
+    for (int w = 0; w < DEC_WARPS; w++)
+        if (wm[w] != -INFINITY) L += wl[w] * expf(wm[w] - M);
+    const int64_t oo = row_off(g, bi, i, g.sq, hi, g.h, dv);
+    for (int c = threadIdx.x; c < dv; c += blockDim.x) {
+        float val = 0.0f;
+        if (L > 0.0f) {
+            for (int w = 0; w < DEC_WARPS; w++)
+                if (wm[w] != -INFINITY) val += wacc[w][c] * expf(wm[w] - M);
+            val /= L;
+        }
+        tx_st(o, (size_t)(oo + c), g.dt, val);
+    }
+    if (lse && threadIdx.x == 0) lse[(bi * g.h + hi) * g.sq + i] = L > 0.0f ? M + logf(L) : -INFINITY;
 }
 
 /* D[bi, hi, i] = sum_c dO * O, one warp per row. */
@@ -396,6 +473,14 @@ extern "C" teexec_status *tx_attn_fallback_forward(const tx_attn_desc *a,
         (a->mask_kind == TX_ATTN_MASK_PADDING && (!io->seq_q || !io->seq_kv)))
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "attention fallback forward: missing buffer");
     geom g = geom_of(a);
+    if (a->s_q <= DECODE_MAX_SQ && a->d <= 32 * DEC_CH && a->d_v <= 32 * DEC_CH &&
+        a->s_q <= 65535) {
+        dim3 grid((unsigned)a->s_q, (unsigned)a->h, (unsigned)a->b);
+        attn_decode_kernel<<<grid, 32 * DEC_WARPS, 0, (cudaStream_t)stream>>>(
+            g, io->q, io->k, io->v, io->mask, io->seq_q, io->seq_kv, io->o, io->lse);
+        TX_CUDA_LAUNCHED("attention fallback forward (few query rows)");
+        return NULL;
+    }
     size_t sm = fwd_smem(a->d, a->d_v);
     TX_TRY(smem_opt_in((const void *)attn_fwd_kernel, sm, "attention fallback forward"));
     dim3 grid((unsigned)((a->s_q + BQ - 1) / BQ), (unsigned)a->h, (unsigned)a->b);

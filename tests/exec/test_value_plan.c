@@ -4,7 +4,8 @@
  * folded through a float initializer, two signatures planned from one
  * planner, and a model with ops the CPU has no kernel for still planned
  * (those nodes are never folded; the executor that runs them resolves
- * them). */
+ * them), and with TX_VP_DEFER_WEIGHTS a big float weight typed but not
+ * decoded until tx_value_planner_load, which gives the eager bytes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -111,7 +112,7 @@ static void test_types_and_folding(void **state)
     const teexec_model *run = NULL;
     ok(tx_model_runnable(m, &run, NULL));
     tx_value_planner *vp = NULL;
-    ok(tx_value_planner_create(run, m, &vp));
+    ok(tx_value_planner_create(run, m, 0, &vp));
     assert_int_equal(vp->in_vals[0], value(vp, "x"));
 
     tx_value_plan p3, p5;
@@ -169,7 +170,7 @@ static void test_nodes_without_cpu_kernels(void **state)
     const teexec_model *run = NULL;
     ok(tx_model_runnable(m, &run, NULL));
     tx_value_planner *vp = NULL;
-    ok(tx_value_planner_create(run, m, &vp));
+    ok(tx_value_planner_create(run, m, 0, &vp));
     size_t without = 0;
     for (size_t i = 0; i < vp->g->n_nodes; i++) {
         const tx_ir_node *n = &vp->g->nodes[i];
@@ -189,11 +190,88 @@ static void test_nodes_without_cpu_kernels(void **state)
     teexec_model_destroy(m);
 }
 
+/* x FLOAT [N, 70000]: y = Mul(x, big) with big [70000] (over
+ * TX_FOLD_MAX_ELEMENTS), z = Mul(y, w) with w [1]. */
+static teexec_model *big_weight_model(void)
+{
+    Onnx__ModelProto *m = mb_model(8);
+    mb_opset(m, "", 17);
+    Onnx__GraphProto *g = mb_graph("big");
+    m->graph = g;
+    mb_input(g, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "N,70000");
+    mb_output(g, "z", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "N,70000");
+    const int64_t bd[1] = {70000}, wd[1] = {1};
+    mb_init(g, "big", bd, 1);
+    mb_init(g, "w", wd, 1);
+    mb_node(g, "mul_big", "Mul", NULL, "x,big", "y");
+    mb_node(g, "mul_w", "Mul", NULL, "y,w", "z");
+    size_t size = 0;
+    uint8_t *buf = mb_pack(m, &size);
+    mb_free_all();
+    teexec_model *model = NULL;
+    ok(teexec_model_load_memory(buf, size, NULL, NULL, &model));
+    free(buf);
+    return model;
+}
+
+static void test_deferred_weights(void **state)
+{
+    (void)state;
+    teexec_model *m = big_weight_model();
+    const teexec_model *run = NULL;
+    ok(tx_model_runnable(m, &run, NULL));
+    tx_value_planner *eager = NULL, *lazy = NULL;
+    ok(tx_value_planner_create(run, m, 0, &eager));
+    ok(tx_value_planner_create(run, m, TX_VP_DEFER_WEIGHTS, &lazy));
+    int32_t big = value(lazy, "big"), w = value(lazy, "w");
+    /* the big weight: a header only; the small one decoded as before */
+    assert_true(tx_value_planner_is_deferred(lazy, big));
+    assert_null(lazy->init[big].data);
+    assert_int_equal(lazy->init[big].dtype, TEEXEC_DTYPE_FLOAT);
+    assert_int_equal(lazy->init[big].rank, 1);
+    assert_int_equal(lazy->init[big].dims[0], 70000);
+    assert_false(tx_value_planner_is_deferred(lazy, w));
+    assert_non_null(lazy->init[w].data);
+    assert_false(tx_value_planner_is_deferred(eager, big));
+
+    /* a plan types it and leaves its value unknown; nothing is folded */
+    tx_value_plan p;
+    teexec_dtype dt = TEEXEC_DTYPE_FLOAT;
+    tx_shape sh;
+    memset(&sh, 0, sizeof sh);
+    sh.rank = 2;
+    sh.dims[0] = 2;
+    sh.dims[1] = 70000;
+    ok(tx_value_plan_build(lazy, &dt, &sh, &p));
+    assert_true(p.vals[big].shape_known);
+    assert_int_equal(p.vals[big].dtype, TEEXEC_DTYPE_FLOAT);
+    assert_int_equal(p.vals[big].shape.dims[0], 70000);
+    assert_null(p.vals[big].value);
+    assert_ptr_equal(p.vals[w].value, &lazy->init[w]);
+    assert_false(producer_skipped(lazy, &p, "y"));
+    assert_int_equal(p.vals[value(lazy, "z")].shape.dims[1], 70000);
+
+    /* loading decodes in place: the eager bytes, at the same address */
+    const tx_tensor *at = &lazy->init[big];
+    ok(tx_value_planner_load(lazy, big));
+    assert_ptr_equal(at, &lazy->init[big]);
+    assert_false(tx_value_planner_is_deferred(lazy, big));
+    assert_int_equal(lazy->init[big].nbytes, eager->init[big].nbytes);
+    assert_memory_equal(lazy->init[big].data, eager->init[big].data, eager->init[big].nbytes);
+    ok(tx_value_planner_load(lazy, big)); /* loaded: nothing more */
+    ok(tx_value_planner_load(lazy, w));   /* never deferred: nothing */
+    tx_value_plan_clear(&p);
+    tx_value_planner_destroy(lazy);
+    tx_value_planner_destroy(eager);
+    teexec_model_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_types_and_folding),
         cmocka_unit_test(test_nodes_without_cpu_kernels),
+        cmocka_unit_test(test_deferred_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -413,6 +413,11 @@ static const attn_case cases[] = {
      PATH_FALLBACK},
     {"bf16 bshd gqa causal sq128 skv384 d64", BF16, 2, 16, 4, 128, 384, 64, 0, 1, M_NONE, C_},
     {"fp16 bshd mha boolmask s128 d64", F16, 2, 8, 8, 128, 128, 64, 0, 0, M_BOOL, PATH_FALLBACK},
+    /* decode shapes: the fallback's per-row kernel */
+    {"fp32 bshd gqa decode sq1 skv137 d64", F32, 2, 16, 4, 1, 137, 64, 0, 0, M_NONE, PATH_FALLBACK},
+    {"bf16 sbhd mha causal decode sq4 skv300 d128", BF16, 1, 8, 8, 4, 300, 128, 1, 1, M_NONE, C_},
+    {"bf16 bshd gqa boolmask decode sq1 skv256 d256", BF16, 2, 8, 2, 1, 256, 256, 0, 0, M_BOOL,
+     PATH_FALLBACK},
 };
 
 /* An optional argument is a cmocka test-name filter (wildcards * and ?). */

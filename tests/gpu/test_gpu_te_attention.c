@@ -320,6 +320,11 @@ static const te_case cases[] = {
     {"fp32 bshd gqa floatmask s64 d64", F32, 1, 4, 2, 64, 64, 64, 64, 0, 1, M_FLOAT, F_, F_, 0, G_ALL},
     {"bf16 bshd gqa causal deterministic s128 d64", BF16, 2, 4, 2, 128, 128, 64, 64, 0, 1, M_NONE, C_, F_, 1, G_ALL},
     {"fp32 sbhd gqa causal deterministic s96 d64", F32, 2, 4, 2, 96, 96, 64, 64, 1, 1, M_NONE, F_, F_, 1, G_ALL},
+    /* a few query rows against a long cache: the forward's per-row decode kernel */
+    {"bf16 bshd gqa floatmask decode sq1 skv137 d64", BF16, 2, 12, 4, 1, 137, 64, 64, 0, 0, M_FLOAT, F_, F_, 0, G_NONE},
+    {"fp32 bshd mha causal decode sq3 skv70 d128", F32, 1, 4, 4, 3, 70, 128, 128, 0, 1, M_NONE, F_, F_, 0, G_ALL},
+    {"fp16 sbhd gqa boolmask decode sq2 skv90 d32 dv48", F16, 2, 4, 2, 2, 90, 32, 48, 1, 0, M_BOOL, F_, F_, 0, G_ALL},
+    {"bf16 bshd gqa padding decode sq1 skv200 d64", BF16, 3, 4, 2, 1, 200, 64, 64, 0, 0, M_PAD, F_, F_, 0, G_NONE},
 };
 
 /* An optional argument is a cmocka test-name filter (wildcards * and ?). */
