@@ -303,11 +303,17 @@ teexec_status *teexec_model_load_memory(const void *data, size_t size, const cha
 }
 
 teexec_status *tx_model_load_derived(const void *data, size_t size, const char *base_dir,
-                                     const teexec_load_options *limits, teexec_model **out)
+                                     const teexec_load_options *limits, tx_side_data *side,
+                                     teexec_model **out)
 {
     *out = NULL;
     tx_onnx_file *file = NULL;
     TX_TRY(tx_onnx_load_memory(data, size, base_dir, limits, &file));
+    if (side) {
+        /* before the tensors are checked: they read it */
+        file->side = *side;
+        memset(side, 0, sizeof *side);
+    }
     return load_common(file, NULL, false, out);
 }
 

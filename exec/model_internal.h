@@ -43,9 +43,12 @@ struct teexec_model {
 };
 
 /* Loads serialized bytes as a model that is a derived copy (a lowered or
- * inlined model): like teexec_model_load_memory, but not prepared again. */
+ * inlined model): like teexec_model_load_memory, but not prepared again.
+ * `side` (may be NULL) is the side data its tensors reference
+ * (format/onnx_load.h): once the bytes parse, the model takes it over
+ * and empties *side; the caller frees whatever is left. */
 teexec_status *tx_model_load_derived(const void *data, size_t size, const char *base_dir,
-                                     const teexec_load_options *limits,
+                                     const teexec_load_options *limits, tx_side_data *side,
                                      teexec_model **out) TX_NODISCARD;
 
 #endif

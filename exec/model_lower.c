@@ -25,16 +25,20 @@ char *tx_model_base_dir(const teexec_model *model)
 
 /* Serializes g and loads the bytes as a derived model (not prepared again),
  * external data (kept as references) resolved against the source's folder,
- * under the budgets the source was loaded with. */
+ * under the budgets the source was loaded with; the lowering's own big
+ * initializers travel as side data (import/rewrite.h), so a lowered model
+ * of any size loads. */
 static teexec_status *reload(const teexec_model *src, const tx_rw_graph *g, teexec_model **out)
 {
     uint8_t *bytes = NULL;
     size_t len = 0;
-    TX_TRY(tx_rw_emit_keep_external(g, &bytes, &len));
+    tx_side_data side = {0};
+    TX_TRY(tx_rw_emit_keep_external(g, &side, &bytes, &len));
     const char *base = src->file ? src->file->base_dir : NULL;
     const teexec_load_options *limits = src->file ? &src->file->limits : NULL;
-    teexec_status *st = tx_model_load_derived(bytes, len, base, limits, out);
+    teexec_status *st = tx_model_load_derived(bytes, len, base, limits, &side, out);
     free(bytes);
+    tx_side_free(&side); /* emptied when the model took it */
     return st;
 }
 

@@ -2,7 +2,9 @@
 #include "format/model_write.h"
 
 #include "base/checked.h"
+#include "base/dtype.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,6 +98,46 @@ teexec_status *tx_mw_tensor(tx_mw *w, const char *name, const tx_tensor *t,
         tp->has_raw_data = 1;
         tp->raw_data.data = raw;
         tp->raw_data.len = t->nbytes;
+    }
+    *out = tp;
+    return NULL;
+}
+
+teexec_status *tx_mw_tensor_side(tx_mw *w, const char *name, const tx_tensor *t,
+                                 tx_side_data *side, Onnx__TensorProto **out)
+{
+    *out = NULL;
+    if (t->dtype == TEEXEC_DTYPE_STRING || tx_dtype_elem_size(t->dtype) == 0)
+        return tx_mw_tensor(w, name, t, out);
+    size_t offset = 0;
+    TX_TRY(tx_side_append(side, t->data, t->nbytes, &offset));
+    Onnx__TensorProto *tp = tx_mw_alloc(w, sizeof *tp);
+    if (!tp) return tx_oom();
+    onnx__tensor_proto__init(tp);
+    tp->name = tx_mw_strdup(w, name ? name : "");
+    tp->has_data_type = 1;
+    tp->data_type = (int32_t)t->dtype;
+    tp->n_dims = (size_t)(t->rank > 0 ? t->rank : 0);
+    tp->dims = tx_mw_array(w, tp->n_dims, sizeof(int64_t));
+    tp->n_external_data = 3;
+    tp->external_data = tx_mw_array(w, 3, sizeof(*tp->external_data));
+    if (!tp->name || !tp->dims || !tp->external_data) return tx_oom();
+    for (size_t d = 0; d < tp->n_dims; d++) tp->dims[d] = t->dims[d];
+    tp->has_data_location = 1;
+    tp->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    char num[2][32];
+    snprintf(num[0], sizeof num[0], "%zu", offset);
+    snprintf(num[1], sizeof num[1], "%zu", t->nbytes);
+    const char *keys[3] = {"location", "offset", "length"};
+    const char *vals[3] = {TX_SIDE_LOCATION, num[0], num[1]};
+    for (int k = 0; k < 3; k++) {
+        Onnx__StringStringEntryProto *e = tx_mw_alloc(w, sizeof *e);
+        if (!e) return tx_oom();
+        onnx__string_string_entry_proto__init(e);
+        e->key = tx_mw_strdup(w, keys[k]);
+        e->value = tx_mw_strdup(w, vals[k]);
+        if (!e->key || !e->value) return tx_oom();
+        tp->external_data[k] = e;
     }
     *out = tp;
     return NULL;

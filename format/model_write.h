@@ -23,6 +23,7 @@
 
 #include "base/status.h"
 #include "base/tensor.h"
+#include "format/onnx_load.h"
 #include "onnx.pb-c.h"
 
 #include <stddef.h>
@@ -39,6 +40,12 @@ void *tx_mw_alloc(tx_mw *w, size_t size);
 void *tx_mw_array(tx_mw *w, size_t count, size_t size);
 /* A copy of s (NULL -> NULL), owned by w. */
 char *tx_mw_strdup(tx_mw *w, const char *s);
+
+/* A TensorProto whose bytes go to `side` (onnx_load.h) instead of
+ * raw_data: external data at TX_SIDE_LOCATION, offset and length. Not for
+ * string tensors or sub-byte types (those are written inline). */
+teexec_status *tx_mw_tensor_side(tx_mw *w, const char *name, const tx_tensor *t,
+                                 tx_side_data *side, Onnx__TensorProto **out) TX_NODISCARD;
 
 /* A TensorProto named `name` holding a copy of t. */
 teexec_status *tx_mw_tensor(tx_mw *w, const char *name, const tx_tensor *t,

@@ -50,11 +50,44 @@ static char *dup_str(const char *s)
     return d;
 }
 
+teexec_status *tx_side_append(tx_side_data *s, const void *bytes, size_t n, size_t *offset)
+{
+    size_t at = (s->size + 63) & ~(size_t)63, end;
+    if (at < s->size || !tx_add_size(at, n, &end)) return tx_oom();
+    if (end > s->cap) {
+        size_t cap = s->cap ? s->cap : ((size_t)1 << 20);
+        while (cap < end) {
+            if (cap > SIZE_MAX / 2) {
+                cap = end;
+                break;
+            }
+            cap *= 2;
+        }
+        uint8_t *nd = realloc(s->data, cap);
+        if (!nd) return tx_oom();
+        s->data = nd;
+        s->cap = cap;
+    }
+    if (at > s->size) memset(s->data + s->size, 0, at - s->size);
+    if (n) memcpy(s->data + at, bytes, n);
+    s->size = end;
+    *offset = at;
+    return NULL;
+}
+
+void tx_side_free(tx_side_data *s)
+{
+    if (!s) return;
+    free(s->data);
+    memset(s, 0, sizeof *s);
+}
+
 void tx_onnx_file_free(tx_onnx_file *file)
 {
     if (!file) return;
     if (file->model) protobuf_c_message_free_unpacked(&file->model->base, NULL);
     tx_external_cache_free(file->external);
+    tx_side_free(&file->side);
     free(file->path);
     free(file->base_dir);
     free(file);

@@ -28,12 +28,32 @@
 
 typedef struct tx_external_cache tx_external_cache; /* private to external_data.c */
 
+/* Tensor bytes a derived model keeps beside its serialized proto
+ * (exec/model_lower.c: the lowering's new initializers, such as weights
+ * stored transposed or merged), referenced as external data whose
+ * location is TX_SIDE_LOCATION. A lowered copy of any size then
+ * serializes far under protobuf's 2 GiB, and its bytes never touch a
+ * file. Only a file that holds side data resolves that location from it;
+ * in any other model it is an ordinary (relative) file name. */
+#define TX_SIDE_LOCATION "*teexec-side-data*"
+
+typedef struct tx_side_data {
+    uint8_t *data; /* malloc'd */
+    size_t size, cap;
+} tx_side_data;
+
+/* Appends n bytes (at an offset aligned to 64 bytes, written to *offset). */
+teexec_status *tx_side_append(tx_side_data *s, const void *bytes, size_t n,
+                              size_t *offset) TX_NODISCARD;
+void tx_side_free(tx_side_data *s);
+
 typedef struct tx_onnx_file {
     Onnx__ModelProto *model;        /* the unpacked model; never NULL */
     char *path;                     /* file path, NULL when loaded from memory */
     char *base_dir;                 /* external data root; NULL refuses external data */
     teexec_load_options limits;     /* budgets in force (defaults filled in) */
     tx_external_cache *external;    /* mapped external files, lazily */
+    tx_side_data side;              /* a derived model's side data (owned; empty otherwise) */
 } tx_onnx_file;
 
 /* Copies `in` (NULL allowed) to `out`, replacing zeros with defaults and

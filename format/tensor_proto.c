@@ -213,17 +213,28 @@ static teexec_status *decode(const Onnx__TensorProto *tp, const tx_onnx_file *fi
                         "%s: string tensors keep their values in string_data only", what);
 
     tx_external_ref ref;
+    bool side = false;
     if (external) {
         TX_TRY(tx_status_prefix(tx_external_parse(tp, &ref), "%s", what));
-        if (!file || !file->base_dir)
+        side = file && file->side.data && strcmp(ref.location, TX_SIDE_LOCATION) == 0;
+        uint64_t end;
+        if (side && ((ref.has_length && ref.length != expected) ||
+                     !tx_add_u64(ref.offset, expected, &end) || end > file->side.size))
+            return tx_error(TEEXEC_ERR_BAD_MODEL,
+                            "%s: side data range offset %llu + %llu bytes is outside its %zu "
+                            "bytes", what, (unsigned long long)ref.offset,
+                            (unsigned long long)expected, file->side.size);
+        /* side data (a derived model's own bytes, onnx_load.h) is checked
+         * above; a file's bytes are proved to exist before allocating */
+        if (!side && (!file || !file->base_dir))
             return tx_error(TEEXEC_ERR_BAD_MODEL,
                             "%s uses external data ('%.200s'), but the model was loaded without "
                             "a folder for external data",
                             what, ref.location);
-        /* Prove the bytes exist before allocating the tensor. */
-        TX_TRY(tx_status_prefix(tx_external_read(file->external, file->base_dir, &ref, expected,
-                                                 lim->max_external_bytes, NULL),
-                                "%s", what));
+        if (!side)
+            TX_TRY(tx_status_prefix(tx_external_read(file->external, file->base_dir, &ref,
+                                                     expected, lim->max_external_bytes, NULL),
+                                    "%s", what));
     } else if (tp->has_raw_data) {
         if (tp->raw_data.len != expected)
             return tx_error(TEEXEC_ERR_BAD_MODEL,
@@ -243,7 +254,10 @@ static teexec_status *decode(const Onnx__TensorProto *tp, const tx_onnx_file *fi
 
     TX_TRY(tx_tensor_alloc(out, dt, rank, tp->dims));
     teexec_status *st = NULL;
-    if (external) {
+    if (side) {
+        if (expected) memcpy(out->data, file->side.data + ref.offset, (size_t)expected);
+        le_to_host(dt, out->data, out->nbytes);
+    } else if (external) {
         st = tx_status_prefix(tx_external_read(file->external, file->base_dir, &ref, expected,
                                                lim->max_external_bytes, out->data),
                               "%s", what);

@@ -102,9 +102,12 @@ teexec_status *tx_rw_emit(const tx_rw_graph *g, uint8_t **bytes, size_t *len) TX
  * references to the same locations instead of being read in: for a model
  * loaded again from the source's folder (exec/model_lower.c), which then
  * neither copies the weights nor outgrows the 2 GiB a serialized model may
- * have. */
-teexec_status *tx_rw_emit_keep_external(const tx_rw_graph *g, uint8_t **bytes,
-                                        size_t *len) TX_NODISCARD;
+ * have. With `side` (empty on entry; may be NULL), the graph's own new
+ * initializers of 64 KiB and more (weights the lowering transposed or
+ * merged) go to it, referenced at TX_SIDE_LOCATION (format/onnx_load.h),
+ * for the same reason; on failure it is freed. */
+teexec_status *tx_rw_emit_keep_external(const tx_rw_graph *g, tx_side_data *side,
+                                        uint8_t **bytes, size_t *len) TX_NODISCARD;
 
 /* ---- nodes -------------------------------------------------------------- */
 

@@ -114,7 +114,11 @@ typedef struct emit_ctx {
     name_map producer;   /* value -> live node index */
     name_map available;  /* graph inputs and kept initializers */
     bool keep_external;  /* external initializers stay references */
+    tx_side_data *side;  /* big owned initializers go here (NULL: inline) */
 } emit_ctx;
+
+/* Owned initializers from this size on go to the side data, when given. */
+#define SIDE_MIN_BYTES ((size_t)64 << 10)
 
 static teexec_status *emit_attr(emit_ctx *c, const tx_rw_attr *a, Onnx__AttributeProto **out)
 {
@@ -228,6 +232,8 @@ static teexec_status *emit_init(emit_ctx *c, const tx_rw_init *in, Onnx__TensorP
         tx_tensor_release(&t);
         return st;
     }
+    if (c->side && in->owned.nbytes >= SIDE_MIN_BYTES)
+        return tx_mw_tensor_side(c->w, in->name, &in->owned, c->side, out);
     return tx_mw_tensor(c->w, in->name, &in->owned, out);
 }
 
@@ -506,7 +512,8 @@ static teexec_status *emit_model(emit_ctx *c, Onnx__ModelProto **out)
     return NULL;
 }
 
-static teexec_status *emit(const tx_rw_graph *g, bool keep_external, uint8_t **bytes, size_t *len)
+static teexec_status *emit(const tx_rw_graph *g, bool keep_external, tx_side_data *side,
+                           uint8_t **bytes, size_t *len)
 {
     *bytes = NULL;
     *len = 0;
@@ -514,6 +521,7 @@ static teexec_status *emit(const tx_rw_graph *g, bool keep_external, uint8_t **b
     memset(&c, 0, sizeof c);
     c.g = g;
     c.keep_external = keep_external;
+    c.side = side;
     TX_TRY(tx_mw_create(&c.w));
     Onnx__ModelProto *m = NULL;
     teexec_status *st = emit_model(&c, &m);
@@ -526,10 +534,13 @@ static teexec_status *emit(const tx_rw_graph *g, bool keep_external, uint8_t **b
 
 teexec_status *tx_rw_emit(const tx_rw_graph *g, uint8_t **bytes, size_t *len)
 {
-    return emit(g, false, bytes, len);
+    return emit(g, false, NULL, bytes, len);
 }
 
-teexec_status *tx_rw_emit_keep_external(const tx_rw_graph *g, uint8_t **bytes, size_t *len)
+teexec_status *tx_rw_emit_keep_external(const tx_rw_graph *g, tx_side_data *side,
+                                        uint8_t **bytes, size_t *len)
 {
-    return emit(g, true, bytes, len);
+    teexec_status *st = emit(g, true, side, bytes, len);
+    if (st && side) tx_side_free(side);
+    return st;
 }

@@ -23,12 +23,15 @@
 #   STAGE=export bash ...;  STAGE=bench ONLY=gpt2_124m_kv bash ...;
 #   STAGE=bench ONLY=llama_1b_kv DTYPES=bf16 bash ...
 #
-# What teexec does here today: the KV cache lives on the host (each step
-# copies it to the GPU and back); the past is padded to buckets of 64
-# columns, so each bucket is one new input shape for the CUDA session (a new
-# executor: planned, allocated, the weights uploaded, captured) and the
-# steps inside it replay it. AUTOTUNE=0 (default) passes
-# TEEXEC_GEMM_AUTOTUNE=0, so those few new shapes are not timed GEMM by GEMM.
+# What teexec does here: the cache stays on the device between steps (one
+# block for every layer, presents bound in place); the past is fed at a
+# capacity of 64 columns doubled as needed, so a 128+128 run brings two
+# shapes (prefill, decode), each a CUDA executor made once and replayed
+# (`teexec generate --profile` prints what one cost to set up); the
+# exported attention (Concat with the past, mask from attention_mask) is
+# lowered to DotProductAttention, whose few-row decode kernel reads the
+# cache once per step. AUTOTUNE=0 (default) passes TEEXEC_GEMM_AUTOTUNE=0,
+# so those few new shapes are not timed GEMM by GEMM.
 set -u
 OUT=${OUT:?}
 C=${CARRY_DIR:-.carry/lead}

@@ -162,7 +162,9 @@ __global__ void attn_fwd_kernel(geom g, const void *q, const void *k, const void
     }
 }
 
-constexpr int DEC_WARPS = 4, DEC_CH = 8; /* channels per lane: head dims <= 256 */
+/* 16 warps: each key costs a chain of dependent loads and a warp sum, so
+ * the keys are spread over as many warps as a block holds well */
+constexpr int DEC_WARPS = 16, DEC_CH = 8; /* channels per lane: head dims <= 256 */
 
 /* One query row i of head hi, batch bi (see the file comment). */
 __global__ void attn_decode_kernel(geom g, const void *q, const void *k, const void *v,

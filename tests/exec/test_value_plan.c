@@ -266,12 +266,61 @@ static void test_deferred_weights(void **state)
     teexec_model_destroy(m);
 }
 
+/* x FLOAT [2, 256] · W [256, 300] (W[k][n] = k*300 + n): the lowering
+ * stores W transposed, a new 300 KiB initializer that the lowered copy
+ * keeps as side data beside its proto (format/onnx_load.h) rather than
+ * inline, so copies over 2 GiB load too; the run reads it from there. */
+static void test_lowered_weights_as_side_data(void **state)
+{
+    (void)state;
+    Onnx__ModelProto *mp = mb_model(8);
+    mb_opset(mp, "", 17);
+    Onnx__GraphProto *g = mb_graph("side");
+    mp->graph = g;
+    mb_input(g, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "2,256");
+    mb_output(g, "y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "2,300");
+    const int64_t wd[2] = {256, 300};
+    mb_init(g, "W", wd, 2);
+    mb_node(g, "mm", "MatMul", NULL, "x,W", "y");
+    size_t size = 0;
+    uint8_t *buf = mb_pack(mp, &size);
+    mb_free_all();
+    teexec_model *m = NULL;
+    ok(teexec_model_load_memory(buf, size, NULL, NULL, &m));
+    free(buf);
+    const teexec_model *run = NULL;
+    ok(tx_model_runnable(m, &run, NULL));
+    assert_true(run != m);
+    assert_true(run->file->side.size >= 256u * 300u * sizeof(float));
+
+    teexec_session *s = NULL;
+    ok(teexec_session_create(m, NULL, &s));
+    const int64_t xd[2] = {2, 256};
+    teexec_tensor *x = NULL, *y = NULL;
+    ok(teexec_tensor_create(TEEXEC_DTYPE_FLOAT, 2, xd, &x));
+    float *xv = teexec_tensor_data(x);
+    for (size_t i = 0; i < 512; i++) xv[i] = 1.0f;
+    const char *in_names[1] = {"x"};
+    ok(teexec_session_run(s, 1, in_names, (const teexec_tensor *const *)&x, 1, NULL, &y));
+    /* y[r][n] = sum_k (300 k + n) = 300 * 32640 + 256 n: integers below
+     * 2^24, exact in any summation order */
+    const float *yv = teexec_tensor_data_const(y);
+    for (size_t r = 0; r < 2; r++)
+        for (size_t n = 0; n < 300; n++)
+            assert_true(yv[r * 300 + n] == (float)(300.0 * 32640.0 + 256.0 * (double)n));
+    teexec_tensor_destroy(x);
+    teexec_tensor_destroy(y);
+    teexec_session_destroy(s);
+    teexec_model_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_types_and_folding),
         cmocka_unit_test(test_nodes_without_cpu_kernels),
         cmocka_unit_test(test_deferred_weights),
+        cmocka_unit_test(test_lowered_weights_as_side_data),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

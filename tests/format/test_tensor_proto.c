@@ -585,6 +585,41 @@ static void external_refusals(void **state)
     tx_onnx_file_free(f);
 }
 
+/* Side data (onnx_load.h): resolved only in a file that holds it, with
+ * its range checked; in a user's model the location is just a file name. */
+static void side_data(void **state)
+{
+    (void)state;
+    tx_tensor t;
+    /* no side data: an ordinary (missing) file */
+    expect_error(read_ext(TX_SIDE_LOCATION, "0", "16", 4, &t), TEEXEC_ERR_IO, "not found");
+    const float vals[6] = {9, 9, 1, 2, 3, 4};
+    const char *kv[] = {"location", TX_SIDE_LOCATION, "offset", "64", "length", "16"};
+    tx_onnx_file *f = model_with_external(kv, 3, 4);
+    size_t at = 0;
+    expect_ok(tx_side_append(&f->side, vals, sizeof vals, &at));
+    assert_int_equal(at, 0);
+    expect_ok(tx_side_append(&f->side, vals + 2, 16, &at));
+    assert_int_equal(at, 64); /* aligned */
+    expect_ok(tx_tensor_from_proto(f->model->graph->initializer[0], f, &t));
+    assert_true(((float *)t.data)[0] == 1.0f && ((float *)t.data)[3] == 4.0f);
+    tx_tensor_release(&t);
+    tx_onnx_file_free(f);
+    /* a range past the side data, and a length that is not the tensor's */
+    const char *past[] = {"location", TX_SIDE_LOCATION, "offset", "60", "length", "16"};
+    f = model_with_external(past, 3, 4);
+    expect_ok(tx_side_append(&f->side, vals, 64, &at));
+    expect_error(tx_tensor_from_proto(f->model->graph->initializer[0], f, &t),
+                 TEEXEC_ERR_BAD_MODEL, "outside");
+    tx_onnx_file_free(f);
+    const char *len[] = {"location", TX_SIDE_LOCATION, "offset", "0", "length", "8"};
+    f = model_with_external(len, 3, 4);
+    expect_ok(tx_side_append(&f->side, vals, 64, &at));
+    expect_error(tx_tensor_from_proto(f->model->graph->initializer[0], f, &t),
+                 TEEXEC_ERR_BAD_MODEL, "outside");
+    tx_onnx_file_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -596,6 +631,7 @@ int main(void)
         cmocka_unit_test(roundtrip_to_proto_bytes),
         cmocka_unit_test(external_good),
         cmocka_unit_test(external_refusals),
+        cmocka_unit_test(side_data),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
