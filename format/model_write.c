@@ -64,20 +64,28 @@ char *tx_mw_strdup(tx_mw *w, const char *s)
     return d;
 }
 
-teexec_status *tx_mw_tensor(tx_mw *w, const char *name, const tx_tensor *t,
-                            Onnx__TensorProto **out)
+/* A TensorProto with t's name, dtype and dims and no payload yet. */
+static Onnx__TensorProto *tensor_header(tx_mw *w, const char *name, const tx_tensor *t)
 {
-    *out = NULL;
     Onnx__TensorProto *tp = tx_mw_alloc(w, sizeof *tp);
-    if (!tp) return tx_oom();
+    if (!tp) return NULL;
     onnx__tensor_proto__init(tp);
     tp->name = tx_mw_strdup(w, name ? name : "");
     tp->has_data_type = 1;
     tp->data_type = (int32_t)t->dtype;
     tp->n_dims = (size_t)(t->rank > 0 ? t->rank : 0);
     tp->dims = tx_mw_array(w, tp->n_dims, sizeof(int64_t));
-    if (!tp->name || !tp->dims) return tx_oom();
+    if (!tp->name || !tp->dims) return NULL;
     for (size_t d = 0; d < tp->n_dims; d++) tp->dims[d] = t->dims[d];
+    return tp;
+}
+
+teexec_status *tx_mw_tensor(tx_mw *w, const char *name, const tx_tensor *t,
+                            Onnx__TensorProto **out)
+{
+    *out = NULL;
+    Onnx__TensorProto *tp = tensor_header(w, name, t);
+    if (!tp) return tx_oom();
     if (t->dtype == TEEXEC_DTYPE_STRING) {
         const char *const *strs = t->data;
         if (t->numel > SIZE_MAX / sizeof(ProtobufCBinaryData)) return tx_oom();
@@ -111,18 +119,11 @@ teexec_status *tx_mw_tensor_side(tx_mw *w, const char *name, const tx_tensor *t,
         return tx_mw_tensor(w, name, t, out);
     size_t offset = 0;
     TX_TRY(tx_side_append(side, t->data, t->nbytes, &offset));
-    Onnx__TensorProto *tp = tx_mw_alloc(w, sizeof *tp);
+    Onnx__TensorProto *tp = tensor_header(w, name, t);
     if (!tp) return tx_oom();
-    onnx__tensor_proto__init(tp);
-    tp->name = tx_mw_strdup(w, name ? name : "");
-    tp->has_data_type = 1;
-    tp->data_type = (int32_t)t->dtype;
-    tp->n_dims = (size_t)(t->rank > 0 ? t->rank : 0);
-    tp->dims = tx_mw_array(w, tp->n_dims, sizeof(int64_t));
     tp->n_external_data = 3;
     tp->external_data = tx_mw_array(w, 3, sizeof(*tp->external_data));
-    if (!tp->name || !tp->dims || !tp->external_data) return tx_oom();
-    for (size_t d = 0; d < tp->n_dims; d++) tp->dims[d] = t->dims[d];
+    if (!tp->external_data) return tx_oom();
     tp->has_data_location = 1;
     tp->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
     char num[2][32];
