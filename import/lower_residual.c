@@ -6,7 +6,8 @@
  * Joins. A standard Add(a, b) of two activations (neither an initializer
  * nor a Constant) where at least one operand is the main output of a
  * te.ops node becomes AddExtraInput(main, extra) when a and b have the
- * same fixed shape (lower_shape.h; a broadcasting Add is not a residual).
+ * same shape: fixed, or symbolic with the same declared dim names
+ * (lower_shape.h; a broadcasting Add is not a residual).
  * The chain continues through the operand that is
  *   1. the main output of a te.ops node and read by this Add alone (the
  *      end of a branch, e.g. fc2's Bias in x + fc2(...)), else
@@ -82,17 +83,17 @@ static teexec_status *lower_join(tx_rw_graph *g, size_t i, tx_lower_report *r)
         st = tx_oom();
         goto done;
     }
-    tx_shape sa, sb;
-    bool ka = false, kb = false;
-    st = tx_lower_shape_of(g, mv, &sa, &ka);
-    if (!st) st = tx_lower_shape_of(g, ev, &sb, &kb);
+    /* one shape, fixed or with the same declared dim names (a dynamic
+     * export's [batch, seq, hidden]) */
+    bool known = false, same = false;
+    st = tx_lower_same_shape(g, mv, ev, &known, &same);
     if (st) goto done;
-    if (!ka || !kb) {
+    if (!known) {
         st = tx_lower_note_add(r, "AddExtraInput", an, false,
                                "the operands' shapes cannot be derived, so the Add may broadcast");
         goto done;
     }
-    if (!tx_shape_equal(&sa, &sb)) {
+    if (!same) {
         st = tx_lower_note_add(r, "AddExtraInput", an, false,
                                "the operands' shapes differ (a broadcasting Add, not a residual)");
         goto done;

@@ -77,3 +77,28 @@ teexec_status *tx_lower_symbolic_shape_of(tx_rw_graph *g, const char *value, tx_
     }
     return NULL;
 }
+
+teexec_status *tx_lower_same_shape(tx_rw_graph *g, const char *a, const char *b, bool *known,
+                                   bool *same)
+{
+    *known = *same = false;
+    tx_shape sa, sb;
+    const char *pa[TX_MAX_RANK], *pb[TX_MAX_RANK];
+    bool ka = false, kb = false;
+    TX_TRY(tx_lower_symbolic_shape_of(g, a, &sa, pa, &ka));
+    TX_TRY(tx_lower_symbolic_shape_of(g, b, &sb, pb, &kb));
+    if (!ka || !kb) return NULL;
+    for (int32_t d = 0; d < sa.rank; d++)
+        if (sa.dims[d] < 0 && !pa[d]) return NULL;
+    for (int32_t d = 0; d < sb.rank; d++)
+        if (sb.dims[d] < 0 && !pb[d]) return NULL;
+    *known = true;
+    if (sa.rank != sb.rank) return NULL;
+    for (int32_t d = 0; d < sa.rank; d++) {
+        bool fixed = sa.dims[d] >= 0 && sb.dims[d] >= 0 && sa.dims[d] == sb.dims[d];
+        bool named = sa.dims[d] < 0 && sb.dims[d] < 0 && strcmp(pa[d], pb[d]) == 0;
+        if (!fixed && !named) return NULL;
+    }
+    *same = true;
+    return NULL;
+}

@@ -46,4 +46,11 @@ teexec_status *tx_lower_symbolic_shape_of(tx_rw_graph *g, const char *value, tx_
                                           const char *params[TX_MAX_RANK],
                                           bool *known) TX_NODISCARD;
 
+/* Whether values a and b have one shape, proven: *known when every dim of
+ * both is a fixed number or a declared name (symbolic shape above), and
+ * then *same when they have one rank and each dim pair is the same number
+ * or the same name. Unknown dims give *known false. */
+teexec_status *tx_lower_same_shape(tx_rw_graph *g, const char *a, const char *b, bool *known,
+                                   bool *same) TX_NODISCARD;
+
 #endif

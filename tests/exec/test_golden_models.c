@@ -8,7 +8,8 @@
  * empty past) and on a decode step (inputs_step/, past length 8, s_q 1):
  * their attention, with symbolic batch and sequence dims and a mask
  * computed from attention_mask, must be lowered to one te.ops
- * DotProductAttention per layer, and still match. */
+ * DotProductAttention per layer and their two residual Adds a layer to
+ * AddExtraInput, and still match. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -158,8 +159,8 @@ static void kv_exports_lower_attention_and_match(void **state)
     const char *root = getenv("TEEXEC_SOURCE_ROOT");
     static const struct {
         const char *name;
-        size_t layers;
-    } kv[] = {{"gpt2_kv", 2}, {"llama_gqa_kv", 2}};
+        size_t layers, residuals; /* GPT-2 also adds its position embedding */
+    } kv[] = {{"gpt2_kv", 2, 5}, {"llama_gqa_kv", 2, 4}};
     int found = 0;
     for (size_t i = 0; i < sizeof kv / sizeof *kv; i++) {
         char dir[4400], path[4600];
@@ -177,6 +178,12 @@ static void kv_exports_lower_attention_and_match(void **state)
         if (lowered != kv[i].layers)
             fail_msg("%s: %zu attentions lowered, want %zu:\n%s", kv[i].name, lowered,
                      kv[i].layers, text);
+        /* and the residual Adds, whose operands' shapes are the same
+         * declared names ([batch, seq, hidden]) */
+        size_t residuals = count_of(text, "lowered  AddExtraInput");
+        if (residuals != kv[i].residuals)
+            fail_msg("%s: %zu residual Adds lowered, want %zu", kv[i].name, residuals,
+                     kv[i].residuals);
         teexec_string_free(text);
         teexec_model_destroy(m);
         int checked = check_call(dir, "inputs", "expected");
