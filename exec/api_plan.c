@@ -19,6 +19,7 @@ struct teexec_plan_options {
     tx_recipe recipe;
     tx_device_caps device;
     bool training, deterministic;
+    bool external_data; /* convert: weights to "<path>.data" */
     char **dim_names;
     int64_t *dim_values;
     size_t n_dims;
@@ -78,6 +79,13 @@ teexec_status *teexec_plan_options_set_training(teexec_plan_options *o, int trai
 {
     if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options is NULL");
     o->training = training != 0;
+    return NULL;
+}
+
+teexec_status *teexec_plan_options_set_external_data(teexec_plan_options *o, int external_data)
+{
+    if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options is NULL");
+    o->external_data = external_data != 0;
     return NULL;
 }
 
@@ -472,6 +480,41 @@ static teexec_status *outline_groups(tx_rw_graph *rw, const tx_ir_graph *g,
     return st;
 }
 
+/* The model's external-data form (import/rewrite.h): the weights written
+ * to "<path>.data" (atomically, before the model that names it), the
+ * model's bytes in *bytes. */
+static teexec_status *write_external_data(const tx_rw_graph *rw, const char *path,
+                                          uint8_t **bytes, size_t *len, size_t *data_bytes)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t n = strlen(path);
+    char *data_path = malloc(n + 6), *location = malloc(strlen(base) + 6);
+    if (!data_path || !location) {
+        free(data_path);
+        free(location);
+        return tx_oom();
+    }
+    snprintf(data_path, n + 6, "%s.data", path);
+    snprintf(location, strlen(base) + 6, "%s.data", base);
+    tx_side_data data = {0};
+    teexec_status *st = tx_rw_emit_external_data(rw, location, &data, bytes, len);
+    if (!st) {
+        const void *pieces[1] = {data.data ? (const void *)data.data : (const void *)""};
+        size_t sizes[1] = {data.size};
+        st = tx_write_file_atomic(data_path, 1, pieces, sizes);
+        *data_bytes = data.size;
+    }
+    if (st) {
+        free(*bytes);
+        *bytes = NULL;
+    }
+    tx_side_free(&data);
+    free(data_path);
+    free(location);
+    return st;
+}
+
 teexec_status *teexec_model_convert(const teexec_model *model, const teexec_plan_options *options,
                                     const char *path, char **summary)
 {
@@ -484,7 +527,19 @@ teexec_status *teexec_model_convert(const teexec_model *model, const teexec_plan
     size_t len = 0, n_functions = 0;
     teexec_status *st = tx_rw_from_ir(p.lowered->ir, &rw);
     if (!st) st = outline_groups(rw, p.lowered->ir->graph, p.plan, &n_functions);
-    if (!st) st = tx_rw_emit(rw, &bytes, &len);
+    bool external = options && options->external_data;
+    if (!st && !external) {
+        st = tx_rw_emit(rw, &bytes, &len);
+        /* over protobuf's 2 GiB: the weights go beside it instead */
+        if (st && teexec_status_code(st) == TEEXEC_ERR_LIMIT &&
+            strstr(teexec_status_message(st), "2 GiB")) {
+            teexec_status_destroy(st);
+            st = NULL;
+            external = true;
+        }
+    }
+    size_t data_bytes = 0;
+    if (!st && external) st = write_external_data(rw, path, &bytes, &len, &data_bytes);
     if (!st) {
         const void *data[1] = {bytes};
         size_t sizes[1] = {len};
@@ -496,6 +551,8 @@ teexec_status *teexec_model_convert(const teexec_model *model, const teexec_plan
         sb_printf(&b, "%zu pattern%s lowered to te.ops, %zu fuser group%s written as te.fused "
                       "functions, %zu bytes\n",
                   low, low == 1 ? "" : "s", n_functions, n_functions == 1 ? "" : "s", len);
+        if (external)
+            sb_printf(&b, "weights as external data: %s.data, %zu bytes\n", path, data_bytes);
         if (b.failed) {
             free(b.s);
             st = tx_oom();

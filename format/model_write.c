@@ -112,7 +112,8 @@ teexec_status *tx_mw_tensor(tx_mw *w, const char *name, const tx_tensor *t,
 }
 
 teexec_status *tx_mw_tensor_side(tx_mw *w, const char *name, const tx_tensor *t,
-                                 tx_side_data *side, Onnx__TensorProto **out)
+                                 tx_side_data *side, const char *location,
+                                 Onnx__TensorProto **out)
 {
     *out = NULL;
     if (t->dtype == TEEXEC_DTYPE_STRING || tx_dtype_elem_size(t->dtype) == 0)
@@ -130,7 +131,7 @@ teexec_status *tx_mw_tensor_side(tx_mw *w, const char *name, const tx_tensor *t,
     snprintf(num[0], sizeof num[0], "%zu", offset);
     snprintf(num[1], sizeof num[1], "%zu", t->nbytes);
     const char *keys[3] = {"location", "offset", "length"};
-    const char *vals[3] = {TX_SIDE_LOCATION, num[0], num[1]};
+    const char *vals[3] = {location, num[0], num[1]};
     for (int k = 0; k < 3; k++) {
         Onnx__StringStringEntryProto *e = tx_mw_alloc(w, sizeof *e);
         if (!e) return tx_oom();

@@ -42,10 +42,13 @@ void *tx_mw_array(tx_mw *w, size_t count, size_t size);
 char *tx_mw_strdup(tx_mw *w, const char *s);
 
 /* A TensorProto whose bytes go to `side` (onnx_load.h) instead of
- * raw_data: external data at TX_SIDE_LOCATION, offset and length. Not for
- * string tensors or sub-byte types (those are written inline). */
+ * raw_data: external data at `location` (TX_SIDE_LOCATION for a derived
+ * model's side data, or the name of the data file the side bytes will be
+ * written to), offset and length. Not for string tensors or sub-byte types
+ * (those are written inline). */
 teexec_status *tx_mw_tensor_side(tx_mw *w, const char *name, const tx_tensor *t,
-                                 tx_side_data *side, Onnx__TensorProto **out) TX_NODISCARD;
+                                 tx_side_data *side, const char *location,
+                                 Onnx__TensorProto **out) TX_NODISCARD;
 
 /* A TensorProto named `name` holding a copy of t. */
 teexec_status *tx_mw_tensor(tx_mw *w, const char *name, const tx_tensor *t,

@@ -109,6 +109,16 @@ teexec_status *tx_rw_emit(const tx_rw_graph *g, uint8_t **bytes, size_t *len) TX
 teexec_status *tx_rw_emit_keep_external(const tx_rw_graph *g, tx_side_data *side,
                                         uint8_t **bytes, size_t *len) TX_NODISCARD;
 
+/* The model as ONNX's external-data form: every initializer of 64 KiB and
+ * more (the graph's own and the source's, external or not) goes to *data
+ * (empty on entry; freed on failure), referenced at `location` (a relative
+ * file name, checked by external_data.h's rules), for the caller to write
+ * to that file beside the model; the rest as tx_rw_emit. For models whose
+ * weights do not fit one serialized message (2 GiB). */
+teexec_status *tx_rw_emit_external_data(const tx_rw_graph *g, const char *location,
+                                        tx_side_data *data, uint8_t **bytes,
+                                        size_t *len) TX_NODISCARD;
+
 /* ---- nodes -------------------------------------------------------------- */
 
 size_t tx_rw_node_count(const tx_rw_graph *g);          /* live and dead */

@@ -3,6 +3,7 @@
  * order. */
 #include "import/rewrite_internal.h"
 
+#include "format/external_data.h"
 #include "format/model_write.h"
 #include "format/tensor_proto.h"
 
@@ -114,7 +115,9 @@ typedef struct emit_ctx {
     name_map producer;   /* value -> live node index */
     name_map available;  /* graph inputs and kept initializers */
     bool keep_external;  /* external initializers stay references */
-    tx_side_data *side;  /* big owned initializers go here (NULL: inline) */
+    tx_side_data *side;  /* big initializers go here (NULL: inline) */
+    const char *side_location; /* the location their references name */
+    bool side_all;       /* every big initializer, not only the graph's own */
 } emit_ctx;
 
 /* Owned initializers from this size on go to the side data, when given. */
@@ -228,12 +231,15 @@ static teexec_status *emit_init(emit_ctx *c, const tx_rw_init *in, Onnx__TensorP
     if (in->borrowed) {
         tx_tensor t;
         TX_TRY(tx_tensor_from_proto(in->borrowed, c->g->src ? c->g->src->file : NULL, &t));
-        teexec_status *st = tx_mw_tensor(c->w, in->name, &t, out);
+        teexec_status *st =
+            c->side && c->side_all && t.nbytes >= SIDE_MIN_BYTES
+                ? tx_mw_tensor_side(c->w, in->name, &t, c->side, c->side_location, out)
+                : tx_mw_tensor(c->w, in->name, &t, out);
         tx_tensor_release(&t);
         return st;
     }
     if (c->side && in->owned.nbytes >= SIDE_MIN_BYTES)
-        return tx_mw_tensor_side(c->w, in->name, &in->owned, c->side, out);
+        return tx_mw_tensor_side(c->w, in->name, &in->owned, c->side, c->side_location, out);
     return tx_mw_tensor(c->w, in->name, &in->owned, out);
 }
 
@@ -513,7 +519,8 @@ static teexec_status *emit_model(emit_ctx *c, Onnx__ModelProto **out)
 }
 
 static teexec_status *emit(const tx_rw_graph *g, bool keep_external, tx_side_data *side,
-                           uint8_t **bytes, size_t *len)
+                           const char *side_location, bool side_all, uint8_t **bytes,
+                           size_t *len)
 {
     *bytes = NULL;
     *len = 0;
@@ -522,6 +529,8 @@ static teexec_status *emit(const tx_rw_graph *g, bool keep_external, tx_side_dat
     c.g = g;
     c.keep_external = keep_external;
     c.side = side;
+    c.side_location = side_location;
+    c.side_all = side_all;
     TX_TRY(tx_mw_create(&c.w));
     Onnx__ModelProto *m = NULL;
     teexec_status *st = emit_model(&c, &m);
@@ -534,13 +543,22 @@ static teexec_status *emit(const tx_rw_graph *g, bool keep_external, tx_side_dat
 
 teexec_status *tx_rw_emit(const tx_rw_graph *g, uint8_t **bytes, size_t *len)
 {
-    return emit(g, false, NULL, bytes, len);
+    return emit(g, false, NULL, NULL, false, bytes, len);
 }
 
 teexec_status *tx_rw_emit_keep_external(const tx_rw_graph *g, tx_side_data *side,
                                         uint8_t **bytes, size_t *len)
 {
-    teexec_status *st = emit(g, true, side, bytes, len);
+    teexec_status *st = emit(g, true, side, TX_SIDE_LOCATION, false, bytes, len);
     if (st && side) tx_side_free(side);
+    return st;
+}
+
+teexec_status *tx_rw_emit_external_data(const tx_rw_graph *g, const char *location,
+                                        tx_side_data *data, uint8_t **bytes, size_t *len)
+{
+    teexec_status *st = tx_external_check_location(location);
+    if (!st) st = emit(g, false, data, location, true, bytes, len);
+    if (st) tx_side_free(data);
     return st;
 }

@@ -52,20 +52,24 @@ static void plan_usage(FILE *f)
 static void convert_usage(FILE *f)
 {
     fprintf(f, "usage: teexec convert IN.onnx OUT.onnx [--recipe R] [--train] [--device D]\n"
-               "                     [--dim NAME=VALUE]...\n"
+               "                     [--dim NAME=VALUE]... [--external-data]\n"
                "\n"
                "Writes IN lowered to TE ops (domain te.ops), each fuser group as a\n"
                "model-local function in domain te.fused, the plan's quantization as\n"
                "attributes (quant_input, quant_weight, quant_grad_output), the original\n"
                "initializer names kept (weights stored transposed say so in\n"
                "weight_layout). The output loads in any ONNX tool; converting it again\n"
-               "writes the same bytes. OUT is replaced atomically.\n"
+               "writes the same bytes. OUT is replaced atomically. A model over\n"
+               "protobuf's 2 GiB keeps its weights in OUT.data beside it (ONNX external\n"
+               "data, written first).\n"
                "\n"
                "options:\n"
                "%s"
                "  --train           record backward layouts too\n"
                "  --device D        cpu (default), sm_90, sm_100\n"
                "  --dim NAME=VALUE  value of a symbolic input dim (default 1)\n"
+               "  --external-data   write every initializer of 64 KiB and more to OUT.data\n"
+               "                    even when the model would fit one file\n"
                "  --tensor-parallel N\n"
                "                    instead: write N rank models OUT.rank<R>.onnx of IN (a\n"
                "                    te.ops model), each Linear -> [Bias, activation]* ->\n"
@@ -234,10 +238,23 @@ int cmd_convert(int argc, char **argv)
         argc -= 2;
         i--;
     }
+    /* --external-data too */
+    bool external = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--external-data") != 0) continue;
+        external = true;
+        for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
+        argc--;
+        i--;
+    }
     const char *files[2] = {NULL, NULL};
     teexec_plan_options *o = NULL;
     teexec_status *st = teexec_plan_options_create(&o);
-    if (st) return cli_report(st, NULL);
+    if (!st && external) st = teexec_plan_options_set_external_data(o, 1);
+    if (st) {
+        teexec_plan_options_destroy(o);
+        return cli_report(st, NULL);
+    }
     int rc = parse_args("convert", argc, argv, convert_usage, o, files, 2, NULL, NULL, NULL);
     if (rc != CLI_EXIT_OK) {
         teexec_plan_options_destroy(o);

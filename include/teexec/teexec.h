@@ -1165,6 +1165,12 @@ TEEXEC_API teexec_status *teexec_plan_options_set_deterministic(teexec_plan_opti
                                                                 int deterministic);
 TEEXEC_API teexec_status *teexec_plan_options_set_dim(teexec_plan_options *options,
                                                       const char *dim_name, int64_t value);
+/* teexec_model_convert only: write the weights as ONNX external data, in
+ * OUT's folder as "<OUT's file name>.data" (every initializer of 64 KiB and
+ * more), even when the model would fit one file. Without it, external data
+ * is written only for a model over protobuf's 2 GiB. */
+TEEXEC_API teexec_status *teexec_plan_options_set_external_data(teexec_plan_options *options,
+                                                                int external_data);
 
 typedef enum teexec_plan_format {
     TEEXEC_PLAN_TEXT = 0,    /* groups, layouts, quantization, memory */
@@ -1187,7 +1193,11 @@ TEEXEC_API teexec_status *teexec_model_plan(const teexec_model *model,
  * file, fsync, rename): te.ops nodes, each fuser group of te.ops ops as a
  * model-local function in domain te.fused whose body uses only te.ops ops,
  * the plan's quantization decisions as attributes, the original
- * initializer names kept. Converting the result again writes the same bytes.
+ * initializer names kept. A model over protobuf's 2 GiB (or any, with
+ * teexec_plan_options_set_external_data) keeps its weights in
+ * "<path>.data" beside it, written first, also atomically, and named
+ * relative to the model as ONNX's external data. Converting the result
+ * again writes the same bytes.
  * `summary` (may be NULL) gets a new string saying what was lowered and
  * grouped (release with teexec_string_free). */
 TEEXEC_API teexec_status *teexec_model_convert(const teexec_model *model,

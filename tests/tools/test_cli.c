@@ -446,6 +446,65 @@ static void convert_is_idempotent_and_runs(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* --external-data: the weights go to OUT.data beside OUT (ONNX external
+ * data, named relative to it); converting that again writes the same data,
+ * and the converted model runs to the original's outputs bit for bit. */
+static void convert_external_data(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/teexec-convert-ext-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char a[1100], b[1100], ad[1200], bd[1200], o1[1100], o2[1100];
+    snprintf(a, sizeof a, "%s/a.onnx", dir);
+    snprintf(b, sizeof b, "%s/b.onnx", dir);
+    snprintf(ad, sizeof ad, "%s.data", a);
+    snprintf(bd, sizeof bd, "%s.data", b);
+    snprintf(o1, sizeof o1, "%s/orig", dir);
+    snprintf(o2, sizeof o2, "%s/conv", dir);
+    assert_int_equal(mkdir(o1, 0755), 0);
+    assert_int_equal(mkdir(o2, 0755), 0);
+    const char *c1[] = {"convert", model_path("gpt2_block"), a, "--external-data", NULL};
+    run_result r = run(c1);
+    if (r.exit_code) fprintf(stderr, "%s", r.err);
+    assert_int_equal(r.exit_code, 0);
+    assert_non_null(strstr(r.out, "weights as external data"));
+    run_free(&r);
+    const char *c2[] = {"convert", a, b, "--external-data", NULL};
+    r = run(c2);
+    assert_int_equal(r.exit_code, 0);
+    run_free(&r);
+    size_t la, lb, lm;
+    char *da = slurp(ad, &la), *db = slurp(bd, &lb), *dm = slurp(a, &lm);
+    assert_true(la > 100000); /* the block's weights, out of the model */
+    assert_true(lm < 100000);
+    assert_int_equal(la, lb);
+    assert_memory_equal(da, db, la);
+    free(da);
+    free(db);
+    free(dm);
+    const char *r1[] = {"run", model_path("gpt2_block"), "--device", "cpu", "--output-dir", o1, NULL};
+    const char *r2[] = {"run", a, "--device", "cpu", "--output-dir", o2, NULL};
+    r = run(r1);
+    assert_int_equal(r.exit_code, 0);
+    run_free(&r);
+    r = run(r2);
+    if (r.exit_code) fprintf(stderr, "%s", r.err);
+    assert_int_equal(r.exit_code, 0);
+    run_free(&r);
+    char y1[1200], y2[1200];
+    snprintf(y1, sizeof y1, "%s/y.npy", o1);
+    snprintf(y2, sizeof y2, "%s/y.npy", o2);
+    size_t l1, l2;
+    char *d1 = slurp(y1, &l1), *d2 = slurp(y2, &l2);
+    assert_int_equal(l1, l2);
+    assert_memory_equal(d1, d2, l1);
+    free(d1);
+    free(d2);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void missing_file_exits_1(void **state)
 {
     (void)state;
@@ -1003,6 +1062,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(plan_explains_gpt2_block),
         cmocka_unit_test(plan_bad_options_exit_2),
         cmocka_unit_test(convert_is_idempotent_and_runs),
+        cmocka_unit_test(convert_external_data),
         cmocka_unit_test(missing_file_exits_1),
         cmocka_unit_test(validation_error_one_line_with_node),
         cmocka_unit_test(inspect_text_and_json_of_odd_names),
