@@ -593,7 +593,7 @@ static void side_data(void **state)
     tx_tensor t;
     /* no side data: an ordinary (missing) file */
     expect_error(read_ext(TX_SIDE_LOCATION, "0", "16", 4, &t), TEEXEC_ERR_IO, "not found");
-    const float vals[6] = {9, 9, 1, 2, 3, 4};
+    const float vals[16] = {9, 9, 1, 2, 3, 4}; /* 64 bytes: the appends below read them all */
     const char *kv[] = {"location", TX_SIDE_LOCATION, "offset", "64", "length", "16"};
     tx_onnx_file *f = model_with_external(kv, 3, 4);
     size_t at = 0;
