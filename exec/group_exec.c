@@ -289,24 +289,32 @@ static teexec_status *check_edge(const tx_qtensor *q, const tx_fused_q *fq, cons
 
 /* ---- run set-up ----------------------------------------------------------------- */
 
+/* Frees what a tensor of the run owns; the arrays holding them are freed
+ * next, so tensors that own nothing (views into the arena, empty slots:
+ * most of them, every run) are not touched. */
+static void drop(tx_tensor *t)
+{
+    if (t->owns_data) tx_tensor_release(t);
+}
+
 void tx_gx_run_free(tx_gx_run *r)
 {
     if (!r) return;
     int32_t n = r->n;
-    for (int32_t i = 1; r->val && i <= n; i++) tx_tensor_release(&r->val[i]);
-    for (int32_t i = 0; r->dval && i <= n; i++) tx_tensor_release(&r->dval[i]);
+    for (int32_t i = 1; r->val && i <= n; i++) drop(&r->val[i]);
+    for (int32_t i = 0; r->dval && i <= n; i++) drop(&r->dval[i]);
     for (int32_t i = 0; i <= n; i++) {
         if (r->has_val_q && r->has_val_q[i]) tx_qtensor_free(&r->val_q[i]);
         if (r->has_dval_q && r->has_dval_q[i]) tx_qtensor_free(&r->dval_q[i]);
     }
     for (int32_t i = 0; i < n; i++) {
-        if (r->xout) tx_tensor_release(&r->xout[i]);
-        if (r->chan_grad) tx_tensor_release(&r->chan_grad[i]);
+        if (r->xout) drop(&r->xout[i]);
+        if (r->chan_grad) drop(&r->chan_grad[i]);
         for (int s = 0; s < NX; s++) {
-            if (r->aux) tx_tensor_release(&r->aux[i * NX + s]);
-            if (r->dxin) tx_tensor_release(&r->dxin[i * NX + s]);
+            if (r->aux) drop(&r->aux[i * NX + s]);
+            if (r->dxin) drop(&r->dxin[i * NX + s]);
         }
-        for (int p = 0; r->dparam && p < r->pcap; p++) tx_tensor_release(&r->dparam[i * r->pcap + p]);
+        for (int p = 0; r->dparam && p < r->pcap; p++) drop(&r->dparam[i * r->pcap + p]);
         if (r->mlp) tx_fused_mlp_free(&r->mlp[i]);
     }
     for (size_t i = 0; i < r->n_own; i++) {
