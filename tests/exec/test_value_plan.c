@@ -30,6 +30,19 @@ static void ok(teexec_status *st)
     }
 }
 
+/* Packs a model built with model_builder.h, frees the builder's memory and
+ * loads the bytes. */
+static teexec_model *load_built(Onnx__ModelProto *m)
+{
+    size_t size = 0;
+    uint8_t *buf = mb_pack(m, &size);
+    mb_free_all();
+    teexec_model *model = NULL;
+    ok(teexec_model_load_memory(buf, size, NULL, NULL, &model));
+    free(buf);
+    return model;
+}
+
 /* x FLOAT [N, 4], w FLOAT [4] = 0..3:
  *   shp  = Shape(x)               known from the shape: skipped
  *   n1   = Gather(shp, 0) + 1     (int64, all known, small): folded
@@ -69,13 +82,7 @@ static teexec_model *fold_model(void)
     mb_node(g, "inc", "Add", NULL, "n,i1", "n1");
     mb_node(g, "wsq", "Mul", NULL, "w,w", "w2");
     mb_node(g, "add", "Add", NULL, "x,w2", "y");
-    size_t size = 0;
-    uint8_t *buf = mb_pack(m, &size);
-    mb_free_all();
-    teexec_model *model = NULL;
-    ok(teexec_model_load_memory(buf, size, NULL, NULL, &model));
-    free(buf);
-    return model;
+    return load_built(m);
 }
 
 static int32_t value(const tx_value_planner *vp, const char *name)
@@ -205,13 +212,7 @@ static teexec_model *big_weight_model(void)
     mb_init(g, "w", wd, 1);
     mb_node(g, "mul_big", "Mul", NULL, "x,big", "y");
     mb_node(g, "mul_w", "Mul", NULL, "y,w", "z");
-    size_t size = 0;
-    uint8_t *buf = mb_pack(m, &size);
-    mb_free_all();
-    teexec_model *model = NULL;
-    ok(teexec_model_load_memory(buf, size, NULL, NULL, &model));
-    free(buf);
-    return model;
+    return load_built(m);
 }
 
 static void test_deferred_weights(void **state)
@@ -282,12 +283,7 @@ static void test_lowered_weights_as_side_data(void **state)
     const int64_t wd[2] = {256, 300};
     mb_init(g, "W", wd, 2);
     mb_node(g, "mm", "MatMul", NULL, "x,W", "y");
-    size_t size = 0;
-    uint8_t *buf = mb_pack(mp, &size);
-    mb_free_all();
-    teexec_model *m = NULL;
-    ok(teexec_model_load_memory(buf, size, NULL, NULL, &m));
-    free(buf);
+    teexec_model *m = load_built(mp);
     const teexec_model *run = NULL;
     ok(tx_model_runnable(m, &run, NULL));
     assert_true(run != m);
