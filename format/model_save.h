@@ -8,6 +8,13 @@
  * TensorProtos for the replaced tensors and at the original ones otherwise,
  * then writes the bytes atomically (format/atomic_write.h).
  *
+ * A model whose source keeps initializers as external data (whose
+ * locations would not resolve from another folder), or that would pack to
+ * more than protobuf's 2 GiB, is written in ONNX's external-data form
+ * instead: those initializers and every one of 64 KiB and more go to
+ * "<path>.data" beside it (written first, also atomically, named relative
+ * to the model), so the saved model stands on its own.
+ *
  * Ownership: the replacement callback's tensor is borrowed for the call
  * (or, when it fills `scratch`, released by the writer after encoding).
  * Thread-safety: reads `file` only; concurrent saves of one file are safe.

@@ -9,6 +9,7 @@
 
 #include "base/dtype.h"
 #include "format/external_data.h"
+#include "format/model_save.h"
 #include "format/onnx_load.h"
 #include "format/tensor_proto.h"
 
@@ -620,6 +621,51 @@ static void side_data(void **state)
     tx_onnx_file_free(f);
 }
 
+/* Replaces "w" with 5..8 when ctx is non-NULL, else keeps it. */
+static teexec_status *replace_w(void *ctx, const char *name, const tx_tensor **out,
+                                tx_tensor *scratch)
+{
+    if (!ctx || strcmp(name, "w") != 0) return NULL;
+    int64_t d[1] = {4};
+    TX_TRY(tx_tensor_alloc(scratch, TEEXEC_DTYPE_FLOAT, 1, d));
+    for (int i = 0; i < 4; i++) ((float *)scratch->data)[i] = (float)(5 + i);
+    *out = scratch;
+    return NULL;
+}
+
+/* A model whose weight is external data in one folder, saved into
+ * another: it gets its own "<file>.data" there (the source's location
+ * would not resolve from the new folder), kept or replaced. */
+static void save_with_external_data(void **state)
+{
+    (void)state;
+    char dir[512], out[600], data[700];
+    path_in(dir, sizeof dir, "saved");
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(out, sizeof out, "%s/m.onnx", dir);
+    snprintf(data, sizeof data, "%s.data", out);
+    const char *kv[] = {"location", "w.bin"};
+    for (int replaced = 0; replaced < 2; replaced++) {
+        tx_onnx_file *f = model_with_external(kv, 1, 4);
+        expect_ok(tx_model_save_replacing(f, out, replace_w, replaced ? (void *)f : NULL));
+        tx_onnx_file_free(f);
+        struct stat sb;
+        assert_int_equal(stat(data, &sb), 0);
+        assert_int_equal(sb.st_size, 16);
+        tx_onnx_file *g = NULL;
+        expect_ok(tx_onnx_load_file(out, NULL, &g));
+        tx_tensor t;
+        expect_ok(tx_tensor_from_proto(g->model->graph->initializer[0], g, &t));
+        for (int i = 0; i < 4; i++)
+            assert_true(((float *)t.data)[i] == (float)((replaced ? 5 : 1) + i));
+        tx_tensor_release(&t);
+        tx_onnx_file_free(g);
+    }
+    unlink(out);
+    unlink(data);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -632,6 +678,7 @@ int main(void)
         cmocka_unit_test(external_good),
         cmocka_unit_test(external_refusals),
         cmocka_unit_test(side_data),
+        cmocka_unit_test(save_with_external_data),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
