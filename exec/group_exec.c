@@ -9,6 +9,7 @@
 #include "kernels/cpu/te_args.h"
 #include "kernels/cpu/te_common.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,7 @@ struct tx_gx_run {
     int pcap;
     tx_tensor *dxin;           /* n * NX: grads of external extra inputs */
     tx_tensor *chan_grad;      /* n: grad of extra output 0 from channel consumers */
+    void *block;               /* every per-op array above is a piece of it */
 };
 
 /* ---- small helpers ---------------------------------------------------------- */
@@ -322,27 +324,7 @@ void tx_gx_run_free(tx_gx_run *r)
         free(r->own[i]);
     }
     free(r->own);
-    free(r->vinfo);
-    free(r->xinfo);
-    free(r->auxinfo);
-    free(r->val);
-    free(r->val_q);
-    free(r->has_val_q);
-    free(r->xout);
-    free(r->aux);
-    free(r->saved);
-    free(r->n_saved);
-    free(r->joint_first);
-    free(r->mlp);
-    free(r->need_dx);
-    free(r->need_dparams);
-    free(r->needs);
-    free(r->dval);
-    free(r->dval_q);
-    free(r->has_dval_q);
-    free(r->dparam);
-    free(r->dxin);
-    free(r->chan_grad);
+    free(r->block);
     free(r);
 }
 
@@ -413,33 +395,52 @@ static teexec_status *run_new(const tx_gx_group *g, const tx_gx_config *cfg, tx_
     r->pcap = pcap;
     r->saved_cap = scap;
     size_t n1 = (size_t)n + 1, nn = n ? (size_t)n : 1;
-    r->vinfo = calloc(n1, sizeof *r->vinfo);
-    r->xinfo = calloc(nn, sizeof *r->xinfo);
-    r->auxinfo = calloc(nn * NX, sizeof *r->auxinfo);
-    r->val = calloc(n1, sizeof *r->val);
-    r->val_q = calloc(n1, sizeof *r->val_q);
-    r->has_val_q = calloc(n1, sizeof *r->has_val_q);
-    r->xout = calloc(nn, sizeof *r->xout);
-    r->aux = calloc(nn * NX, sizeof *r->aux);
-    r->saved = calloc(nn * (size_t)scap, sizeof *r->saved);
-    r->n_saved = calloc(nn, sizeof *r->n_saved);
-    r->joint_first = malloc(nn * sizeof *r->joint_first);
-    r->mlp = calloc(nn, sizeof *r->mlp);
-    r->need_dx = calloc(nn, sizeof *r->need_dx);
-    r->need_dparams = calloc(nn, sizeof *r->need_dparams);
-    r->needs = calloc(nn, sizeof *r->needs);
-    r->dval = calloc(n1, sizeof *r->dval);
-    r->dval_q = calloc(n1, sizeof *r->dval_q);
-    r->has_dval_q = calloc(n1, sizeof *r->has_dval_q);
-    r->dparam = calloc(nn * (size_t)pcap, sizeof *r->dparam);
-    r->dxin = calloc(nn * NX, sizeof *r->dxin);
-    r->chan_grad = calloc(nn, sizeof *r->chan_grad);
-    if (!r->vinfo || !r->xinfo || !r->auxinfo || !r->val || !r->val_q || !r->has_val_q ||
-        !r->xout || !r->aux || !r->saved || !r->n_saved || !r->joint_first || !r->mlp ||
-        !r->need_dx || !r->need_dparams || !r->needs || !r->dval || !r->dval_q ||
-        !r->has_dval_q || !r->dparam || !r->dxin || !r->chan_grad) {
+    /* One zeroed allocation for every per-op array: a group runs once per
+     * call, and twenty-odd small mallocs and frees per group were a
+     * measurable share of a small model's run. */
+    struct piece {
+        void **slot;
+        size_t count, size;
+    } pieces[] = {
+        {(void **)&r->vinfo, n1, sizeof *r->vinfo},
+        {(void **)&r->xinfo, nn, sizeof *r->xinfo},
+        {(void **)&r->auxinfo, nn * NX, sizeof *r->auxinfo},
+        {(void **)&r->val, n1, sizeof *r->val},
+        {(void **)&r->val_q, n1, sizeof *r->val_q},
+        {(void **)&r->has_val_q, n1, sizeof *r->has_val_q},
+        {(void **)&r->xout, nn, sizeof *r->xout},
+        {(void **)&r->aux, nn * NX, sizeof *r->aux},
+        {(void **)&r->saved, nn * (size_t)scap, sizeof *r->saved},
+        {(void **)&r->n_saved, nn, sizeof *r->n_saved},
+        {(void **)&r->joint_first, nn, sizeof *r->joint_first},
+        {(void **)&r->mlp, nn, sizeof *r->mlp},
+        {(void **)&r->need_dx, nn, sizeof *r->need_dx},
+        {(void **)&r->need_dparams, nn, sizeof *r->need_dparams},
+        {(void **)&r->needs, nn, sizeof *r->needs},
+        {(void **)&r->dval, n1, sizeof *r->dval},
+        {(void **)&r->dval_q, n1, sizeof *r->dval_q},
+        {(void **)&r->has_dval_q, n1, sizeof *r->has_dval_q},
+        {(void **)&r->dparam, nn * (size_t)pcap, sizeof *r->dparam},
+        {(void **)&r->dxin, nn * NX, sizeof *r->dxin},
+        {(void **)&r->chan_grad, nn, sizeof *r->chan_grad},
+    };
+    const size_t align = _Alignof(max_align_t);
+    size_t total = 0;
+    bool fits = true;
+    for (size_t k = 0; k < sizeof pieces / sizeof *pieces && fits; k++) {
+        size_t bytes;
+        fits = !__builtin_mul_overflow(pieces[k].count, pieces[k].size, &bytes) &&
+               !__builtin_add_overflow(total, (bytes + align - 1) / align * align, &total);
+    }
+    r->block = fits ? calloc(1, total ? total : 1) : NULL;
+    if (!r->block) {
         tx_gx_run_free(r);
         return tx_oom();
+    }
+    char *at = r->block;
+    for (size_t k = 0; k < sizeof pieces / sizeof *pieces; k++) {
+        *pieces[k].slot = at;
+        at += (pieces[k].count * pieces[k].size + align - 1) / align * align;
     }
     for (int32_t i = 0; i < n; i++) {
         r->joint_first[i] = -1;
