@@ -5,6 +5,7 @@
 #include "exec/model_lower.h"
 #include "exec/prepare.h"
 #include "format/atomic_write.h"
+#include "format/external_data.h"
 #include "import/rewrite.h"
 #include "planner/coverage.h"
 #include "planner/plan.h"
@@ -486,25 +487,12 @@ static teexec_status *outline_groups(tx_rw_graph *rw, const tx_ir_graph *g,
 static teexec_status *write_external_data(const tx_rw_graph *rw, const char *path,
                                           uint8_t **bytes, size_t *len, size_t *data_bytes)
 {
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    size_t n = strlen(path);
-    char *data_path = malloc(n + 6), *location = malloc(strlen(base) + 6);
-    if (!data_path || !location) {
-        free(data_path);
-        free(location);
-        return tx_oom();
-    }
-    snprintf(data_path, n + 6, "%s.data", path);
-    snprintf(location, strlen(base) + 6, "%s.data", base);
+    char *data_path = NULL, *location = NULL;
+    TX_TRY(tx_external_data_names(path, &data_path, &location));
     tx_side_data data = {0};
     teexec_status *st = tx_rw_emit_external_data(rw, location, &data, bytes, len);
-    if (!st) {
-        const void *pieces[1] = {data.data ? (const void *)data.data : (const void *)""};
-        size_t sizes[1] = {data.size};
-        st = tx_write_file_atomic(data_path, 1, pieces, sizes);
-        *data_bytes = data.size;
-    }
+    if (!st) st = tx_side_write_file(&data, data_path);
+    if (!st) *data_bytes = data.size;
     if (st) {
         free(*bytes);
         *bytes = NULL;
@@ -530,9 +518,9 @@ teexec_status *teexec_model_convert(const teexec_model *model, const teexec_plan
     bool external = options && options->external_data;
     if (!st && !external) {
         st = tx_rw_emit(rw, &bytes, &len);
-        /* over protobuf's 2 GiB: the weights go beside it instead */
-        if (st && teexec_status_code(st) == TEEXEC_ERR_LIMIT &&
-            strstr(teexec_status_message(st), "2 GiB")) {
+        /* over protobuf's 2 GiB: the weights go beside it instead (any
+         * other limit fails the same way again there, and is reported) */
+        if (st && teexec_status_code(st) == TEEXEC_ERR_LIMIT) {
             teexec_status_destroy(st);
             st = NULL;
             external = true;

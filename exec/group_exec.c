@@ -375,6 +375,25 @@ static teexec_status *infer_chain(tx_gx_run *r)
     return NULL;
 }
 
+/* Pieces of the run's one block, each aligned for any type: the bytes of
+ * count elements of `size` added to *total (false on overflow), and the
+ * next piece taken from *at. */
+#define PIECE_ALIGN _Alignof(max_align_t)
+static bool piece_add(size_t *total, size_t count, size_t size)
+{
+    size_t bytes;
+    return !__builtin_mul_overflow(count, size, &bytes) &&
+           !__builtin_add_overflow(*total, (bytes + PIECE_ALIGN - 1) / PIECE_ALIGN * PIECE_ALIGN,
+                                   total);
+}
+
+static void *piece_take(char **at, size_t count, size_t size)
+{
+    void *p = *at;
+    *at += (count * size + PIECE_ALIGN - 1) / PIECE_ALIGN * PIECE_ALIGN;
+    return p;
+}
+
 static teexec_status *run_new(const tx_gx_group *g, const tx_gx_config *cfg, tx_gx_run **out)
 {
     *out = NULL;
@@ -398,50 +417,27 @@ static teexec_status *run_new(const tx_gx_group *g, const tx_gx_config *cfg, tx_
     /* One zeroed allocation for every per-op array: a group runs once per
      * call, and twenty-odd small mallocs and frees per group were a
      * measurable share of a small model's run. */
-    struct piece {
-        void **slot;
-        size_t count, size;
-    } pieces[] = {
-        {(void **)&r->vinfo, n1, sizeof *r->vinfo},
-        {(void **)&r->xinfo, nn, sizeof *r->xinfo},
-        {(void **)&r->auxinfo, nn * NX, sizeof *r->auxinfo},
-        {(void **)&r->val, n1, sizeof *r->val},
-        {(void **)&r->val_q, n1, sizeof *r->val_q},
-        {(void **)&r->has_val_q, n1, sizeof *r->has_val_q},
-        {(void **)&r->xout, nn, sizeof *r->xout},
-        {(void **)&r->aux, nn * NX, sizeof *r->aux},
-        {(void **)&r->saved, nn * (size_t)scap, sizeof *r->saved},
-        {(void **)&r->n_saved, nn, sizeof *r->n_saved},
-        {(void **)&r->joint_first, nn, sizeof *r->joint_first},
-        {(void **)&r->mlp, nn, sizeof *r->mlp},
-        {(void **)&r->need_dx, nn, sizeof *r->need_dx},
-        {(void **)&r->need_dparams, nn, sizeof *r->need_dparams},
-        {(void **)&r->needs, nn, sizeof *r->needs},
-        {(void **)&r->dval, n1, sizeof *r->dval},
-        {(void **)&r->dval_q, n1, sizeof *r->dval_q},
-        {(void **)&r->has_dval_q, n1, sizeof *r->has_dval_q},
-        {(void **)&r->dparam, nn * (size_t)pcap, sizeof *r->dparam},
-        {(void **)&r->dxin, nn * NX, sizeof *r->dxin},
-        {(void **)&r->chan_grad, nn, sizeof *r->chan_grad},
-    };
-    const size_t align = _Alignof(max_align_t);
+#define RUN_ARRAYS(X)                                                                      \
+    X(vinfo, n1) X(xinfo, nn) X(auxinfo, nn * NX) X(val, n1) X(val_q, n1) X(has_val_q, n1) \
+    X(xout, nn) X(aux, nn * NX) X(saved, nn * (size_t)scap) X(n_saved, nn)                 \
+    X(joint_first, nn) X(mlp, nn) X(need_dx, nn) X(need_dparams, nn) X(needs, nn)          \
+    X(dval, n1) X(dval_q, n1) X(has_dval_q, n1) X(dparam, nn * (size_t)pcap)               \
+    X(dxin, nn * NX) X(chan_grad, nn)
     size_t total = 0;
     bool fits = true;
-    for (size_t k = 0; k < sizeof pieces / sizeof *pieces && fits; k++) {
-        size_t bytes;
-        fits = !__builtin_mul_overflow(pieces[k].count, pieces[k].size, &bytes) &&
-               !__builtin_add_overflow(total, (bytes + align - 1) / align * align, &total);
-    }
+#define MEASURE(field, count) fits = fits && piece_add(&total, (count), sizeof *r->field);
+    RUN_ARRAYS(MEASURE)
+#undef MEASURE
     r->block = fits ? calloc(1, total ? total : 1) : NULL;
     if (!r->block) {
         tx_gx_run_free(r);
         return tx_oom();
     }
     char *at = r->block;
-    for (size_t k = 0; k < sizeof pieces / sizeof *pieces; k++) {
-        *pieces[k].slot = at;
-        at += (pieces[k].count * pieces[k].size + align - 1) / align * align;
-    }
+#define CARVE(field, count) r->field = (void *)piece_take(&at, (count), sizeof *r->field);
+    RUN_ARRAYS(CARVE)
+#undef CARVE
+#undef RUN_ARRAYS
     for (int32_t i = 0; i < n; i++) {
         r->joint_first[i] = -1;
         bool run_bwd = cfg->training && i >= r->f;

@@ -3,6 +3,8 @@
  * the per-signature inference and folding. */
 #include "exec/value_plan.h"
 
+#include "base/dtype.h"
+
 #include "exec/cpu_ops.h"
 #include "exec/cpu_te_ops.h"
 #include "format/tensor_proto.h"
@@ -66,12 +68,6 @@ static teexec_status *resolve_fold_kernels(tx_value_planner *vp)
     return NULL;
 }
 
-static bool is_float_dtype(teexec_dtype dt)
-{
-    return dt == TEEXEC_DTYPE_FLOAT || dt == TEEXEC_DTYPE_DOUBLE || dt == TEEXEC_DTYPE_FLOAT16 ||
-           dt == TEEXEC_DTYPE_BFLOAT16;
-}
-
 /* A weight TX_VP_DEFER_WEIGHTS leaves undecoded: a big float initializer
  * whose IR type is its own (not a graph input's declaration). */
 static bool deferrable(const tx_ir_value *val)
@@ -81,7 +77,7 @@ static bool deferrable(const tx_ir_value *val)
     if (!(val->flags & TX_IR_VALUE_INITIALIZER) || (val->flags & TX_IR_VALUE_GRAPH_INPUT) ||
         !val->initializer || !tx_ir_initializer_size(val, &dt, &elements, &bytes))
         return false;
-    return is_float_dtype((teexec_dtype)dt) && (teexec_dtype)dt == val->dtype &&
+    return tx_dtype_is_real((teexec_dtype)dt) && (teexec_dtype)dt == val->dtype &&
            elements > TX_FOLD_MAX_ELEMENTS && val->rank >= 0 && val->rank <= TX_MAX_RANK;
 }
 
@@ -236,7 +232,7 @@ static bool is_float_initializer(const tx_value_planner *vp, int32_t v)
 {
     const tx_tensor *t = &vp->init[v];
     return (vp->g->values[v].flags & TX_IR_VALUE_INITIALIZER) && (t->data || vp->deferred[v]) &&
-           is_float_dtype(t->dtype);
+           tx_dtype_is_real(t->dtype);
 }
 
 /* Types node n's outputs and folds it where the rule allows (value_plan.h). */

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -363,4 +364,28 @@ teexec_status *tx_external_read(tx_external_cache *cache, const char *base_dir,
         return NULL;
     }
     return pread_all(ent.fd, dst, expected, ref->offset, ref->location);
+}
+
+teexec_status *tx_external_data_names(const char *path, char **data_path, char **location)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t n = strlen(path) + 6, nb = strlen(base) + 6;
+    *data_path = malloc(n);
+    *location = malloc(nb);
+    if (!*data_path || !*location) {
+        free(*data_path);
+        free(*location);
+        *data_path = *location = NULL;
+        return tx_oom();
+    }
+    snprintf(*data_path, n, "%s.data", path);
+    snprintf(*location, nb, "%s.data", base);
+    teexec_status *st = tx_external_check_location(*location);
+    if (st) {
+        free(*data_path);
+        free(*location);
+        *data_path = *location = NULL;
+    }
+    return st;
 }

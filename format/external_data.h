@@ -51,6 +51,12 @@ teexec_status *tx_external_check_location(const char *location) TX_NODISCARD;
 teexec_status *tx_external_parse_u64(const char *text, const char *key,
                                      uint64_t *out) TX_NODISCARD;
 
+/* For a model written to `path` with its weights beside it: the data file
+ * "<path>.data" and its location as the model names it ("<file name>.data",
+ * checked as above). Both malloc'd (the caller frees); NULL on failure. */
+teexec_status *tx_external_data_names(const char *path, char **data_path,
+                                      char **location) TX_NODISCARD;
+
 teexec_status *tx_external_cache_new(tx_external_cache **out) TX_NODISCARD;
 void tx_external_cache_free(tx_external_cache *cache);
 

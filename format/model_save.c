@@ -8,7 +8,6 @@
 #include "format/tensor_proto.h"
 
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,29 +20,10 @@ static bool is_external(const Onnx__TensorProto *tp)
            tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
 }
 
-/* "<path>.data" and its name relative to path's folder (both malloc'd). */
-static teexec_status *data_names(const char *path, char **data_path, char **location)
+/* Packs m, of `len` packed bytes (refusing what protobuf could not read
+ * back), and writes it. */
+static teexec_status *pack_and_write(const Onnx__ModelProto *m, size_t len, const char *path)
 {
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    size_t n = strlen(path) + 6, nb = strlen(base) + 6;
-    *data_path = malloc(n);
-    *location = malloc(nb);
-    if (!*data_path || !*location) {
-        free(*data_path);
-        free(*location);
-        *data_path = *location = NULL;
-        return tx_oom();
-    }
-    snprintf(*data_path, n, "%s.data", path);
-    snprintf(*location, nb, "%s.data", base);
-    return tx_external_check_location(*location);
-}
-
-/* Packs m (refusing what protobuf could not read back) and writes it. */
-static teexec_status *pack_and_write(const Onnx__ModelProto *m, const char *path)
-{
-    size_t len = onnx__model_proto__get_packed_size(m);
     if (len > (size_t)INT32_MAX)
         return tx_error(TEEXEC_ERR_LIMIT, "model save: the model serializes to %zu bytes, over "
                                           "protobuf's 2 GiB limit", len);
@@ -72,7 +52,7 @@ static teexec_status *save_external(const save_ctx *c, const char *path)
     const Onnx__GraphProto *gp = c->file->model->graph;
     size_t ni = gp->n_initializer;
     char *data_path = NULL, *location = NULL;
-    TX_TRY(data_names(path, &data_path, &location));
+    TX_TRY(tx_external_data_names(path, &data_path, &location));
     tx_mw *w = NULL;
     tx_side_data data = {0};
     Onnx__TensorProto **inits = calloc(ni ? ni : 1, sizeof(*inits));
@@ -99,17 +79,13 @@ static teexec_status *save_external(const save_ctx *c, const char *path)
         tx_tensor_release(&scratch);
         tx_tensor_release(&loaded);
     }
-    if (!st) {
-        const void *pieces[1] = {data.data ? (const void *)data.data : (const void *)""};
-        size_t sizes[1] = {data.size};
-        st = tx_write_file_atomic(data_path, 1, pieces, sizes);
-    }
+    if (!st) st = tx_side_write_file(&data, data_path);
     if (!st) {
         Onnx__GraphProto g2 = *gp;
         g2.initializer = inits;
         Onnx__ModelProto m2 = *c->file->model;
         m2.graph = &g2;
-        st = pack_and_write(&m2, path);
+        st = pack_and_write(&m2, onnx__model_proto__get_packed_size(&m2), path);
     }
     tx_side_free(&data);
     tx_mw_free(w);
@@ -163,8 +139,9 @@ teexec_status *tx_model_save_replacing(const tx_onnx_file *file, const char *pat
         g2.initializer = inits;
         Onnx__ModelProto m2 = *mp;
         m2.graph = &g2;
-        too_big = onnx__model_proto__get_packed_size(&m2) > (size_t)INT32_MAX;
-        if (!too_big) st = pack_and_write(&m2, path);
+        size_t len = onnx__model_proto__get_packed_size(&m2);
+        too_big = len > (size_t)INT32_MAX;
+        if (!too_big) st = pack_and_write(&m2, len, path);
     }
     for (size_t i = 0; i < ni; i++) {
         if (fresh && fresh[i]) onnx__tensor_proto__free_unpacked(fresh[i], NULL);

@@ -3,6 +3,7 @@
 
 #include "base/checked.h"
 #include "base/tensor.h"
+#include "format/atomic_write.h"
 #include "format/external_data.h"
 #include "format/model_check.h"
 #include "format/onnx_unpack.h"
@@ -73,6 +74,13 @@ teexec_status *tx_side_append(tx_side_data *s, const void *bytes, size_t n, size
     s->size = end;
     *offset = at;
     return NULL;
+}
+
+teexec_status *tx_side_write_file(const tx_side_data *s, const char *path)
+{
+    const void *pieces[1] = {s->data ? (const void *)s->data : (const void *)""};
+    size_t sizes[1] = {s->size};
+    return tx_write_file_atomic(path, 1, pieces, sizes);
 }
 
 void tx_side_free(tx_side_data *s)

@@ -46,6 +46,9 @@ typedef struct tx_side_data {
 teexec_status *tx_side_append(tx_side_data *s, const void *bytes, size_t n,
                               size_t *offset) TX_NODISCARD;
 void tx_side_free(tx_side_data *s);
+/* Writes the bytes to `path` atomically (format/atomic_write.h): a model's
+ * external data file. */
+teexec_status *tx_side_write_file(const tx_side_data *s, const char *path) TX_NODISCARD;
 
 typedef struct tx_onnx_file {
     Onnx__ModelProto *model;        /* the unpacked model; never NULL */

@@ -354,15 +354,16 @@ static const char *dims_text(const match *m, const int64_t *dims, int rank, char
     return buf;
 }
 
-/* The dims of `value` in the match's encoding; *rank -1 when not known. */
+/* The dims of `value` in the match's encoding; *rank -1 when not known;
+ * *dtype (may be NULL) its element type. */
 static teexec_status *sym_dims(tx_rw_graph *g, match *m, const char *value, int32_t *rank,
-                               int64_t dims[TX_MAX_RANK])
+                               int64_t dims[TX_MAX_RANK], teexec_dtype *dtype)
 {
     *rank = -1;
     tx_shape sh;
     const char *params[TX_MAX_RANK];
     bool known = false;
-    TX_TRY(tx_lower_symbolic_shape_of(g, value, &sh, params, &known));
+    TX_TRY(tx_lower_symbolic_shape_of(g, value, &sh, params, &known, dtype));
     if (!known) return NULL;
     for (int32_t d = 0; d < sh.rank; d++) {
         dims[d] = sh.dims[d];
@@ -381,7 +382,7 @@ static teexec_status *dims_of(tx_rw_graph *g, match *m, const char *value, bool 
     for (int i = 0; i < 4; i++) dims[i] = DIM_UNKNOWN;
     int64_t d[TX_MAX_RANK];
     int32_t rank = -1;
-    TX_TRY(sym_dims(g, m, value, &rank, d));
+    TX_TRY(sym_dims(g, m, value, &rank, d, NULL));
     if (rank != 4) return NULL;
     if (bhsd) {
         dims[0] = d[0];
@@ -1040,12 +1041,9 @@ static teexec_status *plan_mask(tx_rw_graph *g, match *m, plan *pl, bool *ok)
             return NULL;
         }
         teexec_dtype dt;
-        tx_shape ms;
-        bool known = false;
-        TX_TRY(tx_lower_type_of(g, m->mask_value, &dt, &ms, &known));
         int64_t want[4] = {m->q.dims[0], m->q.dims[2], sq, skv}, mdims[TX_MAX_RANK];
         int32_t mrank = -1;
-        TX_TRY(sym_dims(g, m, m->mask_value, &mrank, mdims));
+        TX_TRY(sym_dims(g, m, m->mask_value, &mrank, mdims, &dt));
         bool fits = mrank <= 4 && mrank >= 1;
         int64_t md[4] = {1, 1, 1, 1};
         for (int32_t i = 0; fits && i < mrank; i++) {
@@ -1472,7 +1470,7 @@ static teexec_status *out_target(tx_rw_graph *g, match *m, const tx_rw_node *rs,
     if (!tx_ce_ints(g, rs->inputs[1], spec, 8, &ns) || ns < 1) {
         int64_t od[TX_MAX_RANK];
         int32_t orank = -1;
-        TX_TRY(sym_dims(g, m, rs->outputs[0], &orank, od));
+        TX_TRY(sym_dims(g, m, rs->outputs[0], &orank, od, NULL));
         if (orank == 3 && dim_same(od[0], b) && dim_same(od[1], s) && od[2] == h * dv)
             m->out_value = rs->outputs[0];
         else

@@ -17,48 +17,56 @@ teexec_status *tx_lower_shape_of(tx_rw_graph *g, const char *value, tx_shape *ou
     return tx_lower_type_of(g, value, &dt, out, known);
 }
 
-teexec_status *tx_lower_type_of(tx_rw_graph *g, const char *value, teexec_dtype *dtype,
-                                tx_shape *out, bool *known)
+/* The typing pass's answer for one value: its dtype and, when
+ * *shape_known, its shape (dims -1 where not fixed). */
+static teexec_status *infer_value(tx_rw_graph *g, const char *value, teexec_dtype *dtype,
+                                  tx_shape *shape, bool *shape_known)
 {
-    *known = false;
     *dtype = TEEXEC_DTYPE_UNDEFINED;
+    *shape_known = false;
     tx_rw_view *v = NULL;
     TX_TRY(tx_rw_view_build(g, &v));
     /* values of small constants flow on, so Reshape / Expand / Slice
      * arguments computed from shapes are known */
     teexec_status *st = tx_rw_view_infer(v, TX_INFER_VALUE_MAX);
     int32_t id = st ? -1 : tx_rw_view_find(v, value);
-    if (id >= 0) *dtype = v->vals[id].dtype;
-    if (id >= 0 && v->vals[id].shape_known) {
-        const tx_shape *s = &v->vals[id].shape;
-        bool fixed = true;
-        for (int32_t d = 0; d < s->rank; d++) fixed &= s->dims[d] >= 0;
-        if (fixed) {
-            *out = *s;
-            *known = true;
-        }
+    if (id >= 0) {
+        *dtype = v->vals[id].dtype;
+        *shape_known = v->vals[id].shape_known;
+        if (*shape_known) *shape = v->vals[id].shape;
     }
     tx_rw_view_free(v);
     return st;
 }
 
+teexec_status *tx_lower_type_of(tx_rw_graph *g, const char *value, teexec_dtype *dtype,
+                                tx_shape *out, bool *known)
+{
+    *known = false;
+    tx_shape s;
+    bool shape_known = false;
+    TX_TRY(infer_value(g, value, dtype, &s, &shape_known));
+    bool fixed = shape_known;
+    for (int32_t d = 0; fixed && d < s.rank; d++) fixed = s.dims[d] >= 0;
+    if (fixed) {
+        *out = s;
+        *known = true;
+    }
+    return NULL;
+}
+
 teexec_status *tx_lower_symbolic_shape_of(tx_rw_graph *g, const char *value, tx_shape *out,
-                                          const char *params[TX_MAX_RANK], bool *known)
+                                          const char *params[TX_MAX_RANK], bool *known,
+                                          teexec_dtype *dtype)
 {
     *known = false;
     memset(out, 0, sizeof *out);
     for (int d = 0; d < TX_MAX_RANK; d++) params[d] = NULL;
-    tx_rw_view *v = NULL;
-    TX_TRY(tx_rw_view_build(g, &v));
-    teexec_status *st = tx_rw_view_infer(v, TX_INFER_VALUE_MAX);
-    int32_t id = st ? -1 : tx_rw_view_find(v, value);
-    bool inferred = id >= 0 && v->vals[id].shape_known;
-    if (inferred) {
-        *out = v->vals[id].shape;
-        *known = true;
-    }
-    tx_rw_view_free(v);
-    if (st) return st;
+    teexec_dtype dt;
+    bool inferred = false;
+    TX_TRY(infer_value(g, value, &dt, out, &inferred));
+    if (dtype) *dtype = dt;
+    *known = inferred;
     /* the declared type fills what the pass could not tell; a declared
      * rank that disagrees with the inferred one is not trusted */
     tx_rw_value_type vt;
@@ -85,8 +93,8 @@ teexec_status *tx_lower_same_shape(tx_rw_graph *g, const char *a, const char *b,
     tx_shape sa, sb;
     const char *pa[TX_MAX_RANK], *pb[TX_MAX_RANK];
     bool ka = false, kb = false;
-    TX_TRY(tx_lower_symbolic_shape_of(g, a, &sa, pa, &ka));
-    TX_TRY(tx_lower_symbolic_shape_of(g, b, &sb, pb, &kb));
+    TX_TRY(tx_lower_symbolic_shape_of(g, a, &sa, pa, &ka, NULL));
+    TX_TRY(tx_lower_symbolic_shape_of(g, b, &sb, pb, &kb, NULL));
     if (!ka || !kb) return NULL;
     for (int32_t d = 0; d < sa.rank; d++)
         if (sa.dims[d] < 0 && !pa[d]) return NULL;

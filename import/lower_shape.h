@@ -40,11 +40,12 @@ teexec_status *tx_lower_type_of(tx_rw_graph *g, const char *value, teexec_dtype 
  * else the declared type); dims[d] = -1 with params[d] set is the declared
  * dim_param ("s14", "s17 + s70": equal strings are equal dims, as the
  * exporter wrote them); -1 with params[d] NULL is unknown. *known is false
- * when not even the rank can be told. params borrow from the graph and
- * stay valid until it is edited. A status only for allocation failure. */
+ * when not even the rank can be told; *dtype (may be NULL) gets the
+ * element type, UNDEFINED when the pass cannot tell. params borrow from
+ * the graph and stay valid until it is edited. A status only for allocation failure. */
 teexec_status *tx_lower_symbolic_shape_of(tx_rw_graph *g, const char *value, tx_shape *out,
-                                          const char *params[TX_MAX_RANK],
-                                          bool *known) TX_NODISCARD;
+                                          const char *params[TX_MAX_RANK], bool *known,
+                                          teexec_dtype *dtype) TX_NODISCARD;
 
 /* Whether values a and b have one shape, proven: *known when every dim of
  * both is a fixed number or a declared name (symbolic shape above), and

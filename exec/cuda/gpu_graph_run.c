@@ -762,9 +762,9 @@ teexec_status *tx_gpu_graph_profile(const tx_gpu_graph *g, char **out_text)
     for (int i = 0; i < GX_SETUP_PHASES; i++)
         len += (size_t)snprintf(s + len, cap - len, "%s%s %.1f", i ? ", " : "", gx_setup_phase(i),
                                 g->setup_ms[i]);
-    len += (size_t)snprintf(s + len, cap - len, ")%s\n",
-                            g->cfg.profile ? "; profiled runs are not captured in a CUDA graph"
-                                           : "");
+    /* a profile exists only for a profiled executor, which never captures */
+    len += (size_t)snprintf(s + len, cap - len,
+                            "); profiled runs are not captured in a CUDA graph\n");
     len += (size_t)snprintf(s + len, cap - len,
                             "device arena: %.1f MiB (%.1f MiB if no two buffers shared memory)\n",
                             (double)g->arena_bytes / 1048576.0,
