@@ -323,6 +323,53 @@ static void bshd_dims(const tx_shape *t, int64_t layout, int64_t d[4])
     d[3] = t->dims[3];
 }
 
+/* a == b, or a >= b, where both dims are known (< 0: not known yet) */
+static bool dim_eq(int64_t a, int64_t b) { return a < 0 || b < 0 || a == b; }
+static bool dim_ge(int64_t a, int64_t b) { return a < 0 || b < 0 || a >= b; }
+
+teexec_status *tx_te_dpa_cache_check(const tx_te_dpa_cache_shapes *c)
+{
+    static const char *op = "DotProductAttention";
+    char b1[128], b2[128], b3[128];
+    if (!c->k_cache || !c->v_cache || !c->cache_len)
+        return bad(op, "the cache mode needs k_cache, v_cache and cache_len together", NULL);
+    if (c->mask)
+        return bad(op, "the cache mode takes no mask (cache_len bounds every row's keys)", NULL);
+    if (c->layout != TX_TE_LAYOUT_BSHD)
+        return bad(op, "the cache mode needs qkv_format bshd", NULL);
+    const tx_shape *q = &c->q->shape, *k = &c->k->shape, *v = &c->v->shape,
+                   *kc = &c->k_cache->shape, *vc = &c->v_cache->shape, *cl = &c->cache_len->shape;
+    if (kc->rank != 4 || vc->rank != 4 || q->rank != 4 || k->rank != 4 || v->rank != 4)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "te.ops %s: k_cache %s and v_cache %s must have rank 4 [B, capacity, "
+                        "h_kv, d]", op, sh(kc, b1, sizeof b1), sh(vc, b2, sizeof b2));
+    if (!dim_eq(k->dims[1], q->dims[1]))
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "te.ops %s: in the cache mode k %s holds the queries' own tokens: its "
+                        "seq must be q's %lld", op, sh(k, b1, sizeof b1), (long long)q->dims[1]);
+    bool ok = dim_ge(kc->dims[0], q->dims[0]) && dim_eq(vc->dims[0], kc->dims[0]) &&
+              dim_eq(vc->dims[1], kc->dims[1]) && dim_ge(kc->dims[1], q->dims[1]) &&
+              dim_eq(kc->dims[2], k->dims[2]) && dim_eq(vc->dims[2], k->dims[2]) &&
+              dim_eq(kc->dims[3], k->dims[3]) && dim_eq(vc->dims[3], v->dims[3]);
+    if (!ok)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "te.ops %s: k_cache %s and v_cache %s do not fit k %s: they need [B >= "
+                        "b, capacity >= s, h_kv, d] (d_v for v_cache), one B and capacity",
+                        op, sh(kc, b1, sizeof b1), sh(vc, b2, sizeof b2), sh(k, b3, sizeof b3));
+    if (c->k_cache->dtype != c->k->dtype || c->v_cache->dtype != c->v->dtype)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "te.ops %s: k_cache / v_cache are %s / %s; k and v are %s / %s", op,
+                        teexec_dtype_name(c->k_cache->dtype), teexec_dtype_name(c->v_cache->dtype),
+                        teexec_dtype_name(c->k->dtype), teexec_dtype_name(c->v->dtype));
+    if (c->cache_len->dtype != TEEXEC_DTYPE_INT64 || cl->rank != 1 ||
+        !dim_eq(cl->dims[0], q->dims[0]))
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "te.ops %s: cache_len must be int64 [%lld] (one count per batch row), "
+                        "not %s %s", op, (long long)q->dims[0],
+                        teexec_dtype_name(c->cache_len->dtype), sh(cl, b1, sizeof b1));
+    return NULL;
+}
+
 static teexec_status *infer_dpa(const tx_te_infer_in *in, tx_te_infer_out *out)
 {
     static const char *op = "DotProductAttention";
@@ -354,7 +401,18 @@ static teexec_status *infer_dpa(const tx_te_infer_in *in, tx_te_infer_out *out)
                         "q %s and k %s", op, (long long)a[TX_TE_A_DPA_HEADS].i,
                         (long long)a[TX_TE_A_DPA_KV_HEADS].i, sh(qs, b1, sizeof b1),
                         sh(ks, b2, sizeof b2));
-    if (in->n_extra_inputs > 2 && in->extra_inputs[2]) {
+    const tx_te_tinfo *const *x = in->extra_inputs;
+    int nx = in->n_extra_inputs;
+    bool cache_mode = false;
+    for (int i = TX_TE_DPA_IN_K_CACHE; i < nx; i++) cache_mode = cache_mode || x[i];
+    if (cache_mode) {
+        tx_te_dpa_cache_shapes c = {
+            in->input, x[0], x[1], nx > TX_TE_DPA_IN_MASK ? x[TX_TE_DPA_IN_MASK] : NULL,
+            nx > TX_TE_DPA_IN_K_CACHE ? x[TX_TE_DPA_IN_K_CACHE] : NULL,
+            nx > TX_TE_DPA_IN_V_CACHE ? x[TX_TE_DPA_IN_V_CACHE] : NULL,
+            nx > TX_TE_DPA_IN_CACHE_LEN ? x[TX_TE_DPA_IN_CACHE_LEN] : NULL, layout};
+        TX_TRY(tx_te_dpa_cache_check(&c));
+    } else if (in->n_extra_inputs > 2 && in->extra_inputs[2]) {
         const tx_shape *m = &in->extra_inputs[2]->shape;
         ok = m->rank == 4 && (m->dims[0] == 1 || m->dims[0] == q[0]) &&
              (m->dims[1] == 1 || m->dims[1] == q[2]) && m->dims[2] == q[1] && m->dims[3] == k[1];
@@ -546,7 +604,14 @@ static const tx_te_port dpa_extra_in[] = {
     {"k", "T", "[b, s_kv, h_kv, d] (bshd) | [s_kv, b, h_kv, d] (sbhd)", 0, "keys"},
     {"v", "T", "[b, s_kv, h_kv, d_v] | [s_kv, b, h_kv, d_v]", 0, "values"},
     {"mask", "bool|T", "[b|1, h|1, s_q, s_kv]", TX_TE_PORT_OPTIONAL | TX_TE_PORT_NO_GRAD,
-     "bool: true = masked out (TE's convention); float: added to the scores"}};
+     "bool: true = masked out (TE's convention); float: added to the scores"},
+    {"k_cache", "T", "[B >= b, capacity, h_kv, d] (bshd)", TX_TE_PORT_OPTIONAL | TX_TE_PORT_NO_GRAD,
+     "cache mode: keys of the earlier runs, written in place (session state)"},
+    {"v_cache", "T", "[B >= b, capacity, h_kv, d_v] (bshd)",
+     TX_TE_PORT_OPTIONAL | TX_TE_PORT_NO_GRAD,
+     "cache mode: values of the earlier runs, written in place (session state)"},
+    {"cache_len", "int64", "[b]", TX_TE_PORT_OPTIONAL | TX_TE_PORT_NO_GRAD,
+     "cache mode: tokens each row holds in the cache before this call"}};
 static const tx_te_attr_schema dpa_attrs[] = {
     {"num_attention_heads", TX_TE_ATTR_INT, false, 0, 0, NULL, "h; 0 = taken from q (checked when set)"},
     {"num_gqa_groups", TX_TE_ATTR_INT, false, 0, 0, NULL, "h_kv; 0 = taken from k (checked when set)"},
@@ -758,7 +823,10 @@ static const tx_te_op_schema table[TX_TE_OP_COUNT] = {
      "y = [b, s_q, h·d_v] (or sbhd)",
      "query head i uses kv head i/(h/h_kv);  S = scale·Q·Kᵀ (+ float mask; −inf where bool "
      "mask is true or causal hides);\nP = softmax(S) per row;  O = P·V;  softmax_lse = "
-     "logsumexp(S) per row; a fully masked row gives O = 0",
+     "logsumexp(S) per row; a fully masked row gives O = 0;\n"
+     "cache mode (k_cache given): first k_cache[r, cache_len[r] + i] = k[r, i] and likewise v, in "
+     "place; then attention over the cache, query i of row r at position cache_len[r] + i seeing "
+     "cache positions j <= cache_len[r] + i (causal) or j < cache_len[r] + s_q; inference only",
      "P recomputed from q, k and softmax_lse;  D = rowsum(dO ∘ O);  dV = Pᵀ·dO;\n"
      "dS = P ∘ (dO·Vᵀ − D);  dQ = scale·dS·K;  dK = scale·dSᵀ·Q (summed over the query heads "
      "sharing a kv head)", infer_dpa, 0, TX_TE_ACT_NONE,

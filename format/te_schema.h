@@ -33,7 +33,7 @@
 #define TX_TE_FUSED_DOMAIN "te.fused"
 
 /* Upper bounds on the fixed-size arrays below. */
-#define TX_TE_MAX_EXTRA 4 /* extra inputs, extra outputs, aux tensors */
+#define TX_TE_MAX_EXTRA 8 /* extra inputs, extra outputs, aux tensors */
 #define TX_TE_MAX_ATTRS 8
 #define TX_TE_MAX_SAVED 8 /* saved entries in a schema (PARAMS_ALL counts once) */
 
@@ -313,6 +313,23 @@ enum { TX_TE_A_SCALE = 0 };                                             /* Const
 enum { TX_TE_A_GL_NUM_GROUPS = 0, TX_TE_A_GL_BIAS = 1 };                /* GroupedLinear */
 enum { TX_TE_A_DPA_HEADS = 0, TX_TE_A_DPA_KV_HEADS = 1, TX_TE_A_DPA_CAUSAL = 2,
        TX_TE_A_DPA_SCALE = 3, TX_TE_A_DPA_LAYOUT = 4 };
+/* DotProductAttention's extra inputs; the cache mode is k_cache present. */
+enum { TX_TE_DPA_IN_K = 0, TX_TE_DPA_IN_V = 1, TX_TE_DPA_IN_MASK = 2, TX_TE_DPA_IN_K_CACHE = 3,
+       TX_TE_DPA_IN_V_CACHE = 4, TX_TE_DPA_IN_CACHE_LEN = 5,
+       TX_TE_DPA_N_IN = 6 /* the schema's extra-input count */ };
+
+/* DotProductAttention's cache mode, the one shape/type rule the schema's
+ * inference, the CPU kernel and the CUDA preparation share: q [b, s, h, d]
+ * bshd, the new k [b, s, h_kv, d] and v [b, s, h_kv, d_v] (the queries'
+ * own tokens), k_cache [B, cap, h_kv, d] and v_cache [B, cap, h_kv, d_v]
+ * with B >= b and cap >= s in k's dtype, cache_len int64 [b], no mask.
+ * A NULL shape is an absent input. */
+typedef struct tx_te_dpa_cache_shapes {
+    const tx_te_tinfo *q, *k, *v, *mask, *k_cache, *v_cache, *cache_len;
+    int64_t layout;
+} tx_te_dpa_cache_shapes;
+teexec_status *tx_te_dpa_cache_check(const tx_te_dpa_cache_shapes *c) TX_NODISCARD;
+
 enum { TX_TE_A_ROPE_LAYOUT = 0, TX_TE_A_ROPE_INTERLEAVED = 1, TX_TE_A_ROPE_BASE = 2,
        TX_TE_A_ROPE_DIM = 3 };
 enum { TX_TE_LAYOUT_BSHD = 0, TX_TE_LAYOUT_SBHD = 1 };

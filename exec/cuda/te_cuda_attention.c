@@ -35,6 +35,8 @@ typedef struct attn_node {
     bool training;         /* a backward may follow: the forward must write softmax_lse */
     bool fwd_cudnn, bwd_cudnn;
     bool has_mask;
+    bool cache;            /* the cache mode: k/v appended to k_cache/v_cache first */
+    int64_t kcd[4], vcd[4]; /* cache mode: the caches' dims */
     teexec_dtype mask_dtype;
     /* shapes the calls are checked against */
     int64_t qd[4], kd[4], vd[4], yd[3], md[4];
@@ -91,6 +93,28 @@ static teexec_status *describe(const tx_cuda_te_desc *d, attn_node *n)
         return node_err(nm, TEEXEC_ERR_INVALID_ARGUMENT, "q, k, v, y or the attributes are missing");
     const tx_tensor *q = d->input, *k = d->extra_inputs[0], *v = d->extra_inputs[1];
     const tx_tensor *m = d->n_extra_inputs > 2 ? d->extra_inputs[2] : NULL;
+    const tx_tensor *const *x = d->extra_inputs;
+    int nx = d->n_extra_inputs;
+    for (int i = TX_TE_DPA_IN_K_CACHE; i < nx; i++) n->cache = n->cache || x[i];
+    if (n->cache) {
+        if (d->training)
+            return node_err(nm, TEEXEC_ERR_UNSUPPORTED, "the cache mode is inference only");
+        tx_te_tinfo ti[7];
+        const tx_tensor *ts[7] = {q, k, v, m,
+                                  nx > TX_TE_DPA_IN_K_CACHE ? x[TX_TE_DPA_IN_K_CACHE] : NULL,
+                                  nx > TX_TE_DPA_IN_V_CACHE ? x[TX_TE_DPA_IN_V_CACHE] : NULL,
+                                  nx > TX_TE_DPA_IN_CACHE_LEN ? x[TX_TE_DPA_IN_CACHE_LEN] : NULL};
+        for (int i = 0; i < 7; i++)
+            if (ts[i]) ti[i] = (tx_te_tinfo){ts[i]->dtype, tx_shape_of(ts[i])};
+        tx_te_dpa_cache_shapes c = {&ti[0], &ti[1], &ti[2], ts[3] ? &ti[3] : NULL,
+                                    ts[4] ? &ti[4] : NULL, ts[5] ? &ti[5] : NULL,
+                                    ts[6] ? &ti[6] : NULL, d->attrs[TX_TE_A_DPA_LAYOUT].i};
+        teexec_status *cst = tx_te_dpa_cache_check(&c);
+        if (cst) return tx_status_prefix(cst, "op %s", nm);
+        memcpy(n->kcd, ts[4]->dims, sizeof n->kcd);
+        memcpy(n->vcd, ts[5]->dims, sizeof n->vcd);
+        m = NULL;
+    }
     if (q->rank != 4 || k->rank != 4 || v->rank != 4)
         return node_err(nm, TEEXEC_ERR_INVALID_ARGUMENT, "q, k and v must have rank 4");
     if (k->dtype != q->dtype || v->dtype != q->dtype || d->output->dtype != q->dtype)
@@ -105,14 +129,16 @@ static teexec_status *describe(const tx_cuda_te_desc *d, attn_node *n)
     a->s_q = q->dims[sd];
     a->h = q->dims[2];
     a->d = q->dims[3];
-    a->s_kv = k->dims[sd];
+    a->s_kv = n->cache ? n->kcd[1] : k->dims[sd];
     a->h_kv = k->dims[2];
+    a->kv_cache = n->cache;
     a->d_v = v->dims[3];
     a->dtype = q->dtype;
     a->sbhd = sbhd;
     a->causal = d->attrs[TX_TE_A_DPA_CAUSAL].i != 0;
     a->scale = (float)d->attrs[TX_TE_A_DPA_SCALE].f;
-    bool ok = k->dims[bd] == a->b && v->dims[bd] == a->b && v->dims[sd] == a->s_kv &&
+    bool ok = k->dims[bd] == a->b && v->dims[bd] == a->b &&
+              (n->cache || v->dims[sd] == a->s_kv) &&
               v->dims[2] == a->h_kv && k->dims[3] == a->d && a->h_kv >= 1 && a->h % a->h_kv == 0;
     int64_t hdv = 0;
     ok = ok && !__builtin_mul_overflow(a->h, a->d_v, &hdv);
@@ -195,7 +221,10 @@ static teexec_status *attn_prepare(const tx_cuda_te_desc *d, void **priv, size_t
     }
     char fwhy[320] = "", bwhy[320] = "";
     size_t ws_f = 0, ws_b = 0;
-    st = try_cudnn(d->sdpa, &n->a, TX_SDPA_FORWARD, &ws_f, &n->fwd_cudnn, fwhy, sizeof fwhy);
+    if (n->cache)
+        snprintf(fwhy, sizeof fwhy, "the cache mode (per-row cache lengths read on the device)");
+    else
+        st = try_cudnn(d->sdpa, &n->a, TX_SDPA_FORWARD, &ws_f, &n->fwd_cudnn, fwhy, sizeof fwhy);
     if (st) goto fail;
     if (wants_grads) {
         if (d->deterministic) {
@@ -285,7 +314,20 @@ static teexec_status *attn_forward(void *priv, const tx_te_fwd_args *fa, void *s
         return bad_tensor(n, "k");
     if (!dims_are(fa->extra_inputs[1], n->a.dtype, 4, n->vd)) return bad_tensor(n, "v");
     const tx_tensor *m = fa->n_extra_inputs > 2 ? fa->extra_inputs[2] : NULL;
-    TX_TRY(check_mask(n, m));
+    const tx_tensor *kc = NULL, *vc = NULL, *cl = NULL;
+    if (n->cache) {
+        kc = fa->n_extra_inputs > TX_TE_DPA_IN_K_CACHE ? fa->extra_inputs[TX_TE_DPA_IN_K_CACHE] : NULL;
+        vc = fa->n_extra_inputs > TX_TE_DPA_IN_V_CACHE ? fa->extra_inputs[TX_TE_DPA_IN_V_CACHE] : NULL;
+        cl = fa->n_extra_inputs > TX_TE_DPA_IN_CACHE_LEN ? fa->extra_inputs[TX_TE_DPA_IN_CACHE_LEN]
+                                                         : NULL;
+        int64_t cld[1] = {n->a.b};
+        if (!dims_are(kc, n->a.dtype, 4, n->kcd)) return bad_tensor(n, "k_cache");
+        if (!dims_are(vc, n->a.dtype, 4, n->vcd)) return bad_tensor(n, "v_cache");
+        if (!dims_are(cl, TEEXEC_DTYPE_INT64, 1, cld)) return bad_tensor(n, "cache_len");
+        if (m) return bad_tensor(n, "mask (the cache mode takes none)");
+    } else {
+        TX_TRY(check_mask(n, m));
+    }
     if (!dims_are(fa->output, n->a.dtype, 3, n->yd)) return bad_tensor(n, "y");
     tx_tensor *lse = fa->training && fa->aux && fa->n_aux > 0 ? fa->aux[0] : NULL;
     int64_t ld[3];
@@ -302,7 +344,14 @@ static teexec_status *attn_forward(void *priv, const tx_te_fwd_args *fa, void *s
                          .v = fa->extra_inputs[1]->data, .mask = m ? m->data : NULL,
                          .o = fa->output->data, .lse = lse ? lse->data : NULL};
     teexec_status *st;
-    if (n->fwd_cudnn) {
+    if (n->cache) {
+        /* the caches are the session's state: appended in place, then read */
+        st = tx_attn_cache_append(&n->a, io.k, io.v, kc->data, vc->data, cl->data, env->stream);
+        io.k = kc->data;
+        io.v = vc->data;
+        io.cache_len = cl->data;
+        if (!st) st = tx_attn_fallback_forward(&n->a, &io, env->stream);
+    } else if (n->fwd_cudnn) {
         if (!env->sdpa)
             return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                             "op %s (%s): prepared for cuDNN but the environment has no cuDNN handle",

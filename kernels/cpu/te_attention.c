@@ -10,6 +10,12 @@
  * and uses the saved output for D = rowsum(dO ∘ O). A fully masked row has
  * output 0, lse -inf and no gradient.
  *
+ * Cache mode (k_cache given, docs/te-ops.md): the new k/v rows go into
+ * k_cache / v_cache at cache_len[r] + i, in place -- the caches are the
+ * session's state (exec/session_state.h), the one input an op writes --
+ * and the attention then runs over the cache, row r's keys bounded by
+ * cache_len[r]. Inference only.
+ *
  * Written once over REAL, compiled twice (this file includes itself;
  * te_real.h). Sums accumulate in double.
  */
@@ -20,6 +26,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct attn_geom {
     int64_t b, sq, skv, h, hk, d, dv;
@@ -27,7 +34,19 @@ typedef struct attn_geom {
     double scale;
     const tx_tensor *mask;
     int64_t mb, mh; /* mask's broadcast dims (1 or b / h) */
+    const tx_tensor *k, *v; /* the keys and values read: k and v, or the caches */
+    const int64_t *cache_len; /* cache mode: per batch row, else NULL */
 } attn_geom;
+
+/* Whether query i of batch row bi may not see key j (causal or cache bounds). */
+static inline bool hidden(const attn_geom *g, int64_t bi, int64_t i, int64_t j)
+{
+    if (g->cache_len) {
+        int64_t pos = g->cache_len[bi] + i;
+        return g->causal ? j > pos : j >= g->cache_len[bi] + g->sq;
+    }
+    return g->causal && j > i + g->skv - g->sq;
+}
 
 /* Element offset of (batch, seq, head, channel) in a [b,s,h,c] / [s,b,h,c] tensor. */
 static inline int64_t at4(const attn_geom *g, int64_t bi, int64_t si, int64_t s, int64_t hi,
@@ -69,6 +88,9 @@ static teexec_status *geom_of(tx_te_op_id op, const tx_te_attr_value *attrs, con
     double sc = attrs[TX_TE_A_DPA_SCALE].f;
     g->scale = sc != 0.0 ? sc : 1.0 / sqrt((double)(g->d ? g->d : 1));
     g->mask = mask;
+    g->k = k;
+    g->v = v;
+    g->cache_len = NULL;
     g->mb = g->mh = 1;
     if (mask) {
         if (!mask->data || (mask->dtype != TEEXEC_DTYPE_BOOL && !tx_dtype_is_real(mask->dtype)) ||
@@ -104,13 +126,74 @@ static tx_shape out_shape(const attn_geom *g)
 #include "kernels/cpu/te_attention.c"
 #undef TE_F64
 
+static tx_te_tinfo info_of(const tx_tensor *t)
+{
+    tx_te_tinfo i = {TEEXEC_DTYPE_UNDEFINED, {0, {0}}};
+    if (t) {
+        i.dtype = t->dtype;
+        i.shape = tx_shape_of(t);
+    }
+    return i;
+}
+
+/* The cache mode's checks and its in-place append: the new k/v rows of
+ * every batch row into the caches at cache_len[r]; g then reads the
+ * caches. The caches are written only once every check has passed. */
+static teexec_status *cache_append(const tx_te_fwd_args *a, attn_geom *g)
+{
+    static const char *op = "te.ops DotProductAttention";
+    const tx_tensor *const *x = a->extra_inputs;
+    int nx = a->n_extra_inputs;
+    const tx_tensor *k = x[TX_TE_DPA_IN_K], *v = x[TX_TE_DPA_IN_V];
+    const tx_tensor *kc = nx > TX_TE_DPA_IN_K_CACHE ? x[TX_TE_DPA_IN_K_CACHE] : NULL;
+    const tx_tensor *vc = nx > TX_TE_DPA_IN_V_CACHE ? x[TX_TE_DPA_IN_V_CACHE] : NULL;
+    const tx_tensor *cl = nx > TX_TE_DPA_IN_CACHE_LEN ? x[TX_TE_DPA_IN_CACHE_LEN] : NULL;
+    const tx_tensor *mask = nx > TX_TE_DPA_IN_MASK ? x[TX_TE_DPA_IN_MASK] : NULL;
+    if (a->training)
+        return tx_error(TEEXEC_ERR_UNSUPPORTED, "%s: the cache mode is inference only", op);
+    tx_te_tinfo iq = info_of(a->input), ik = info_of(k), iv = info_of(v), im = info_of(mask),
+                ikc = info_of(kc), ivc = info_of(vc), icl = info_of(cl);
+    tx_te_dpa_cache_shapes c = {&iq, &ik, &iv, mask ? &im : NULL, kc ? &ikc : NULL,
+                                vc ? &ivc : NULL, cl ? &icl : NULL, a->attrs[TX_TE_A_DPA_LAYOUT].i};
+    TX_TRY(tx_te_dpa_cache_check(&c));
+    if (!kc->data || !vc->data || !cl->data)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: a cache or cache_len has no data", op);
+    const int64_t *len = cl->data;
+    int64_t cap = kc->dims[1];
+    for (int64_t r = 0; r < g->b; r++)
+        if (len[r] < 0 || len[r] > cap - g->sq)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                            "%s: cache_len[%lld] = %lld with %lld new tokens does not fit the "
+                            "cache's capacity of %lld", op, (long long)r, (long long)len[r],
+                            (long long)g->sq, (long long)cap);
+    /* bshd: the h_kv * d channels of one (row, position) are contiguous */
+    size_t kes = tx_dtype_elem_size(k->dtype), ves = tx_dtype_elem_size(v->dtype);
+    size_t krow = (size_t)(g->hk * g->d) * kes, vrow = (size_t)(g->hk * g->dv) * ves;
+    for (int64_t r = 0; r < g->b; r++)
+        for (int64_t i = 0; i < g->sq; i++) {
+            size_t src = (size_t)(r * g->sq + i), dst = (size_t)(r * cap + len[r] + i);
+            /* the caches are state the op owns (file comment): written in place */
+            memcpy((char *)kc->data + dst * krow, (const char *)k->data + src * krow, krow);
+            memcpy((char *)vc->data + dst * vrow, (const char *)v->data + src * vrow, vrow);
+        }
+    g->k = kc;
+    g->v = vc;
+    g->skv = cap;
+    g->cache_len = len;
+    return NULL;
+}
+
 teexec_status *tx_te_cpu_attention_fwd(const tx_te_fwd_args *a)
 {
     if (a->n_extra_inputs < 2)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "te.ops DotProductAttention: k and v are missing");
+    bool cache_mode = false;
+    for (int i = TX_TE_DPA_IN_K_CACHE; i < a->n_extra_inputs; i++)
+        cache_mode = cache_mode || a->extra_inputs[i];
     attn_geom g;
     TX_TRY(geom_of(a->op, a->attrs, a->input, a->extra_inputs[0], a->extra_inputs[1],
-                   a->n_extra_inputs > 2 ? a->extra_inputs[2] : NULL, &g));
+                   !cache_mode && a->n_extra_inputs > 2 ? a->extra_inputs[2] : NULL, &g));
+    if (cache_mode) TX_TRY(cache_append(a, &g));
     tx_shape ys = out_shape(&g);
     TX_TRY(tx_te_check_real_shape(a->op, "y", a->output, &ys));
     tx_tensor *lse = a->training && a->aux && a->n_aux > 0 ? a->aux[0] : NULL;
@@ -154,7 +237,7 @@ static REAL FN(scores)(const attn_geom *g, const REAL *qb, const REAL *kb, const
     const uint8_t *mbool = g->mask && g->mask->dtype == TEEXEC_DTYPE_BOOL ? g->mask->data : NULL;
     int64_t moff = (((g->mb > 1 ? bi : 0) * g->mh + (g->mh > 1 ? hi : 0)) * g->sq + i) * g->skv;
     for (int64_t j = 0; j < g->skv; j++) {
-        if ((g->causal && j > i + g->skv - g->sq) || (mbool && mbool[moff + j])) {
+        if (hidden(g, bi, i, j) || (mbool && mbool[moff + j])) {
             s[j] = (REAL)-INFINITY;
             continue;
         }
@@ -177,8 +260,8 @@ static teexec_status *FN(attn_fwd)(const tx_te_fwd_args *a, const attn_geom *g, 
     double *acc = tx_te_malloc((size_t)g->dv, sizeof(double));
     teexec_status *st = yb && lse && s && acc ? NULL : tx_oom();
     if (!st) st = te_load(a->input, &qb);
-    if (!st) st = te_load(a->extra_inputs[0], &kb);
-    if (!st) st = te_load(a->extra_inputs[1], &vb);
+    if (!st) st = te_load(g->k, &kb);
+    if (!st) st = te_load(g->v, &vb);
     if (!st && g->mask && g->mask->dtype != TEEXEC_DTYPE_BOOL) st = te_load(g->mask, &mb);
     if (st) goto done;
     for (int64_t bi = 0; bi < g->b; bi++)

@@ -43,12 +43,18 @@ typedef struct tx_attn_desc {
     int mask_kind;        /* TX_ATTN_MASK_* */
     int64_t mask_b, mask_h;   /* BOOL / FLOAT */
     teexec_dtype mask_dtype;  /* FLOAT masks: FLOAT, BFLOAT16 or FLOAT16 */
+    /* te.ops cache mode (docs/te-ops.md): k and v are the caches, s_kv
+     * their capacity, bshd, no mask; row bi's keys are bounded by the
+     * device INT64 cache_len[bi] of the io: query i sees keys j <= cache_len
+     * + i (causal) or j < cache_len + s_q. Forward only; the fallback alone. */
+    int kv_cache;
 } tx_attn_desc;
 
 typedef struct tx_attn_fwd_io {
     const void *q, *k, *v;
     const void *mask;                     /* BOOL / FLOAT */
     const int32_t *seq_q, *seq_kv;        /* PADDING */
+    const int64_t *cache_len;             /* kv_cache: [b] on the device */
     void *o;
     float *lse;                           /* NULL: inference, not written */
 } tx_attn_fwd_io;

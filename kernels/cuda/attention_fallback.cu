@@ -34,7 +34,18 @@ struct geom {
     int64_t b, h, hk, sq, skv, d, dv, mb, mh;
     int sbhd, causal, mask_kind, dt, mdt;
     float scale;
+    const int64_t *cl; /* cache mode: per batch row, its cached length (device) */
 };
+
+/* Keys row bi's query i may see at most: [0, keys_upto) (causal and cache
+ * bounds; explicit masks come on top). */
+__device__ __forceinline__ int64_t keys_upto(const geom &g, int64_t bi, int64_t i)
+{
+    int64_t e = g.skv;
+    if (g.cl) e = g.causal ? g.cl[bi] + i + 1 : g.cl[bi] + g.sq;
+    else if (g.causal) e = i + 1 + g.skv - g.sq;
+    return e < 0 ? 0 : (e > g.skv ? g.skv : e);
+}
 
 /* Element offset of channel 0 of (batch, seq, head) in a bshd / sbhd tensor. */
 __device__ __forceinline__ int64_t row_off(const geom &g, int64_t bi, int64_t si, int64_t s,
@@ -49,7 +60,7 @@ __device__ __forceinline__ float masked(const geom &g, const void *mask, const i
                                         int64_t j, float s)
 {
     if (i >= g.sq || j >= g.skv) return -INFINITY;
-    if (g.causal && j > i + g.skv - g.sq) return -INFINITY;
+    if (j >= keys_upto(g, bi, i)) return -INFINITY;
     if (g.mask_kind == TX_ATTN_MASK_PADDING) {
         if (i >= lq[bi] || j >= lk[bi]) return -INFINITY;
     } else if (g.mask_kind != TX_ATTN_MASK_NONE) {
@@ -89,8 +100,9 @@ __device__ void load_tile(const geom &g, const void *src, int64_t bi, int64_t r0
 }
 
 /* Keys [0, key_end(q0)) can be seen by query rows [q0, q0+BQ). */
-__device__ __forceinline__ int64_t key_end(const geom &g, int64_t q0)
+__device__ __forceinline__ int64_t key_end(const geom &g, int64_t q0, int64_t bi)
 {
+    if (g.cl) return keys_upto(g, bi, q0 + BQ - 1 < g.sq ? q0 + BQ - 1 : g.sq - 1);
     if (!g.causal) return g.skv;
     int64_t e = q0 + BQ + g.skv - g.sq;
     return e < 0 ? 0 : (e > g.skv ? g.skv : e);
@@ -114,7 +126,7 @@ __global__ void attn_fwd_kernel(geom g, const void *q, const void *k, const void
         m[threadIdx.x] = -INFINITY;
         l[threadIdx.x] = 0.0f;
     }
-    const int64_t kend = key_end(g, q0);
+    const int64_t kend = key_end(g, q0, bi);
     for (int64_t k0 = 0; k0 < kend; k0 += BK) {
         __syncthreads();
         load_tile(g, k, bi, k0, BK, g.skv, kh, g.hk, d, Ks, kst);
@@ -185,8 +197,7 @@ __global__ void attn_decode_kernel(geom g, const void *q, const void *k, const v
         acc[t] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
-    const int64_t kend = g.causal ? (i + 1 + g.skv - g.sq < g.skv ? i + 1 + g.skv - g.sq : g.skv)
-                                  : g.skv;
+    const int64_t kend = keys_upto(g, bi, i);
     for (int64_t j = warp; j < kend; j += DEC_WARPS) {
         const int64_t ko = row_off(g, bi, j, g.skv, kh, g.hk, d);
         float part = 0.0f;
@@ -267,7 +278,7 @@ __global__ void attn_bwd_dq_kernel(geom g, const void *q, const void *k, const v
         L[threadIdx.x] = i < g.sq ? lse[ri] : -INFINITY;
         Dr[threadIdx.x] = i < g.sq ? D[ri] : 0.0f;
     }
-    const int64_t kend = key_end(g, q0);
+    const int64_t kend = key_end(g, q0, bi);
     for (int64_t k0 = 0; k0 < kend; k0 += BK) {
         __syncthreads();
         load_tile(g, k, bi, k0, BK, g.skv, kh, g.hk, d, Ks, kst);
@@ -406,7 +417,44 @@ geom geom_of(const tx_attn_desc *a)
     g.dt = a->dtype;
     g.mdt = a->mask_dtype;
     g.scale = tx_attn_scale(a);
+    g.cl = NULL;
     return g;
+}
+
+/* One thread per element of the new k or v (32-bit words, so bf16 pairs
+ * move together when the channel count is even). */
+template <typename W>
+__global__ void cache_append_kernel(const W *src, W *dst, const int64_t *cl, int64_t b,
+                                    int64_t sq, int64_t cap, int64_t row_words)
+{
+    int64_t n = b * sq * row_words;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        int64_t w = e % row_words, t = e / row_words, i = t % sq, bi = t / sq;
+        int64_t pos = cl[bi] + i;
+        if (pos < 0 || pos >= cap) continue;
+        dst[(bi * cap + pos) * row_words + w] = src[e];
+    }
+}
+
+teexec_status *append_one(const void *src, void *dst, const int64_t *cl, int64_t b, int64_t sq,
+                          int64_t cap, int64_t row_elems, teexec_dtype dt, cudaStream_t s)
+{
+    size_t es = (size_t)teexec_dtype_bits(dt) / 8, bytes = (size_t)row_elems * es;
+    int64_t n_rows = b * sq;
+    if (bytes % 4 == 0) {
+        int64_t rw = (int64_t)(bytes / 4), n = n_rows * rw;
+        unsigned blocks = (unsigned)((n + 255) / 256 < 65535 ? (n + 255) / 256 : 65535);
+        cache_append_kernel<uint32_t><<<blocks ? blocks : 1, 256, 0, s>>>(
+            (const uint32_t *)src, (uint32_t *)dst, cl, b, sq, cap, rw);
+    } else {
+        int64_t rw = (int64_t)(bytes / 2), n = n_rows * rw;
+        unsigned blocks = (unsigned)((n + 255) / 256 < 65535 ? (n + 255) / 256 : 65535);
+        cache_append_kernel<uint16_t><<<blocks ? blocks : 1, 256, 0, s>>>(
+            (const uint16_t *)src, (uint16_t *)dst, cl, b, sq, cap, rw);
+    }
+    TX_CUDA_LAUNCHED("attention cache append");
+    return NULL;
 }
 
 /* Opts the kernel in to `bytes` of dynamic shared memory. */
@@ -458,7 +506,24 @@ extern "C" teexec_status *tx_attn_fallback_check(const tx_attn_desc *a)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "attention fallback: unknown mask kind %d",
                         a->mask_kind);
     }
+    if (a->kv_cache && (a->sbhd || a->mask_kind != TX_ATTN_MASK_NONE || a->s_kv < a->s_q))
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "attention fallback: the cache mode needs bshd, no mask and a capacity "
+                        "of at least s_q");
     return NULL;
+}
+
+extern "C" teexec_status *tx_attn_cache_append(const tx_attn_desc *a, const void *k_new,
+                                               const void *v_new, void *k_cache, void *v_cache,
+                                               const int64_t *cache_len, void *stream)
+{
+    TX_TRY(tx_attn_fallback_check(a));
+    if (!a->kv_cache || !k_new || !v_new || !k_cache || !v_cache || !cache_len)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "attention cache append: missing buffer");
+    cudaStream_t s = (cudaStream_t)stream;
+    TX_TRY(append_one(k_new, k_cache, cache_len, a->b, a->s_q, a->s_kv, a->h_kv * a->d, a->dtype, s));
+    return append_one(v_new, v_cache, cache_len, a->b, a->s_q, a->s_kv, a->h_kv * a->d_v, a->dtype,
+                      s);
 }
 
 extern "C" size_t tx_attn_fallback_bwd_workspace(const tx_attn_desc *a)
@@ -474,7 +539,10 @@ extern "C" teexec_status *tx_attn_fallback_forward(const tx_attn_desc *a,
         ((a->mask_kind == TX_ATTN_MASK_BOOL || a->mask_kind == TX_ATTN_MASK_FLOAT) && !io->mask) ||
         (a->mask_kind == TX_ATTN_MASK_PADDING && (!io->seq_q || !io->seq_kv)))
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "attention fallback forward: missing buffer");
+    if (a->kv_cache && !io->cache_len)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "attention fallback forward: no cache_len");
     geom g = geom_of(a);
+    g.cl = a->kv_cache ? io->cache_len : NULL;
     if (a->s_q <= DECODE_MAX_SQ && a->d <= 32 * DEC_CH && a->d_v <= 32 * DEC_CH &&
         a->s_q <= 65535) {
         dim3 grid((unsigned)a->s_q, (unsigned)a->h, (unsigned)a->b);
@@ -502,6 +570,8 @@ extern "C" teexec_status *tx_attn_fallback_backward(const tx_attn_desc *a,
         ((a->mask_kind == TX_ATTN_MASK_BOOL || a->mask_kind == TX_ATTN_MASK_FLOAT) && !io->mask) ||
         (a->mask_kind == TX_ATTN_MASK_PADDING && (!io->seq_q || !io->seq_kv)))
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "attention fallback backward: missing buffer");
+    if (a->kv_cache)
+        return tx_error(TEEXEC_ERR_UNSUPPORTED, "attention fallback: the cache mode has no backward");
     size_t need = tx_attn_fallback_bwd_workspace(a);
     if (!workspace || workspace_bytes < need)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,

@@ -38,6 +38,15 @@ size_t tx_attn_fallback_bwd_workspace(const tx_attn_desc *a);
 teexec_status *tx_attn_fallback_forward(const tx_attn_desc *a, const tx_attn_fwd_io *io,
                                         void *stream);
 
+/* The cache mode's append (attention_desc.h kv_cache): the new k [b,
+ * s_q, h_kv, d] and v [b, s_q, h_kv, d_v] (bshd, a->dtype) into the caches
+ * [>= b, s_kv, h_kv, .] at cache_len[bi] + i, in place. A position at or
+ * past the capacity is not written (the host checks cache_len before the
+ * run; on the device an out-of-range length must not write out of
+ * bounds). */
+teexec_status *tx_attn_cache_append(const tx_attn_desc *a, const void *k_new, const void *v_new,
+                                    void *k_cache, void *v_cache, const int64_t *cache_len,
+                                    void *stream);
 teexec_status *tx_attn_fallback_backward(const tx_attn_desc *a, const tx_attn_bwd_io *io,
                                          void *workspace, size_t workspace_bytes, void *stream);
 

@@ -168,19 +168,20 @@ static void cpu_reference(const attn_case *c, ref_run *r)
     tx_te_attr_defaults(s, attrs);
     attrs[TX_TE_A_DPA_CAUSAL].i = c->causal;
     attrs[TX_TE_A_DPA_LAYOUT].i = c->sbhd ? TX_TE_LAYOUT_SBHD : TX_TE_LAYOUT_BSHD;
-    const tx_tensor *extra[3] = {&r->k, &r->v, c->mask ? &r->mask : NULL};
+    const tx_tensor *extra[TX_TE_DPA_N_IN] = {&r->k, &r->v, c->mask ? &r->mask : NULL};
     tx_tensor *aux[1] = {&r->lse};
     tx_te_fwd_args fa = {.op = TX_TE_DOT_PRODUCT_ATTENTION, .attrs = attrs, .input = &r->q,
-                         .extra_inputs = extra, .n_extra_inputs = 3, .output = &r->y, .aux = aux,
+                         .extra_inputs = extra, .n_extra_inputs = TX_TE_DPA_N_IN,
+                         .output = &r->y, .aux = aux,
                          .n_aux = 1, .training = true};
     TG_OK(tx_te_cpu_forward(&fa));
     const tx_tensor *saved[TX_TE_SAVED_CAP(0)];
     int n_saved = 0;
     TG_OK(tx_te_setup_context(&fa, TX_TE_FOR_ALL, saved, TX_TE_SAVED_CAP(0), &n_saved));
-    tx_tensor *gx[3] = {&r->dk, &r->dv, NULL};
+    tx_tensor *gx[TX_TE_DPA_N_IN] = {&r->dk, &r->dv, NULL};
     tx_te_bwd_args ba = {.op = TX_TE_DOT_PRODUCT_ATTENTION, .attrs = attrs, .grad_output = &r->dy,
                          .saved = saved, .n_saved = n_saved, .grad_input = &r->dq,
-                         .grad_extra_inputs = gx, .n_grad_extra_inputs = 3};
+                         .grad_extra_inputs = gx, .n_grad_extra_inputs = TX_TE_DPA_N_IN};
     TG_OK(tx_te_cpu_backward(&ba));
 }
 

@@ -12,7 +12,8 @@
  * the CPU's double sums), each with an absolute floor of rtol * max|ref|
  * (attention sums many terms and gradients cancel); LSE 1e-4 rel + 1e-3
  * abs; -inf (fully masked rows) exactly. Deterministic cases run the
- * backward twice and compare the bytes. */
+ * backward twice and compare the bytes. The cache mode's cases
+ * (run_cache_case) compare the appended caches byte for byte and y. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -174,25 +175,26 @@ static void run_case(void **state)
     attrs[TX_TE_A_DPA_HEADS].i = c->h;
 
     /* CPU reference */
-    const tx_tensor *extra[3] = {&k, &v, c->mask ? &mask : NULL};
+    const tx_tensor *extra[TX_TE_DPA_N_IN] = {&k, &v, c->mask ? &mask : NULL};
     tx_tensor *aux[1] = {&lse};
     tx_te_fwd_args fa = {.op = TX_TE_DOT_PRODUCT_ATTENTION, .attrs = attrs, .input = &q,
-                         .extra_inputs = extra, .n_extra_inputs = 3, .output = &y, .aux = aux,
+                         .extra_inputs = extra, .n_extra_inputs = TX_TE_DPA_N_IN,
+                         .output = &y, .aux = aux,
                          .n_aux = 1, .training = true};
     TG_OK(tx_te_cpu_forward(&fa));
     const tx_tensor *saved[TX_TE_SAVED_CAP(0)];
     int n_saved = 0;
     TG_OK(tx_te_setup_context(&fa, TX_TE_FOR_ALL, saved, TX_TE_SAVED_CAP(0), &n_saved));
-    tx_tensor *gx[3] = {&dk, &dv, NULL};
+    tx_tensor *gx[TX_TE_DPA_N_IN] = {&dk, &dv, NULL};
     tx_te_bwd_args ba = {.op = TX_TE_DOT_PRODUCT_ATTENTION, .attrs = attrs, .grad_output = &dy,
                          .saved = saved, .n_saved = n_saved, .grad_input = &dq,
-                         .grad_extra_inputs = gx, .n_grad_extra_inputs = 3};
+                         .grad_extra_inputs = gx, .n_grad_extra_inputs = TX_TE_DPA_N_IN};
     TG_OK(tx_te_cpu_backward(&ba));
 
     /* prepare, as the executor does */
-    const tx_tensor *dextra[3] = {&k, &v, c->mask ? &mask : NULL};
+    const tx_tensor *dextra[TX_TE_DPA_N_IN] = {&k, &v, c->mask ? &mask : NULL};
     tx_cuda_te_desc desc = {.op = TX_TE_DOT_PRODUCT_ATTENTION, .name = c->name, .attrs = attrs,
-                            .input = &q, .extra_inputs = dextra, .n_extra_inputs = 3,
+                            .input = &q, .extra_inputs = dextra, .n_extra_inputs = TX_TE_DPA_N_IN,
                             .output = &y, .training = training,
                             .needs = training ? (TX_TE_FOR_DX | TX_TE_FOR_DEXTRA) : 0,
                             .sm = 90, .deterministic = c->det != 0, .sdpa = g_cudnn};
@@ -227,10 +229,10 @@ static void run_case(void **state)
     void *scratch = tg_dev_alloc(scratch_bytes ? scratch_bytes : 1);
     tx_cuda_env env = {.stream = NULL, .sdpa = g_cudnn, .sm = 90, .deterministic = c->det != 0};
 
-    const tx_tensor *Dextra[3] = {&K, &V, c->mask ? &M : NULL};
+    const tx_tensor *Dextra[TX_TE_DPA_N_IN] = {&K, &V, c->mask ? &M : NULL};
     tx_tensor *Daux[1] = {&L};
     tx_te_fwd_args FA = {.op = TX_TE_DOT_PRODUCT_ATTENTION, .attrs = attrs, .input = &Q,
-                         .extra_inputs = Dextra, .n_extra_inputs = 3, .output = &Y,
+                         .extra_inputs = Dextra, .n_extra_inputs = TX_TE_DPA_N_IN, .output = &Y,
                          .aux = training ? Daux : NULL, .n_aux = training ? 1 : 0,
                          .training = training};
     TG_OK(impl->forward(priv, &FA, NULL, scratch, &env));
@@ -245,11 +247,11 @@ static void run_case(void **state)
         const tx_tensor *Dsaved[TX_TE_SAVED_CAP(0)];
         int n_dsaved = 0;
         TG_OK(tx_te_setup_context(&FA, desc.needs, Dsaved, TX_TE_SAVED_CAP(0), &n_dsaved));
-        tx_tensor *Dgx[3] = {&DK, &DV, NULL};
+        tx_tensor *Dgx[TX_TE_DPA_N_IN] = {&DK, &DV, NULL};
         tx_te_bwd_args BA = {.op = TX_TE_DOT_PRODUCT_ATTENTION, .attrs = attrs,
                              .grad_output = &DY, .saved = Dsaved, .n_saved = n_dsaved,
                              .grad_input = c->grads == G_KV_ONLY ? NULL : &DQ,
-                             .grad_extra_inputs = Dgx, .n_grad_extra_inputs = 3};
+                             .grad_extra_inputs = Dgx, .n_grad_extra_inputs = TX_TE_DPA_N_IN};
         TG_OK(impl->backward(priv, &BA, NULL, scratch, &env));
         tg_sync("backward");
         if (c->grads != G_KV_ONLY) {
@@ -265,7 +267,7 @@ static void run_case(void **state)
             /* second backward into fresh (poisoned) buffers: same bytes */
             tx_tensor DQ2 = dev_like(&dq, false), DK2 = dev_like(&dk, false),
                       DV2 = dev_like(&dv, false);
-            tx_tensor *Dgx2[3] = {&DK2, &DV2, NULL};
+            tx_tensor *Dgx2[TX_TE_DPA_N_IN] = {&DK2, &DV2, NULL};
             BA.grad_input = &DQ2;
             BA.grad_extra_inputs = Dgx2;
             TG_OK(impl->backward(priv, &BA, NULL, scratch, &env));
@@ -327,6 +329,104 @@ static const te_case cases[] = {
     {"bf16 bshd gqa padding decode sq1 skv200 d64", BF16, 3, 4, 2, 1, 200, 64, 64, 0, 0, M_PAD, F_, F_, 0, G_NONE},
 };
 
+/* The cache mode (k_cache, v_cache, cache_len; inference): the CUDA node
+ * appends the new rows into device caches and attends over them exactly as
+ * the CPU kernel does on host copies of the same caches: the caches'
+ * bytes equal (the append is a copy), y within rtol. Rows of different
+ * cache lengths (0, some, the capacity less s_q), s_q 1 and 3 (the decode
+ * kernel) and 37 (the tiled one), causal or not, GQA. */
+typedef struct cache_case {
+    const char *name;
+    teexec_dtype dt;
+    int64_t b, h, hk, sq, cap, d;
+    int causal;
+} cache_case;
+
+static void run_cache_case(void **state)
+{
+    const cache_case *c = *state;
+    rng = (uint64_t)c->sq * 977u + (uint64_t)c->cap + (uint64_t)c->dt;
+    int64_t qd[4] = {c->b, c->sq, c->h, c->d}, kd[4] = {c->b, c->sq, c->hk, c->d},
+            cd[4] = {c->b, c->cap, c->hk, c->d}, yd[3] = {c->b, c->sq, c->h * c->d};
+    tx_tensor q, k, v, kc, vc, y, cl;
+    make(&q, c->dt, 4, qd, -2.0, 2.0);
+    make(&k, c->dt, 4, kd, -2.0, 2.0);
+    make(&v, c->dt, 4, kd, -1.0, 1.0);
+    make(&kc, c->dt, 4, cd, -2.0, 2.0); /* what was cached, and garbage past it */
+    make(&vc, c->dt, 4, cd, -1.0, 1.0);
+    TG_OK(tx_tensor_alloc(&y, c->dt, 3, yd));
+    TG_OK(tx_tensor_alloc(&cl, TEEXEC_DTYPE_INT64, 1, (int64_t[]){c->b}));
+    int64_t *len = cl.data;
+    for (int64_t r = 0; r < c->b; r++)
+        len[r] = r == 0 ? 0 : r == c->b - 1 ? c->cap - c->sq : (c->cap - c->sq) * r / c->b;
+    tx_tensor KC = dev_like(&kc, true), VC = dev_like(&vc, true), CL = dev_like(&cl, true);
+
+    const tx_te_op_schema *s = tx_te_schema(TX_TE_DOT_PRODUCT_ATTENTION);
+    tx_te_attr_value attrs[TX_TE_MAX_ATTRS];
+    tx_te_attr_defaults(s, attrs);
+    attrs[TX_TE_A_DPA_CAUSAL].i = c->causal;
+    attrs[TX_TE_A_DPA_HEADS].i = c->h;
+    const tx_tensor *extra[TX_TE_DPA_N_IN] = {&k, &v, NULL, &kc, &vc, &cl};
+    tx_te_fwd_args fa = {.op = TX_TE_DOT_PRODUCT_ATTENTION, .attrs = attrs, .input = &q,
+                         .extra_inputs = extra, .n_extra_inputs = TX_TE_DPA_N_IN,
+                         .output = &y, .training = false};
+    TG_OK(tx_te_cpu_forward(&fa)); /* kc, vc now hold the appended rows */
+
+    const tx_tensor *dextra[TX_TE_DPA_N_IN] = {&k, &v, NULL, &kc, &vc, &cl};
+    tx_cuda_te_desc desc = {.op = TX_TE_DOT_PRODUCT_ATTENTION, .name = c->name, .attrs = attrs,
+                            .input = &q, .extra_inputs = dextra, .n_extra_inputs = TX_TE_DPA_N_IN,
+                            .output = &y, .training = false, .sm = 90, .sdpa = g_cudnn};
+    const tx_cuda_te_impl *impl = tx_cuda_te_attention_impl(TX_TE_DOT_PRODUCT_ATTENTION);
+    void *priv = NULL;
+    size_t state_bytes = 1, scratch_bytes = 0;
+    TG_OK(impl->prepare(&desc, &priv, &state_bytes, &scratch_bytes));
+    const char *choice = tx_cuda_te_attention_choice(priv);
+    fprintf(stderr, "%s: %s\n", c->name, choice);
+    assert_false(tx_cuda_te_attention_uses_cudnn(priv, false));
+    assert_non_null(strstr(choice, "cache mode"));
+
+    tx_tensor Q = dev_like(&q, true), K = dev_like(&k, true), V = dev_like(&v, true),
+              Y = dev_like(&y, false);
+    void *scratch = tg_dev_alloc(scratch_bytes ? scratch_bytes : 1);
+    tx_cuda_env env = {.stream = NULL, .sdpa = g_cudnn, .sm = 90};
+    const tx_tensor *Dextra[TX_TE_DPA_N_IN] = {&K, &V, NULL, &KC, &VC, &CL};
+    tx_te_fwd_args FA = {.op = TX_TE_DOT_PRODUCT_ATTENTION, .attrs = attrs, .input = &Q,
+                         .extra_inputs = Dextra, .n_extra_inputs = TX_TE_DPA_N_IN,
+                         .output = &Y, .training = false};
+    TG_OK(impl->forward(priv, &FA, NULL, scratch, &env));
+    tg_sync("cache-mode forward");
+    char what[160];
+    const tx_tensor *host_caches[2] = {&kc, &vc}, *dev_caches[2] = {&KC, &VC};
+    for (int i = 0; i < 2; i++) {
+        void *got = malloc(kc.nbytes);
+        assert_non_null(got);
+        tg_download(got, dev_caches[i]->data, kc.nbytes);
+        bool same = memcmp(got, host_caches[i]->data, kc.nbytes) == 0;
+        free(got);
+        snprintf(what, sizeof what, "%s %s after the append", c->name, i ? "v_cache" : "k_cache");
+        tg_record(what, same, same ? "bytes equal the CPU's" : "bytes differ from the CPU's");
+        if (!same) fail_msg("%s: bytes differ from the CPU's", what);
+    }
+    snprintf(what, sizeof what, "%s y", c->name);
+    expect_close(what, &y, Y.data, rtol_of(c->dt), 0.0);
+
+    impl->free_priv(priv);
+    tx_tensor *devs[] = {&Q, &K, &V, &Y, &KC, &VC, &CL};
+    for (size_t i = 0; i < sizeof devs / sizeof devs[0]; i++) tg_dev_free(devs[i]->data);
+    tg_dev_free(scratch);
+    tx_tensor *hosts[] = {&q, &k, &v, &kc, &vc, &y, &cl};
+    for (size_t i = 0; i < sizeof hosts / sizeof hosts[0]; i++) tx_tensor_release(hosts[i]);
+}
+
+static const cache_case cache_cases[] = {
+    /* name, dt, b, h, hk, sq, cap, d, causal */
+    {"cache bf16 gqa causal decode sq1 cap256 d64", BF16, 4, 12, 4, 1, 256, 64, 1},
+    {"cache fp32 mha causal decode sq3 cap70 d128", F32, 3, 4, 4, 3, 70, 128, 1},
+    {"cache fp32 gqa noncausal decode sq1 cap48 d32", F32, 3, 4, 2, 1, 48, 32, 0},
+    {"cache bf16 gqa causal prefill sq37 cap160 d64", BF16, 3, 8, 2, 37, 160, 64, 1},
+    {"cache fp32 mha noncausal prefill sq37 cap96 d64", F32, 2, 4, 4, 37, 96, 64, 0},
+};
+
 /* An optional argument is a cmocka test-name filter (wildcards * and ?). */
 int main(int argc, char **argv)
 {
@@ -342,10 +442,16 @@ int main(int argc, char **argv)
     } else {
         fprintf(stderr, "test_gpu_te_attention: cuDNN %zu\n", tx_sdpa_cudnn_version(g_cudnn));
     }
-    enum { N = sizeof(cases) / sizeof(cases[0]) };
+    enum { NC = sizeof(cases) / sizeof(cases[0]),
+           N = NC + sizeof(cache_cases) / sizeof(cache_cases[0]) };
     struct CMUnitTest tests[N];
-    for (size_t i = 0; i < N; i++) {
+    for (size_t i = 0; i < NC; i++) {
         struct CMUnitTest t = {cases[i].name, run_case, NULL, NULL, (void *)&cases[i]};
+        tests[i] = t;
+    }
+    for (size_t i = NC; i < N; i++) {
+        struct CMUnitTest t = {cache_cases[i - NC].name, run_cache_case, NULL, NULL,
+                               (void *)&cache_cases[i - NC]};
         tests[i] = t;
     }
     int rc = _cmocka_run_group_tests("test_gpu_te_attention", tests, N, NULL, NULL);

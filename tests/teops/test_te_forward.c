@@ -3,8 +3,8 @@
  * hand-checked values (GELU at known points, a LayerNorm row, ...), the
  * fp32/bf16/fp16 paths against the FP64 path within Transformer Engine's
  * tolerances, GroupedLinear's rows outside every group, attention against
- * a naive reference (GQA, causal, masks, both layouts), and the Dropout
- * mask's determinism.
+ * a naive reference (GQA, causal, masks, both layouts), the cache mode's
+ * in-place append and its refusals, and the Dropout mask's determinism.
  */
 #include "te_cases.h"
 
@@ -356,6 +356,134 @@ static void attention_causal_hides_the_future(void **state)
     tc_free(&c);
 }
 
+/* The cache mode (k_cache, v_cache, cache_len): the new rows land in the
+ * caches at each row's cache length, in place, the rest of the caches stays
+ * as it was, and each row's output equals plain attention over the row's
+ * cached keys followed by the new ones (the naive reference, causal
+ * bottom-right aligned). Row lengths 0, 2 and 4 of a capacity of 6, s_q 2
+ * and 1, causal or not, GQA 2:1. */
+static void attention_cache_mode_appends_and_matches(void **state)
+{
+    (void)state;
+    enum { B = 3, CAP = 6, H = 2, HK = 1, DH = 3 };
+    const int64_t lens[B] = {0, 2, 4};
+    assert_int_equal(tx_te_schema(TX_TE_DOT_PRODUCT_ATTENTION)->n_extra_inputs, TX_TE_DPA_N_IN);
+    for (int variant = 0; variant < 4; variant++) {
+        int64_t sq = variant & 1 ? 1 : 2;
+        bool causal = variant < 2;
+        te_case c;
+        tc_init(&c, TX_TE_DOT_PRODUCT_ATTENTION);
+        c.training = false; /* the cache mode is inference only */
+        c.attrs[TX_TE_A_DPA_CAUSAL].i = causal;
+        tc_fill(&c.in, D, 4, (int64_t[]){B, sq, H, DH}, 11 + variant, -1, 1);
+        tc_fill(&c.ex[0], D, 4, (int64_t[]){B, sq, HK, DH}, 12, -1, 1);
+        tc_fill(&c.ex[1], D, 4, (int64_t[]){B, sq, HK, DH}, 13, -1, 1);
+        tc_fill(&c.ex[TX_TE_DPA_IN_K_CACHE], D, 4, (int64_t[]){B, CAP, HK, DH}, 14, -1, 1);
+        tc_fill(&c.ex[TX_TE_DPA_IN_V_CACHE], D, 4, (int64_t[]){B, CAP, HK, DH}, 15, -1, 1);
+        assert_null(tx_tensor_alloc(&c.ex[TX_TE_DPA_IN_CACHE_LEN], TEEXEC_DTYPE_INT64, 1,
+                                    (int64_t[]){B}));
+        memcpy(c.ex[TX_TE_DPA_IN_CACHE_LEN].data, lens, sizeof lens);
+        for (int i = 0; i < TX_TE_DPA_N_IN; i++) c.ex_present[i] = i != TX_TE_DPA_IN_MASK;
+        tx_tensor kc0 = {0}, vc0 = {0};
+        assert_null(tx_tensor_clone(&c.ex[TX_TE_DPA_IN_K_CACHE], &kc0));
+        assert_null(tx_tensor_clone(&c.ex[TX_TE_DPA_IN_V_CACHE], &vc0));
+        teexec_status *st = tc_forward(&c);
+        if (st) fail_msg("cache variant %d: %s", variant, teexec_status_message(st));
+
+        const tx_tensor *kc = &c.ex[TX_TE_DPA_IN_K_CACHE], *vc = &c.ex[TX_TE_DPA_IN_V_CACHE];
+        for (int64_t r = 0; r < B; r++) {
+            /* the caches: new rows at [len, len + sq), the rest untouched */
+            for (int64_t p = 0; p < CAP; p++)
+                for (int64_t e = 0; e < HK * DH; e++) {
+                    uint64_t at = (uint64_t)((r * CAP + p) * HK * DH + e);
+                    bool fresh = p >= lens[r] && p < lens[r] + sq;
+                    uint64_t src = (uint64_t)((r * sq + (p - lens[r])) * HK * DH + e);
+                    assert_true(tc_get(kc, at) == (fresh ? tc_get(&c.ex[0], src) : tc_get(&kc0, at)));
+                    assert_true(tc_get(vc, at) == (fresh ? tc_get(&c.ex[1], src) : tc_get(&vc0, at)));
+                }
+            /* the row alone, over its len + sq keys, without the cache mode */
+            int64_t skv = lens[r] + sq;
+            te_case one;
+            tc_init(&one, TX_TE_DOT_PRODUCT_ATTENTION);
+            one.attrs[TX_TE_A_DPA_CAUSAL].i = causal;
+            tc_fill(&one.in, D, 4, (int64_t[]){1, sq, H, DH}, 1, 0, 0);
+            tc_fill(&one.ex[0], D, 4, (int64_t[]){1, skv, HK, DH}, 1, 0, 0);
+            tc_fill(&one.ex[1], D, 4, (int64_t[]){1, skv, HK, DH}, 1, 0, 0);
+            for (uint64_t e = 0; e < one.in.numel; e++)
+                tc_set(&one.in, e, tc_get(&c.in, (uint64_t)r * one.in.numel + e));
+            for (uint64_t e = 0; e < one.ex[0].numel; e++) {
+                tc_set(&one.ex[0], e, tc_get(kc, (uint64_t)(r * CAP * HK * DH) + e));
+                tc_set(&one.ex[1], e, tc_get(vc, (uint64_t)(r * CAP * HK * DH) + e));
+            }
+            double want[2 * H * DH];
+            naive_attention(&one, want);
+            for (uint64_t e = 0; e < (uint64_t)(sq * H * DH); e++) {
+                double got = tc_get(&c.out, (uint64_t)(r * sq * H * DH) + e);
+                if (fabs(got - want[e]) > 1e-12)
+                    fail_msg("cache variant %d row %lld: y[%llu] = %.15g, naive %.15g", variant,
+                             (long long)r, (unsigned long long)e, got, want[e]);
+            }
+            tc_free(&one);
+        }
+        tx_tensor_release(&kc0);
+        tx_tensor_release(&vc0);
+        tc_free(&c);
+    }
+}
+
+/* The cache mode refuses what it cannot run, and a refused call leaves the
+ * caches as they were. */
+static void attention_cache_mode_refusals(void **state)
+{
+    (void)state;
+    te_case c;
+    tc_init(&c, TX_TE_DOT_PRODUCT_ATTENTION);
+    c.attrs[TX_TE_A_DPA_CAUSAL].i = 1;
+    tc_fill(&c.in, D, 4, (int64_t[]){2, 2, 2, 4}, 1, -1, 1);
+    tc_fill(&c.ex[0], D, 4, (int64_t[]){2, 2, 2, 4}, 2, -1, 1);
+    tc_fill(&c.ex[1], D, 4, (int64_t[]){2, 2, 2, 4}, 3, -1, 1);
+    tc_fill(&c.ex[TX_TE_DPA_IN_K_CACHE], D, 4, (int64_t[]){2, 5, 2, 4}, 4, -1, 1);
+    tc_fill(&c.ex[TX_TE_DPA_IN_V_CACHE], D, 4, (int64_t[]){2, 5, 2, 4}, 5, -1, 1);
+    assert_null(tx_tensor_alloc(&c.ex[TX_TE_DPA_IN_CACHE_LEN], TEEXEC_DTYPE_INT64, 1,
+                                (int64_t[]){2}));
+    int64_t *len = c.ex[TX_TE_DPA_IN_CACHE_LEN].data;
+    len[0] = 3; /* 3 + 2 = 5: fits exactly */
+    len[1] = 4; /* 4 + 2 > 5 */
+    for (int i = 0; i < TX_TE_DPA_N_IN; i++) c.ex_present[i] = i != TX_TE_DPA_IN_MASK;
+    tx_tensor kc0 = {0};
+    assert_null(tx_tensor_clone(&c.ex[TX_TE_DPA_IN_K_CACHE], &kc0));
+    struct { const char *why; const char *want; teexec_code code; } cases[] = {
+        {"past the capacity", "cache_len[1] = 4", TEEXEC_ERR_INVALID_ARGUMENT},
+        {"negative length", "cache_len[1] = -1", TEEXEC_ERR_INVALID_ARGUMENT},
+        {"training", "inference only", TEEXEC_ERR_UNSUPPORTED},
+        {"with a mask", "mask", TEEXEC_ERR_INVALID_ARGUMENT},
+        {"sbhd", "bshd", TEEXEC_ERR_INVALID_ARGUMENT},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        len[1] = k == 1 ? -1 : 4;
+        if (k >= 2) len[1] = 0;
+        c.training = k == 2;
+        if (k == 3) {
+            assert_null(tx_tensor_alloc(&c.ex[TX_TE_DPA_IN_MASK], TEEXEC_DTYPE_BOOL, 4,
+                                        (int64_t[]){2, 1, 2, 5}));
+            memset(c.ex[TX_TE_DPA_IN_MASK].data, 0, c.ex[TX_TE_DPA_IN_MASK].nbytes);
+            c.ex_present[TX_TE_DPA_IN_MASK] = true;
+        } else if (c.ex_present[TX_TE_DPA_IN_MASK]) {
+            tx_tensor_release(&c.ex[TX_TE_DPA_IN_MASK]);
+            c.ex_present[TX_TE_DPA_IN_MASK] = false;
+        }
+        c.attrs[TX_TE_A_DPA_LAYOUT].i = k == 4 ? TX_TE_LAYOUT_SBHD : TX_TE_LAYOUT_BSHD;
+        teexec_status *st = tc_forward(&c);
+        if (!st) fail_msg("cache mode %s: accepted", cases[k].why);
+        if (teexec_status_code(st) != cases[k].code || !strstr(teexec_status_message(st), cases[k].want))
+            fail_msg("cache mode %s: %s", cases[k].why, teexec_status_message(st));
+        teexec_status_destroy(st);
+        assert_memory_equal(c.ex[TX_TE_DPA_IN_K_CACHE].data, kc0.data, kc0.nbytes);
+    }
+    tx_tensor_release(&kc0);
+    tc_free(&c);
+}
+
 static void dropout_mask_is_deterministic(void **state)
 {
     (void)state;
@@ -431,6 +559,8 @@ int main(void)
         cmocka_unit_test(grouped_linear_rows_outside_groups),
         cmocka_unit_test(attention_matches_naive_reference),
         cmocka_unit_test(attention_causal_hides_the_future),
+        cmocka_unit_test(attention_cache_mode_appends_and_matches),
+        cmocka_unit_test(attention_cache_mode_refusals),
         cmocka_unit_test(dropout_mask_is_deterministic),
         cmocka_unit_test(embedding_refuses_bad_index),
     };
