@@ -765,3 +765,94 @@ teexec_status *tx_rw_set_initializer(tx_rw_graph *g, const char *name, const tx_
     }
     return NULL;
 }
+
+/* ---- graph inputs and outputs -------------------------------------------- */
+
+teexec_status *tx_rw_add_input(tx_rw_graph *g, const char *name, const tx_rw_value_type *type)
+{
+    if (!g || !name || !*name || !type)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "tx_rw_add_input: NULL or empty name");
+    if (tx_rw_is_graph_input(g, name))
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "rewrite: input \"%s\" exists", name);
+    TX_TRY(tx_rw_grow((void **)&g->inputs, &g->cap_inputs, g->n_inputs + 1, sizeof(*g->inputs)));
+    tx_rw_io *io = &g->inputs[g->n_inputs];
+    memset(io, 0, sizeof *io);
+    io->name = tx_rw_strdup(name);
+    io->has_type = true;
+    io->retyped = true;
+    io->type = *type;
+    bool ok = io->name != NULL;
+    for (int d = 0; d < TX_MAX_RANK; d++) {
+        io->type.dim_params[d] = NULL;
+        if (type->dim_params[d] && d < type->rank) {
+            io->type.dim_params[d] = tx_rw_strdup(type->dim_params[d]);
+            if (!io->type.dim_params[d]) ok = false;
+        }
+    }
+    if (!ok) {
+        io_clear(io);
+        return tx_oom();
+    }
+    g->n_inputs++;
+    tx_rw_edited(g);
+    return NULL;
+}
+
+static bool io_remove(tx_rw_io *list, size_t *n, const char *name)
+{
+    for (size_t i = 0; name && i < *n; i++) {
+        if (strcmp(list[i].name, name) != 0) continue;
+        io_clear(&list[i]);
+        memmove(&list[i], &list[i + 1], (*n - i - 1) * sizeof(*list));
+        (*n)--;
+        return true;
+    }
+    return false;
+}
+
+bool tx_rw_remove_input(tx_rw_graph *g, const char *name)
+{
+    bool ok = io_remove(g->inputs, &g->n_inputs, name);
+    if (ok) tx_rw_edited(g);
+    return ok;
+}
+
+bool tx_rw_remove_output(tx_rw_graph *g, const char *name)
+{
+    bool ok = io_remove(g->outputs, &g->n_outputs, name);
+    if (ok) tx_rw_edited(g);
+    return ok;
+}
+
+void tx_rw_remove_unused_nodes(tx_rw_graph *g, size_t *removed)
+{
+    size_t count = 0;
+    if (removed) *removed = 0;
+    /* a subgraph's reads of outer values are not consumers here: a graph
+     * with subgraphs is left as it is */
+    for (size_t i = 0; i < g->n_nodes; i++)
+        for (size_t a = 0; !g->nodes[i].dead && a < g->nodes[i].n_attrs; a++)
+            if (g->nodes[i].attrs[a].type == TX_IR_ATTR_GRAPH ||
+                g->nodes[i].attrs[a].type == TX_IR_ATTR_GRAPHS)
+                return;
+    for (bool again = true; again;) {
+        again = false;
+        for (size_t i = g->n_nodes; i-- > 0;) {
+            tx_rw_node *n = &g->nodes[i];
+            if (n->dead) continue;
+            bool used = false;
+            for (size_t j = 0; j < n->n_outputs && !used; j++) {
+                const char *o = n->outputs[j];
+                if (!o || !*o) continue;
+                size_t nc = 0;
+                (void)tx_rw_consumers(g, o, &nc);
+                used = nc > 0 || tx_rw_is_graph_output(g, o);
+            }
+            if (used) continue;
+            tx_rw_remove_node(g, i);
+            count++;
+            again = true;
+        }
+    }
+    if (removed) *removed = count;
+}

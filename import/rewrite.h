@@ -180,6 +180,20 @@ bool tx_rw_scalar(tx_rw_graph *g, const char *value, double *out);
  * false when unknown. */
 bool tx_rw_value_type_of(const tx_rw_graph *g, const char *value, tx_rw_value_type *out);
 
+/* ---- graph inputs and outputs -------------------------------------------- */
+
+/* Appends a graph input with a copy of `type` (dim_params copied). */
+teexec_status *tx_rw_add_input(tx_rw_graph *g, const char *name,
+                               const tx_rw_value_type *type) TX_NODISCARD;
+/* Removes the graph input / output of that name (false: there was none). */
+bool tx_rw_remove_input(tx_rw_graph *g, const char *name);
+bool tx_rw_remove_output(tx_rw_graph *g, const char *name);
+/* Removes, until none is left, every live node whose outputs are all
+ * unread and not graph outputs; *removed (may be NULL) gets the count. A
+ * graph with subgraph attributes is left alone (their reads of outer
+ * values are not tracked here). */
+void tx_rw_remove_unused_nodes(tx_rw_graph *g, size_t *removed);
+
 /* ---- initializers ------------------------------------------------------- */
 
 bool tx_rw_is_initializer(const tx_rw_graph *g, const char *value);

@@ -217,10 +217,32 @@ static bool init_read(const tx_rw_graph *g, const char *name)
     return tx_rw_is_graph_output(g, name);
 }
 
+/* Whether a proto's external data is its file's side data (a derived
+ * model's, in memory only: it cannot stay a reference in another model). */
+static bool in_side_data(const Onnx__TensorProto *t)
+{
+    if (!t->has_data_location || t->data_location != ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+        return false;
+    for (size_t i = 0; i < t->n_external_data; i++) {
+        const Onnx__StringStringEntryProto *e = t->external_data[i];
+        if (e && e->key && e->value && strcmp(e->key, "location") == 0)
+            return strcmp(e->value, TX_SIDE_LOCATION) == 0;
+    }
+    return false;
+}
+
 /* The initializer as written: borrowed protos go out as they are, except
  * external data, which is read now so the bytes stand on their own. */
 static teexec_status *emit_init(emit_ctx *c, const tx_rw_init *in, Onnx__TensorProto **out)
 {
+    if (in->borrowed && c->keep_external && c->side && in_side_data(in->borrowed)) {
+        /* the source's side data goes into this model's own */
+        tx_tensor t;
+        TX_TRY(tx_tensor_from_proto(in->borrowed, c->g->src ? c->g->src->file : NULL, &t));
+        teexec_status *st = tx_mw_tensor_side(c->w, in->name, &t, c->side, c->side_location, out);
+        tx_tensor_release(&t);
+        return st;
+    }
     if (in->borrowed && (c->keep_external ||
                          !(in->borrowed->has_data_location &&
                            in->borrowed->data_location ==

@@ -1,7 +1,8 @@
 /* Tests for the rewrite graph (import/rewrite.h): round trips of real
  * models through tx_rw_from_ir -> tx_rw_emit -> load with bit-identical
  * CPU outputs, function inlining (ref_attr_name included), outlining and
- * inlining back, edits and lookups, and the writer's errors. */
+ * inlining back, edits and lookups, graph inputs/outputs added and
+ * removed with dead nodes swept, and the writer's errors. */
 #include "rw_util.h"
 
 #include <dirent.h>
@@ -584,6 +585,70 @@ static void test_unused_initializers_dropped(void **state)
     teexec_model_destroy(m);
 }
 
+/* Graph inputs and outputs added and removed, and dead nodes swept: a
+ * removed output leaves its cone unread, tx_rw_remove_unused_nodes takes
+ * that cone and a dead chain (until none is left) but nothing that reaches
+ * an output; an added input comes out with its dtype and symbolic dim. */
+static void test_io_edits_and_dead_nodes(void **state)
+{
+    (void)state;
+    Onnx__ModelProto *pm = mb_model(8);
+    mb_opset(pm, "", 17);
+    Onnx__GraphProto *gp = mb_graph("io");
+    pm->graph = gp;
+    mb_input(gp, "x", FLOAT, "3");
+    mb_output(gp, "y", FLOAT, "3");
+    mb_output(gp, "z", FLOAT, "3");
+    mb_node(gp, "relu", "Relu", NULL, "x", "a");
+    mb_node(gp, "neg", "Neg", NULL, "a", "dead1");  /* a chain nobody reads */
+    mb_node(gp, "abs", "Abs", NULL, "dead1", "dead2");
+    mb_node(gp, "mul", "Mul", NULL, "a,a", "y");
+    mb_node(gp, "sig", "Sigmoid", NULL, "x", "z");
+    teexec_model *m = load_builder(pm);
+    mb_free_all();
+    tx_rw_graph *g = rw_of(m);
+
+    assert_true(tx_rw_remove_output(g, "z"));
+    assert_false(tx_rw_remove_output(g, "z"));
+    assert_false(tx_rw_is_graph_output(g, "z"));
+    size_t removed = 0;
+    tx_rw_remove_unused_nodes(g, &removed);
+    assert_int_equal(removed, 3); /* Sigmoid, then Abs, then Neg */
+    assert_true(tx_rw_producer(g, "y", NULL) >= 0);
+    assert_true(tx_rw_producer(g, "a", NULL) >= 0);
+    assert_int_equal(tx_rw_producer(g, "dead1", NULL), -1);
+
+    tx_rw_value_type t;
+    memset(&t, 0, sizeof t);
+    t.dtype = TEEXEC_DTYPE_INT64;
+    t.rank = 2;
+    t.dims[0] = 4;
+    t.dims[1] = -1;
+    char param[] = "batch";
+    t.dim_params[1] = param;
+    rw_ok(tx_rw_add_input(g, "lens", &t), "add_input");
+    param[0] = 'X'; /* the graph keeps its own copy */
+    assert_true(tx_rw_is_graph_input(g, "lens"));
+    teexec_model *m2 = rw_emit_load(g);
+    assert_int_equal(teexec_model_input_count(m2), 2);
+    assert_int_equal(teexec_model_output_count(m2), 1);
+    const teexec_value_info *vi = teexec_model_input(m2, 1);
+    assert_string_equal(vi->name, "lens");
+    assert_int_equal(vi->dtype, TEEXEC_DTYPE_INT64);
+    assert_int_equal(vi->rank, 2);
+    assert_int_equal(vi->dims[0], 4);
+    assert_string_equal(vi->dim_params[1], "batch");
+    teexec_model_destroy(m2);
+    assert_true(tx_rw_remove_input(g, "lens"));
+    assert_false(tx_rw_remove_input(g, "lens"));
+    m2 = rw_emit_load(g);
+    assert_int_equal(teexec_model_input_count(m2), 1);
+    assert_int_equal(teexec_model_op_count(m2), 2); /* Relu, Mul */
+    teexec_model_destroy(m2);
+    tx_rw_free(g);
+    teexec_model_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -596,6 +661,7 @@ int main(void)
         cmocka_unit_test(test_edits),
         cmocka_unit_test(test_emit_errors),
         cmocka_unit_test(test_unused_initializers_dropped),
+        cmocka_unit_test(test_io_edits_and_dead_nodes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
