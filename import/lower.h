@@ -113,6 +113,14 @@ teexec_status *tx_lower_layout(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 teexec_status *tx_lower_quant(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 teexec_status *tx_lower_residual(tx_rw_graph *g, tx_lower_report *r) TX_NODISCARD;
 
+/* Not one of tx_lower's passes: `teexec convert --kv-cache` runs it on a
+ * lowered decoder with past_key_values inputs (lower_kv_cache.c): its
+ * attention in DotProductAttention's cache mode, the caches state inputs
+ * [batch, capacity, h_kv, d]. On an error the graph is half edited:
+ * discard it. */
+teexec_status *tx_lower_kv_cache(tx_rw_graph *g, int64_t batch, int64_t capacity,
+                                 tx_lower_report *r) TX_NODISCARD;
+
 /* ---- mapping lowered parameters back to the user's initializers ---------- */
 
 #define TX_PARAM_MAX_RANK 8
