@@ -456,6 +456,8 @@ teexec_status *teexec_session_create(const teexec_model *model,
     }
     if (!st) st = resolve_kernels(s);
     if (!st) st = index_values(s);
+    if (!st) st = tx_session_state_init(&s->state, s->g, s->in_vals, s->n_in);
+    if (!st && !use_cuda) st = tx_session_state_alloc_host(&s->state, s->g, s->in_vals);
     if (!st && options) st = tx_buckets_copy(&options->buckets, &s->buckets);
     if (!st) st = tx_device_caps_parse("cpu", &s->caps);
     if (!st && !(s->key_vals = calloc(s->g->n_values ? s->g->n_values : 1, sizeof(*s->key_vals))))
@@ -475,6 +477,7 @@ void teexec_session_destroy(teexec_session *s)
 {
     if (!s) return;
     tx_session_cuda_free(s);
+    tx_session_state_free(&s->state);
     tx_plan_cache_free(s->plans);
     free(s->key_vals);
     free(s->declared);
@@ -538,12 +541,22 @@ static teexec_status *bind_inputs(teexec_session *s, size_t n_inputs, const char
         }
         if (bound[i])
             return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "input \"%s\" is given twice", names[k]);
+        if (s->state.is_state[i])
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                            "input \"%s\" is a KV cache the session keeps between runs "
+                            "(DotProductAttention's cache mode); leave it out and feed "
+                            "cache_len instead", names[k]);
         if (tensors[k]->on_device && !s->cuda)
             return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                             "input \"%s\" is a CUDA device tensor; a CPU session reads host "
                             "tensors (teexec_tensor_to_host copies one)", names[k]);
         bound[i] = &tensors[k]->t;
         in_dev[i] = tensors[k]->on_device ? tensors[k]->device : -1;
+    }
+    for (size_t i = 0; i < s->n_in; i++) {
+        if (!s->state.is_state[i]) continue;
+        bound[i] = &s->state.bound[i];
+        in_dev[i] = s->state.dev ? s->state.device : -1;
     }
     for (size_t i = 0; i < s->n_in; i++) {
         const tx_ir_value *val = &s->g->values[s->in_vals[i]];

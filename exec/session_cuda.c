@@ -193,6 +193,8 @@ static teexec_status *build_graph(void *ctx, const tx_ir_graph *ir, const tx_pla
     }
     cfg.input_names = names;
     cfg.input_shapes = shapes;
+    cfg.input_storage = s->state.dev;
+    cfg.input_storage_dtype = s->state.dev_dtype;
     tx_gpu_graph *g = NULL;
     teexec_status *st = tx_gpu_graph_create(s->model, &cfg, &g);
     free(names);
@@ -244,6 +246,7 @@ teexec_status *tx_session_cuda_init(teexec_session *s, const teexec_session_opti
 {
     s->cuda = true;
     TX_TRY(copy_options(s, o));
+    TX_TRY(tx_session_state_alloc_device(&s->state, s->g, s->in_vals, s->gpu_opts->dtype));
     TX_TRY(tx_plan_cache_create_entries(TX_MAX_GPU_GRAPHS, build_graph, free_graph, s, &s->gpu));
     /* the declared shapes, when the CPU side could plan them, are planned
      * on the device now (not lazily on the first run) */

@@ -33,6 +33,7 @@
 #include "exec/backend.h"
 #include "exec/model_internal.h"
 #include "exec/recipe_delayed.h"
+#include "exec/session_state.h"
 #include "exec/shape_buckets.h"
 #include "exec/value_plan.h"
 #include "import/shape_infer.h"
@@ -136,6 +137,9 @@ struct teexec_session {
     const int32_t *in_vals;  /* graph inputs the caller feeds, user_model->inputs
                               * order (vp's, borrowed) */
     size_t n_in;
+    /* the KV caches it keeps between runs (exec/session_state.h): inputs
+     * the caller does not feed */
+    tx_session_state state;
     int64_t *last_use;       /* per value: last reading node; n_nodes for graph outputs */
     /* The per-shape plans (payloads: tx_plan) and the key scratch: one
      * value per graph value, only the fed inputs' dtype and shape set. */

@@ -58,6 +58,14 @@ typedef struct tx_gpu_graph_config {
     size_t n_inputs;
     const char *const *input_names;
     const tx_shape *input_shapes;
+    /* per input (NULL: none), NULL or device memory the input lives in for
+     * the executor's whole life, of input_storage_dtype (the dtype the
+     * executor computes the input in): the session's state
+     * (exec/session_state.h), borrowed for the executor's life. A run neither
+     * copies nor checks it (its entry among run's inputs is ignored); the op
+     * that owns it writes it in place. */
+    void *const *input_storage;
+    const teexec_dtype *input_storage_dtype;
     const teexec_train_options *train; /* training only: loss and optimizer */
     /* device-memory limit (exec/device_budget.h; 0: none) and the bytes the
      * owner already holds in other executors, counted against it */

@@ -753,6 +753,29 @@ static teexec_status *value_lifetimes(tx_gpu_graph *g, const life_steps *ls,
     return NULL;
 }
 
+/* The input index of value v when it is a graph input with storage of its
+ * own (cfg.input_storage), else -1. */
+static ptrdiff_t storage_index(const tx_gpu_graph *g, int32_t v)
+{
+    if (!g->cfg.input_storage) return -1;
+    for (size_t i = 0; i < g->n_in; i++)
+        if (g->in_values[i] == v && g->cfg.input_storage[i]) return (ptrdiff_t)i;
+    return -1;
+}
+
+static void *input_storage(const tx_gpu_graph *g, int32_t v)
+{
+    ptrdiff_t i = storage_index(g, v);
+    return i < 0 ? NULL : g->cfg.input_storage[i];
+}
+
+static teexec_dtype state_dtype(const tx_gpu_graph *g, int32_t v)
+{
+    ptrdiff_t i = storage_index(g, v);
+    return i < 0 || !g->cfg.input_storage_dtype ? TEEXEC_DTYPE_UNDEFINED
+                                                : g->cfg.input_storage_dtype[i];
+}
+
 /* An inference executor reads the model's initializers from the model's
  * shared copies (exec/weight_share.h); a trainer updates its parameters, so
  * it keeps every value in its own arena. */
@@ -866,7 +889,18 @@ static teexec_status *place_memory(tx_gpu_graph *g)
         gval *gv = &g->vals[v];
         if (gv->dev.rank == 0 && gv->dev.numel == 0 && gv->model_dtype == TEEXEC_DTYPE_UNDEFINED)
             continue;
-        if (alias_of[v] >= 0) {
+        void *storage = input_storage(g, (int32_t)v);
+        if (storage) {
+            /* the session's state: its buffer, not the arena's */
+            if (gv->dev.dtype != state_dtype(g, (int32_t)v)) {
+                st = tx_error(TEEXEC_ERR_INTERNAL, "state input \"%s\" is %s on the device; the "
+                              "executor computes it in %s", ir->values[v].name,
+                              teexec_dtype_name(state_dtype(g, (int32_t)v)),
+                              teexec_dtype_name(gv->dev.dtype));
+                break;
+            }
+            gv->dev.data = storage;
+        } else if (alias_of[v] >= 0) {
             /* its root's buffer */
         } else if (share_value(g, v)) {
             gv->shared = true;
@@ -901,7 +935,7 @@ static teexec_status *place_memory(tx_gpu_graph *g)
     }
     for (size_t i = 0; i < g->n_in && !st; i++) {
         gval *gv = &g->vals[g->in_values[i]];
-        if (gv->dev.dtype != gv->model_dtype) {
+        if (gv->dev.dtype != gv->model_dtype && !input_storage(g, g->in_values[i])) {
             size_t es = tx_dtype_elem_size(gv->model_dtype);
             tx_dev_want(&l, &g->staging[i], (size_t)gv->dev.numel * (es ? es : 1));
         }

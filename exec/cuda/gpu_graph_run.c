@@ -277,12 +277,51 @@ static teexec_status *launch(tx_gpu_graph *g)
 /* in_device (may be NULL): per input, its data is a device address: copied
  * (or converted) on the device, never through the host. *copies counts
  * the host-to-device copies made. */
+/* DotProductAttention's cache mode bounds each row's cache length on the
+ * device only by skipping writes past the capacity, so a host cache_len is
+ * checked here, before anything is uploaded: 0 <= cache_len[r] and
+ * cache_len[r] + s_q <= capacity, as the CPU kernel checks it (a wrong
+ * length would attend over the wrong keys, silently). One given in device
+ * memory is the caller's to keep in range (docs/cuda-backend.md). */
+static teexec_status *check_cache_lengths(const tx_gpu_graph *g, const tx_tensor *const *inputs,
+                                          const bool *in_device)
+{
+    for (size_t ni = 0; ni < g->n_nodes; ni++) {
+        const gnode *n = &g->nodes[ni];
+        const size_t slot = 1 + TX_TE_DPA_IN_CACHE_LEN;
+        if (n->kind != GN_TE || !n->s || n->s->id != TX_TE_DOT_PRODUCT_ATTENTION ||
+            n->ir->n_inputs <= slot || n->ir->inputs[slot] < 0)
+            continue;
+        const tx_tensor *q = n->slot_in[0], *kc = n->slot_in[1 + TX_TE_DPA_IN_K_CACHE];
+        if (!q || !kc || q->rank != 4 || kc->rank != 4) continue; /* the op refuses it */
+        for (size_t i = 0; i < g->n_in; i++) {
+            const tx_tensor *t = inputs[i];
+            if (g->in_values[i] != n->ir->inputs[slot] || (in_device && in_device[i]) || !t ||
+                t->dtype != TEEXEC_DTYPE_INT64 || !t->data)
+                continue;
+            const int64_t *len = t->data, s_q = q->dims[1], cap = kc->dims[1];
+            for (int64_t r = 0; r < t->numel; r++)
+                if (len[r] < 0 || len[r] > cap - s_q)
+                    return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                                    "input \"%s\": cache_len[%lld] = %lld with %lld new tokens "
+                                    "does not fit op %s's cache capacity of %lld",
+                                    g->ir->values[g->in_values[i]].name, (long long)r,
+                                    (long long)len[r], (long long)s_q, n->ir->label,
+                                    (long long)cap);
+        }
+    }
+    return NULL;
+}
+
 static teexec_status *upload_inputs(tx_gpu_graph *g, const tx_tensor *const *inputs,
                                     const bool *in_device, uint64_t *copies)
 {
+    TX_TRY(check_cache_lengths(g, inputs, in_device));
     for (size_t i = 0; i < g->n_in; i++) {
         gval *gv = &g->vals[g->in_values[i]];
         const tx_tensor *t = inputs[i];
+        /* state lives in its own storage, written by its op alone */
+        if (g->cfg.input_storage && g->cfg.input_storage[i]) continue;
         if (!t) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "input %zu missing", i);
         tx_shape a = tx_shape_of(t), b = tx_shape_of(&gv->dev);
         if (t->dtype != gv->model_dtype || !tx_shape_equal(&a, &b)) {
