@@ -21,6 +21,7 @@ struct teexec_plan_options {
     tx_device_caps device;
     bool training, deterministic;
     bool external_data; /* convert: weights to "<path>.data" */
+    int64_t kv_batch, kv_capacity; /* convert: > 0 = the cache form (tx_model_kv_cache) */
     char **dim_names;
     int64_t *dim_values;
     size_t n_dims;
@@ -87,6 +88,19 @@ teexec_status *teexec_plan_options_set_external_data(teexec_plan_options *o, int
 {
     if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options is NULL");
     o->external_data = external_data != 0;
+    return NULL;
+}
+
+teexec_status *teexec_plan_options_set_kv_cache(teexec_plan_options *o, int64_t batch,
+                                                int64_t capacity)
+{
+    if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options is NULL");
+    if ((batch == 0) != (capacity == 0) || batch < 0 || capacity < 0)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "kv cache batch %lld and capacity %lld: both at least 1, or both 0 (off)",
+                        (long long)batch, (long long)capacity);
+    o->kv_batch = batch;
+    o->kv_capacity = capacity;
     return NULL;
 }
 
@@ -508,8 +522,23 @@ teexec_status *teexec_model_convert(const teexec_model *model, const teexec_plan
 {
     if (summary) *summary = NULL;
     if (!model || !path) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "model or path is NULL");
+    /* the cache form is a model of its own, planned as any other */
+    teexec_model *cached = NULL;
+    tx_lower_report *kv_report = NULL;
+    if (options && options->kv_capacity > 0) {
+        const teexec_model *lowered = NULL;
+        TX_TRY(tx_model_runnable(model, &lowered, NULL));
+        TX_TRY(tx_model_kv_cache(lowered, options->kv_batch, options->kv_capacity, &kv_report,
+                                 &cached));
+        model = cached;
+    }
     planned p;
-    TX_TRY(plan_model(model, options, &p));
+    teexec_status *pst = plan_model(model, options, &p);
+    if (pst) {
+        tx_lower_report_free(kv_report);
+        teexec_model_destroy(cached);
+        return pst;
+    }
     tx_rw_graph *rw = NULL;
     uint8_t *bytes = NULL;
     size_t len = 0, n_functions = 0;
@@ -541,6 +570,11 @@ teexec_status *teexec_model_convert(const teexec_model *model, const teexec_plan
                   low, low == 1 ? "" : "s", n_functions, n_functions == 1 ? "" : "s", len);
         if (external)
             sb_printf(&b, "weights as external data: %s.data, %zu bytes\n", path, data_bytes);
+        if (kv_report)
+            sb_printf(&b, "KV cache: %zu attention%s in the cache mode, state kv_cache.* [%lld, "
+                          "%lld, h_kv, d], input cache_len\n",
+                      kv_report->n_notes, kv_report->n_notes == 1 ? "" : "s",
+                      (long long)options->kv_batch, (long long)options->kv_capacity);
         if (b.failed) {
             free(b.s);
             st = tx_oom();
@@ -551,5 +585,7 @@ teexec_status *teexec_model_convert(const teexec_model *model, const teexec_plan
     free(bytes);
     tx_rw_free(rw);
     planned_free(&p);
+    tx_lower_report_free(kv_report);
+    teexec_model_destroy(cached);
     return st;
 }

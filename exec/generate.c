@@ -94,6 +94,12 @@ struct teexec_generator {
      * the capacity, g->cache unused), the last run's presents in dpresent,
      * kept while their shape repeats (a decode step's does) */
     bool kv_device;
+    /* a model in DotProductAttention's cache mode (teexec convert
+     * --kv-cache): the session keeps the caches (state inputs); each run
+     * feeds cache_len, a row's new tokens left-aligned at its own length */
+    bool state_kv;
+    const char *cache_len_name;
+    size_t state_batch, state_cap;
     tx_kv_layout kv_layout;
     tx_kv_block dcache, dpresent;
     uint8_t *colmask; /* max_batch rows of max_length: 1 = the row's token */
@@ -172,6 +178,23 @@ static teexec_status *recognize(teexec_generator *g, const teexec_model *m)
             TX_TRY(take_slot(&g->mask, v, true));
         } else if (strcmp(v->name, "position_ids") == 0) {
             TX_TRY(take_slot(&g->pos, v, false));
+        } else if (strcmp(v->name, "cache_len") == 0) {
+            if (v->rank != 1 || v->dtype != TEEXEC_DTYPE_INT64)
+                return tx_error(TEEXEC_ERR_UNSUPPORTED, "input \"cache_len\" must be int64 "
+                                "[batch]");
+            g->cache_len_name = v->name;
+        } else if (parse_kv_name(v->name, "kv_cache.", &layer, &which)) {
+            /* the session's state: [B, capacity, h_kv, d] */
+            if (v->rank != 4 || v->dims[0] < 1 || v->dims[1] < 1)
+                return tx_error(TEEXEC_ERR_UNSUPPORTED, "state input \"%s\" must be [batch, "
+                                "capacity, kv_heads, head_dim] with every dim fixed", v->name);
+            size_t b = (size_t)v->dims[0], c = (size_t)v->dims[1];
+            if (g->state_cap && (b != g->state_batch || c != g->state_cap))
+                return tx_error(TEEXEC_ERR_UNSUPPORTED, "state input \"%s\" is [%zu, %zu, ...]; "
+                                "another is [%zu, %zu, ...]", v->name, b, c, g->state_batch,
+                                g->state_cap);
+            g->state_batch = b;
+            g->state_cap = c;
         } else if (parse_kv_name(v->name, "past_key_values.", &layer, &which)) {
             if (v->rank != 4 || v->dims[1] < 0 || v->dims[3] < 0)
                 return tx_error(TEEXEC_ERR_UNSUPPORTED,
@@ -199,9 +222,17 @@ static teexec_status *recognize(teexec_generator *g, const teexec_model *m)
         } else {
             return tx_error(TEEXEC_ERR_UNSUPPORTED,
                             "input \"%s\" is not one the generator fills (input_ids, "
-                            "attention_mask, position_ids, past_key_values.N.key/value)",
-                            v->name);
+                            "attention_mask, position_ids, past_key_values.N.key/value, or "
+                            "cache_len with kv_cache.N.key/value state)", v->name);
         }
+    }
+    if (g->state_cap || g->cache_len_name) {
+        if (!g->state_cap || !g->cache_len_name || g->n_kv || g->mask.name || !g->pos.name)
+            return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                            "a cache-mode model (teexec convert --kv-cache) has cache_len, "
+                            "kv_cache.N.key/value and position_ids inputs, and no past or "
+                            "attention_mask");
+        g->state_kv = true;
     }
     if (!g->ids.name)
         return tx_error(TEEXEC_ERR_UNSUPPORTED, "the model has no input \"input_ids\"");
@@ -234,8 +265,9 @@ static teexec_status *make_session(teexec_generator *g, const teexec_model *m,
      * recompute step of a model without a fixed length a new sequence
      * length: a new input shape each, so a CUDA graph captured per shape
      * would never be replayed (CPU sessions ignore the setting) */
-    bool shapes_repeat = g->mode == TEEXEC_GENERATE_KV_CACHE ? g->past_bucket > 1
-                                                             : g->ids.fixed_len >= 0;
+    bool shapes_repeat = g->state_kv                          ? true
+                         : g->mode == TEEXEC_GENERATE_KV_CACHE ? g->past_bucket > 1
+                                                               : g->ids.fixed_len >= 0;
     if (!st && !shapes_repeat) st = teexec_session_options_set_cuda_graphs(so, 0);
     if (!st && o->profile) st = teexec_session_options_set_profile(so, 1);
     if (!st) st = teexec_session_create(m, so, &g->session);
@@ -300,14 +332,26 @@ static teexec_status *create(teexec_generator *g, const teexec_model *model,
                         "%zu", (long long)g->pad_id, g->vocab);
     g->mode = o->mode;
     if (g->mode == TEEXEC_GENERATE_AUTO)
-        g->mode = g->n_kv ? TEEXEC_GENERATE_KV_CACHE : TEEXEC_GENERATE_RECOMPUTE;
-    if (g->mode == TEEXEC_GENERATE_KV_CACHE && !g->n_kv)
+        g->mode = g->n_kv || g->state_kv ? TEEXEC_GENERATE_KV_CACHE : TEEXEC_GENERATE_RECOMPUTE;
+    if (g->state_kv && g->mode != TEEXEC_GENERATE_KV_CACHE)
+        return tx_error(TEEXEC_ERR_UNSUPPORTED, "a cache-mode model runs with its KV cache; it "
+                        "cannot recompute");
+    if (g->state_kv) {
+        if (o->max_batch > g->state_batch)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "max_batch %zu is larger than the "
+                            "model's cache batch of %zu (teexec convert --kv-cache B,C)",
+                            o->max_batch, g->state_batch);
+        if (o->max_length > g->state_cap)
+            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "max_length %zu is longer than the "
+                            "model's cache capacity of %zu", o->max_length, g->state_cap);
+    }
+    if (g->mode == TEEXEC_GENERATE_KV_CACHE && !g->n_kv && !g->state_kv)
         return tx_error(TEEXEC_ERR_UNSUPPORTED, "KV-cache mode needs past_key_values.N.key/value "
                         "inputs; the model has none (use recompute)");
     if (g->mode == TEEXEC_GENERATE_KV_CACHE && g->ids.fixed_len >= 0)
         return tx_error(TEEXEC_ERR_UNSUPPORTED, "KV-cache mode feeds a varying number of tokens, "
                         "but input_ids has a fixed seq dim of %lld", (long long)g->ids.fixed_len);
-    if (g->mode == TEEXEC_GENERATE_KV_CACHE) {
+    if (g->mode == TEEXEC_GENERATE_KV_CACHE && !g->state_kv) {
         /* padding the past with masked columns needs the mask, and the
          * positions given (a model that counts them from the past's length
          * would count the padding) */
@@ -324,6 +368,7 @@ static teexec_status *create(teexec_generator *g, const teexec_model *model,
                         "fixed batch of %lld", g->max_batch, (long long)g->ids.fixed_batch);
     bool fixed_seq = g->mode == TEEXEC_GENERATE_RECOMPUTE && g->ids.fixed_len >= 0;
     g->max_length = o->max_length ? o->max_length
+                    : g->state_kv ? g->state_cap
                     : fixed_seq   ? (size_t)g->ids.fixed_len
                                   : GEN_DEFAULT_MAX_LENGTH;
     if (fixed_seq && g->max_length > (size_t)g->ids.fixed_len)
@@ -431,6 +476,20 @@ teexec_status *teexec_generator_logits(const teexec_generator *g, size_t sequenc
  * tokens (extra_row = SIZE_MAX: every row gains `extra`). */
 static size_t kv_columns_needed(const teexec_generator *g, size_t extra_row, size_t extra)
 {
+    if (g->state_kv) {
+        /* every row of a run writes its t_run positions from its length */
+        size_t t = 0, c = 0;
+        for (size_t r = 0; r < g->max_batch; r++) {
+            bool gains = extra_row == SIZE_MAX ? g->seq[r].len > 0 : extra_row == r;
+            size_t p = g->seq[r].len - g->seq[r].cached + (gains ? extra : 0);
+            if (p > t) t = p;
+        }
+        for (size_t r = 0; r < g->max_batch; r++) {
+            bool active = g->seq[r].len > 0 || extra_row == r;
+            if (active && g->seq[r].cached > c) c = g->seq[r].cached;
+        }
+        return c + t;
+    }
     size_t t = 0;
     for (size_t r = 0; r < g->max_batch; r++) {
         if (extra_row == SIZE_MAX && !g->seq[r].len) continue;
@@ -957,6 +1016,76 @@ done:
     return st;
 }
 
+/* ---- the cache mode (session state) ------------------------------------ */
+
+/* One run of a cache-mode model: every row's pending tokens (those not yet
+ * in the cache) left-aligned in t_run positions at its own cache length,
+ * padding after them (its k/v land past the row's length, where the next
+ * run writes before anything reads: cache_len bounds every read). */
+static teexec_status *state_run(teexec_generator *g, size_t batch)
+{
+    size_t t_run = 0;
+    for (size_t r = 0; r < batch; r++) {
+        size_t p = g->seq[r].len - g->seq[r].cached;
+        if (p > t_run) t_run = p;
+    }
+    size_t need = kv_columns_needed(g, SIZE_MAX, 0);
+    if (need > g->state_cap)
+        return tx_error(TEEXEC_ERR_LIMIT, "the run would write cache position %zu; the cache "
+                        "holds %zu", need, g->state_cap);
+    size_t n = batch * t_run;
+    int64_t *ids = malloc((n ? n : 1) * sizeof(*ids));
+    int64_t *pos = malloc((n ? n : 1) * sizeof(*pos));
+    int64_t *lens = malloc((batch ? batch : 1) * sizeof(*lens));
+    teexec_tensor *ins[3] = {NULL, NULL, NULL}, *out = NULL, *lf = NULL;
+    const char *names[3] = {g->ids.name, g->pos.name, g->cache_len_name};
+    teexec_status *st = (!ids || !pos || !lens) ? tx_oom() : NULL;
+    for (size_t r = 0; !st && r < batch; r++) {
+        const gen_seq *s = &g->seq[r];
+        lens[r] = (int64_t)s->cached;
+        for (size_t t = 0; t < t_run; t++) {
+            bool real = s->cached + t < s->len;
+            ids[r * t_run + t] = real ? s->ids[s->cached + t] : g->pad_id;
+            pos[r * t_run + t] = (int64_t)(s->cached + t);
+        }
+    }
+    if (!st) st = int_tensor(g->ids.dtype, batch, t_run, ids, &ins[0]);
+    if (!st) st = int_tensor(g->pos.dtype, batch, t_run, pos, &ins[1]);
+    if (!st) {
+        int64_t d = (int64_t)batch;
+        st = teexec_tensor_create(TEEXEC_DTYPE_INT64, 1, &d, &ins[2]);
+        if (!st) memcpy(teexec_tensor_data(ins[2]), lens, batch * sizeof(*lens));
+    }
+    if (!st)
+        st = teexec_session_run(g->session, 3, names, (const teexec_tensor *const *)ins, 1,
+                                &g->logits_name, &out);
+    if (!st) st = logits_as_float(g, out, &lf);
+    const teexec_tensor *l = lf ? lf : out;
+    for (size_t r = 0; !st && r < batch; r++) {
+        size_t p = g->seq[r].len - g->seq[r].cached;
+        const float *row = NULL;
+        if (p) st = logits_row(g, l, r, p - 1, t_run, &row);
+    }
+    for (size_t r = 0; !st && r < batch; r++) {
+        gen_seq *s = &g->seq[r];
+        size_t p = s->len - s->cached;
+        if (!p) continue;
+        const float *row = NULL;
+        (void)logits_row(g, l, r, p - 1, t_run, &row);
+        memcpy(g->logits + r * g->vocab, row, g->vocab * sizeof(float));
+        s->cached = s->len;
+        s->logits_ok = true;
+    }
+    if (!st) g->runs++;
+    destroy_all(ins, 3);
+    teexec_tensor_destroy(out);
+    teexec_tensor_destroy(lf);
+    free(ids);
+    free(pos);
+    free(lens);
+    return st;
+}
+
 /* ---- compute / step / rewind -------------------------------------------- */
 
 teexec_status *teexec_generator_compute(teexec_generator *g)
@@ -966,6 +1095,7 @@ teexec_status *teexec_generator_compute(teexec_generator *g)
     bool stale = false;
     for (size_t r = 0; r < batch; r++) stale |= g->seq[r].len && !g->seq[r].logits_ok;
     if (!stale) return NULL;
+    if (g->state_kv) return state_run(g, batch);
     return g->mode == TEEXEC_GENERATE_KV_CACHE ? kv_run(g, batch) : recompute_run(g, batch);
 }
 
@@ -1016,9 +1146,13 @@ teexec_status *teexec_generator_step(teexec_generator *g, int64_t *out_ids, size
 teexec_status *teexec_generator_rewind(teexec_generator *g, size_t length)
 {
     if (!g) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "generator is NULL");
-    if (g->mode != TEEXEC_GENERATE_KV_CACHE) {
+    if (g->mode != TEEXEC_GENERATE_KV_CACHE || g->state_kv) {
+        /* the cache mode's rows hold what cache_len says: the last kept
+         * token runs again, over the cache kept before it */
         for (size_t r = 0; r < g->max_batch; r++) {
             if (g->seq[r].len <= length) continue;
+            size_t nl = length ? length - 1 : 0;
+            if (g->seq[r].cached > nl) g->seq[r].cached = nl;
             g->seq[r].len = length;
             g->seq[r].logits_ok = false;
         }

@@ -83,3 +83,20 @@ teexec_status *tx_model_lower_with(const teexec_model *model, const tx_lower_opt
     else *report = rep;
     return st;
 }
+
+teexec_status *tx_model_kv_cache(const teexec_model *lowered, int64_t batch, int64_t capacity,
+                                 tx_lower_report **report, teexec_model **out)
+{
+    *out = NULL;
+    if (report) *report = NULL;
+    tx_rw_graph *g = NULL;
+    TX_TRY(tx_rw_from_ir(lowered->ir, &g));
+    tx_lower_report *rep = calloc(1, sizeof *rep);
+    teexec_status *st = rep ? NULL : tx_oom();
+    if (!st) st = tx_lower_kv_cache(g, batch, capacity, rep);
+    if (!st) st = reload(lowered, g, out);
+    tx_rw_free(g);
+    if (st || !report) tx_lower_report_free(rep);
+    else *report = rep;
+    return st;
+}

@@ -35,6 +35,13 @@ teexec_status *tx_model_lower(const teexec_model *model, tx_lower_report **repor
 teexec_status *tx_model_lower_with(const teexec_model *model, const tx_lower_options *o,
                                    tx_lower_report **report, teexec_model **out) TX_NODISCARD;
 
+/* A lowered model (exec/prepare.h tx_model_runnable) with its KV-cache
+ * attention in DotProductAttention's cache mode (import/lower.h
+ * tx_lower_kv_cache): what `teexec convert --kv-cache` writes. report may
+ * be NULL. */
+teexec_status *tx_model_kv_cache(const teexec_model *lowered, int64_t batch, int64_t capacity,
+                                 tx_lower_report **report, teexec_model **out) TX_NODISCARD;
+
 /* The folder external data of `model` is read from ("." for a model loaded
  * from a file without a folder part, NULL for one loaded from memory
  * without a base folder). Malloc'd; caller frees. */

@@ -53,6 +53,7 @@ static void convert_usage(FILE *f)
 {
     fprintf(f, "usage: teexec convert IN.onnx OUT.onnx [--recipe R] [--train] [--device D]\n"
                "                     [--dim NAME=VALUE]... [--external-data]\n"
+               "                     [--kv-cache BATCH,CAPACITY]\n"
                "\n"
                "Writes IN lowered to TE ops (domain te.ops), each fuser group as a\n"
                "model-local function in domain te.fused, the plan's quantization as\n"
@@ -70,6 +71,13 @@ static void convert_usage(FILE *f)
                "  --dim NAME=VALUE  value of a symbolic input dim (default 1)\n"
                "  --external-data   write every initializer of 64 KiB and more to OUT.data\n"
                "                    even when the model would fit one file\n"
+               "  --kv-cache BATCH,CAPACITY\n"
+               "                    a decoder exported with past_key_values: write its\n"
+               "                    attention in DotProductAttention's cache mode, the\n"
+               "                    caches state a session keeps (kv_cache.N.key/value,\n"
+               "                    [BATCH, CAPACITY, h_kv, d]) appended in place, an input\n"
+               "                    cache_len [batch] for the tokens each row holds; past,\n"
+               "                    present and attention_mask go (teexec generate runs it)\n"
                "  --tensor-parallel N\n"
                "                    instead: write N rank models OUT.rank<R>.onnx of IN (a\n"
                "                    te.ops model), each Linear -> [Bias, activation]* ->\n"
@@ -247,10 +255,25 @@ int cmd_convert(int argc, char **argv)
         argc--;
         i--;
     }
+    /* --kv-cache BATCH,CAPACITY */
+    long long kv_batch = 0, kv_cap = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--kv-cache") != 0) continue;
+        char tail = 0;
+        if (i + 1 >= argc ||
+            sscanf(argv[i + 1], "%lld,%lld%c", &kv_batch, &kv_cap, &tail) != 2 || kv_batch < 1 ||
+            kv_cap < 1 || kv_batch > (1ll << 20) || kv_cap > (1ll << 24))
+            return cli_usage_error("convert", "--kv-cache needs BATCH,CAPACITY, two positive "
+                                              "counts (batch <= 2^20, capacity <= 2^24)");
+        for (int j = i; j + 2 < argc; j++) argv[j] = argv[j + 2];
+        argc -= 2;
+        i--;
+    }
     const char *files[2] = {NULL, NULL};
     teexec_plan_options *o = NULL;
     teexec_status *st = teexec_plan_options_create(&o);
     if (!st && external) st = teexec_plan_options_set_external_data(o, 1);
+    if (!st && kv_cap) st = teexec_plan_options_set_kv_cache(o, kv_batch, kv_cap);
     if (st) {
         teexec_plan_options_destroy(o);
         return cli_report(st, NULL);

@@ -1171,6 +1171,16 @@ TEEXEC_API teexec_status *teexec_plan_options_set_dim(teexec_plan_options *optio
  * is written only for a model over protobuf's 2 GiB. */
 TEEXEC_API teexec_status *teexec_plan_options_set_external_data(teexec_plan_options *options,
                                                                 int external_data);
+/* Convert only: the decoder's KV-cache attention (past_key_values inputs,
+ * present outputs, lowered to DotProductAttention) is written in
+ * DotProductAttention's cache mode: the caches become state inputs
+ * kv_cache.N.{key,value} [batch, capacity, h_kv, d] that a session keeps
+ * and the op appends to in place, a new input cache_len [batch] int64
+ * says how many tokens each row holds, and the past, present and
+ * attention_mask go (docs/te-ops.md). batch and capacity both 0: off (the
+ * default). UNSUPPORTED at convert time for a model of another form. */
+TEEXEC_API teexec_status *teexec_plan_options_set_kv_cache(teexec_plan_options *options,
+                                                           int64_t batch, int64_t capacity);
 
 typedef enum teexec_plan_format {
     TEEXEC_PLAN_TEXT = 0,    /* groups, layouts, quantization, memory */

@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "kv_cache_case.h"
 #include "kv_model.h"
 #include "teexec/teexec.h"
 
@@ -554,6 +555,14 @@ static void hf_generate_references(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* DotProductAttention's cache mode on the CPU: converted HF exports give
+ * HF's greedy ids (tests/exec/kv_cache_case.h). */
+static void cache_mode_matches_hf(void **state)
+{
+    (void)state;
+    if (!kv_cache_case(TEEXEC_DEVICE_CPU)) skip();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -566,6 +575,7 @@ int main(void)
         cmocka_unit_test(recipes_in_generation),
         cmocka_unit_test(zoo_greedy_recompute),
         cmocka_unit_test(hf_generate_references),
+        cmocka_unit_test(cache_mode_matches_hf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "exec/session_cuda.h"
+#include "tests/exec/kv_cache_case.h"
 #include "tests/exec/kv_model.h"
 #include "teexec/teexec.h"
 #include "tests/gpu/gpu_harness.h"
@@ -281,6 +282,14 @@ static void hf_references_on_cuda(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* The cache mode on CUDA: the caches are the session's device state,
+ * appended in place by the decode step's captured graph. */
+static void cache_mode_on_cuda(void **state)
+{
+    (void)state;
+    if (!kv_cache_case(TEEXEC_DEVICE_CUDA)) skip();
+}
+
 int main(void)
 {
     tg_require_gpu("test_gpu_generate");
@@ -289,6 +298,7 @@ int main(void)
         cmocka_unit_test(kv_cache_stays_on_the_device),
         cmocka_unit_test(zoo_greedy_on_cuda),
         cmocka_unit_test(hf_references_on_cuda),
+        cmocka_unit_test(cache_mode_on_cuda),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -505,6 +505,72 @@ static void convert_external_data(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* --kv-cache BATCH,CAPACITY: an export with past_key_values becomes the
+ * cache form (no past, present or attention_mask; state caches and a
+ * cache_len input), and `teexec generate` prints the same greedy ids on it
+ * as on the export. Bad counts are usage errors; a model with no
+ * KV-cache attention is refused with the reason. */
+static void convert_kv_cache(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/teexec-convert-kv-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char out[1100];
+    snprintf(out, sizeof out, "%s/cache.onnx", dir);
+    const char *c[] = {"convert", model_path("kv/gpt2_kv"), out, "--kv-cache", "2,40", NULL};
+    run_result r = run(c);
+    if (r.exit_code) fprintf(stderr, "%s", r.err);
+    assert_int_equal(r.exit_code, 0);
+    assert_non_null(strstr(r.out, "KV cache: "));
+    run_free(&r);
+    const char *ins[] = {"inspect", out, NULL};
+    r = run(ins);
+    assert_int_equal(r.exit_code, 0);
+    assert_non_null(strstr(r.out, "kv_cache.0.key"));
+    assert_non_null(strstr(r.out, "cache_len"));
+    assert_null(strstr(r.out, "past_key_values"));
+    assert_null(strstr(r.out, "attention_mask"));
+    run_free(&r);
+    const char *g1[] = {"generate", model_path("kv/gpt2_kv"), "--prompt-ids", "5,9,2,7",
+                        "--max-new-tokens", "6", "--device", "cpu", NULL};
+    const char *g2[] = {"generate", out, "--prompt-ids", "5,9,2,7", "--max-new-tokens", "6",
+                        "--device", "cpu", NULL};
+    run_result a = run(g1), b = run(g2);
+    if (a.exit_code || b.exit_code) fprintf(stderr, "%s%s", a.err, b.err);
+    assert_int_equal(a.exit_code, 0);
+    assert_int_equal(b.exit_code, 0);
+    assert_true(strlen(a.out) > 6);
+    assert_string_equal(a.out, b.out);
+    run_free(&a);
+    run_free(&b);
+    /* a prompt past the capacity: a clear status, exit 2 or 3, not a crash */
+    const char *g3[] = {"generate", out, "--prompt-ids", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,"
+                        "17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,34,35,36,37,38",
+                        "--max-new-tokens", "6", "--device", "cpu", NULL};
+    r = run(g3);
+    assert_true(r.exit_code != 0 && r.signal == 0);
+    assert_one_error_line(&r);
+    run_free(&r);
+    const char *bad[][6] = {{"convert", model_path("kv/gpt2_kv"), out, "--kv-cache", "0,40", NULL},
+                            {"convert", model_path("kv/gpt2_kv"), out, "--kv-cache", "2", NULL},
+                            {"convert", model_path("kv/gpt2_kv"), out, "--kv-cache", "2,x", NULL}};
+    for (size_t i = 0; i < 3; i++) {
+        r = run(bad[i]);
+        assert_int_equal(r.exit_code, 2);
+        assert_non_null(strstr(r.err, "--kv-cache"));
+        run_free(&r);
+    }
+    const char *none[] = {"convert", model_path("gpt2_block"), out, "--kv-cache", "2,40", NULL};
+    r = run(none);
+    assert_true(r.exit_code != 0 && r.signal == 0);
+    assert_one_error_line(&r);
+    assert_non_null(strstr(r.err, "not a KV-cache attention"));
+    run_free(&r);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void missing_file_exits_1(void **state)
 {
     (void)state;
@@ -1063,6 +1129,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(plan_bad_options_exit_2),
         cmocka_unit_test(convert_is_idempotent_and_runs),
         cmocka_unit_test(convert_external_data),
+        cmocka_unit_test(convert_kv_cache),
         cmocka_unit_test(missing_file_exits_1),
         cmocka_unit_test(validation_error_one_line_with_node),
         cmocka_unit_test(inspect_text_and_json_of_odd_names),
