@@ -525,9 +525,12 @@ teexec_status *teexec_model_convert(const teexec_model *model, const teexec_plan
     /* the cache form is a model of its own, planned as any other */
     teexec_model *cached = NULL;
     tx_lower_report *kv_report = NULL;
+    const tx_lower_report *first_lowering = NULL; /* the cache form's own lowering finds none */
     if (options && options->kv_capacity > 0) {
         const teexec_model *lowered = NULL;
-        TX_TRY(tx_model_runnable(model, &lowered, NULL));
+        const tx_prepared *prep = NULL;
+        TX_TRY(tx_model_runnable(model, &lowered, &prep));
+        first_lowering = prep ? prep->report : NULL;
         TX_TRY(tx_model_kv_cache(lowered, options->kv_batch, options->kv_capacity, &kv_report,
                                  &cached));
         model = cached;
@@ -564,7 +567,7 @@ teexec_status *teexec_model_convert(const teexec_model *model, const teexec_plan
     }
     if (!st && summary) {
         strbuf b = {0};
-        size_t low = count_lowered(p.report);
+        size_t low = count_lowered(kv_report && first_lowering ? first_lowering : p.report);
         sb_printf(&b, "%zu pattern%s lowered to te.ops, %zu fuser group%s written as te.fused "
                       "functions, %zu bytes\n",
                   low, low == 1 ? "" : "s", n_functions, n_functions == 1 ? "" : "s", len);
