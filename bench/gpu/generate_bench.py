@@ -115,10 +115,38 @@ def run_teexec(exe, model_path, prompt_path, new, dtype, env):
     return res
 
 
+def convert_cache_form(exe, model_path, out_path, batch, capacity, env):
+    """The export in DotProductAttention's cache mode; returns the summary."""
+    cmd = [exe, "convert", model_path, out_path, "--kv-cache", f"{batch},{capacity}"]
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=500)
+    if p.returncode != 0:
+        raise RuntimeError(f"teexec convert exit {p.returncode}: {p.stderr.strip()[-300:]}")
+    return {"convert_s": time.perf_counter() - t0, "summary": p.stdout.strip()[-600:]}
+
+
+def teexec_case(case, key, r, batch, new, hf_ids):
+    """Records one teexec run under key (teexec / teexec_cache)."""
+    case[key] = {k: r.get(k) for k in ("prefill_ms", "decode_ms", "per_token_ms",
+                                       "median_step_ms", "max_step_ms", "tokens_per_s",
+                                       "mode", "model_runs", "plans", "process_wall_s")}
+    total_s = (r["prefill_ms"] + r["decode_ms"]) / 1e3
+    case[key + "_total_s"] = total_s
+    case[key + "_tokens_per_s"] = batch * new / total_s
+    if hf_ids is not None:
+        got = np.array(r["sequences"], dtype=np.int64)
+        same = bool(got.shape == hf_ids.shape and (got == hf_ids).all())
+        case["ids_equal_hf_eager" if key == "teexec" else f"{key}_ids_equal_hf_eager"] = same
+        if got.shape == hf_ids.shape and key == "teexec":
+            diff = np.nonzero((got != hf_ids).any(0))[0]
+            case["first_differing_step"] = int(diff[0]) if len(diff) else None
+    return np.array(r["sequences"], dtype=np.int64)
+
+
 def weight_bytes(folder):
     total = 0
     for f in os.listdir(folder):
-        if f.endswith((".onnx", ".data")) or f.startswith("model.onnx"):
+        if f.startswith("model.") and f.endswith((".onnx", ".data")):  # not cache_form.*
             total += os.path.getsize(os.path.join(folder, f))
     return total
 
@@ -136,6 +164,7 @@ def main():
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--no-cache-form", action="store_true")
     a = ap.parse_args()
     import torch
     os.makedirs(a.out, exist_ok=True)
@@ -159,6 +188,19 @@ def main():
         head_dim = cfg.get("head_dim") or hidden // heads
         vocab = cfg.get("vocab_size")
         fp32_weights = weight_bytes(folder)
+        cache_model = None
+        if not a.no_cache_form:
+            cache_model = os.path.join(folder, "cache_form.onnx")
+            try:
+                info = convert_cache_form(a.teexec, os.path.join(folder, "model.onnx"),
+                                          cache_model, max(a.batches), a.prompt + a.new, env)
+                results.setdefault("cache_form", {})[name] = info
+                log(f"{name}: cache form converted in {info['convert_s']:.1f} s: "
+                    f"{info['summary'][-200:]}")
+            except Exception as e:
+                results.setdefault("cache_form", {})[name] = {"error": short(e)}
+                log(f"FAIL {name}: cache form: {short(e)}")
+                cache_model = None
         for dtype in a.dtypes:
             tdt = torch.float32 if dtype == "fp32" else torch.bfloat16
             esize = 4 if dtype == "fp32" else 2
@@ -187,26 +229,22 @@ def main():
                         case["hf_eager_tokens_per_s"] = batch * a.new / t
                     except Exception as e:
                         case["hf_eager_error"] = short(e)
+                export_ids = None
                 try:
                     r = run_teexec(a.teexec, os.path.join(folder, "model.onnx"), ppath, a.new,
                                    dtype, env)
-                    case["teexec"] = {k: r.get(k) for k in ("prefill_ms", "decode_ms",
-                                                           "per_token_ms", "median_step_ms",
-                                                           "max_step_ms", "tokens_per_s",
-                                                           "mode", "model_runs", "plans",
-                                                           "process_wall_s")}
-                    total_s = (r["prefill_ms"] + r["decode_ms"]) / 1e3
-                    case["teexec_total_s"] = total_s
-                    case["teexec_tokens_per_s"] = batch * a.new / total_s
-                    if hf_ids is not None:
-                        got = np.array(r["sequences"], dtype=np.int64)
-                        case["ids_equal_hf_eager"] = bool(got.shape == hf_ids.shape and
-                                                          (got == hf_ids).all())
-                        if got.shape == hf_ids.shape:
-                            diff = np.nonzero((got != hf_ids).any(0))[0]
-                            case["first_differing_step"] = int(diff[0]) if len(diff) else None
+                    export_ids = teexec_case(case, "teexec", r, batch, a.new, hf_ids)
                 except Exception as e:
                     case["teexec_error"] = short(e)
+                if cache_model:
+                    try:
+                        r = run_teexec(a.teexec, cache_model, ppath, a.new, dtype, env)
+                        got = teexec_case(case, "teexec_cache", r, batch, a.new, hf_ids)
+                        if export_ids is not None:
+                            case["cache_ids_equal_export"] = bool(
+                                got.shape == export_ids.shape and (got == export_ids).all())
+                    except Exception as e:
+                        case["teexec_cache_error"] = short(e)
                 log(json.dumps(case))
             if hf is not None and not a.no_compile:
                 try:
@@ -241,8 +279,9 @@ def main():
         with open(os.path.join(a.out, "generate_bench.json"), "w") as f:
             json.dump(results, f, indent=1)
     lines = ["| model | dtype | batch | teexec tok/s | per-token ms | median step ms | "
-             "bound ms | HF eager tok/s | HF static+compile tok/s | ids = HF |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "cache form tok/s | cache form median step ms | "
+             "bound ms | HF eager tok/s | HF static+compile tok/s | ids = HF | cache form ids = HF |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in results["cases"]:
         t = c.get("teexec", {})
 
@@ -251,11 +290,14 @@ def main():
         lines.append(f"| {c['model']} | {c['dtype']} | {c['batch']} | "
                      f"{f(c.get('teexec_tokens_per_s')) if t else c.get('teexec_error', '-')} | "
                      f"{f(t.get('per_token_ms'), '{:.2f}')} | {f(t.get('median_step_ms'), '{:.3f}')} | "
+                     f"{f(c.get('teexec_cache_tokens_per_s')) if c.get('teexec_cache') else c.get('teexec_cache_error', '-')} | "
+                     f"{f(c.get('teexec_cache', {}).get('median_step_ms'), '{:.3f}')} | "
                      f"{f(c.get('bound_ms_per_token'), '{:.3f}')} | "
                      f"{f(c.get('hf_eager_tokens_per_s'))} | "
                      f"{f(c.get('hf_static_compile_tokens_per_s'))}"
                      f"{' (' + c['hf_static_compile_mode'] + ')' if c.get('hf_static_compile_mode') else ''} | "
-                     f"{c.get('ids_equal_hf_eager', '-')} |")
+                     f"{c.get('ids_equal_hf_eager', '-')} | "
+                     f"{c.get('teexec_cache_ids_equal_hf_eager', '-')} |")
     table = "\n".join(lines)
     with open(os.path.join(a.out, "generate_bench.md"), "w") as f:
         f.write(f"# Generation on {results['device']}\n\nprompt {a.prompt}, new {a.new}, copy "
