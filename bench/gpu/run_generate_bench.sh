@@ -9,7 +9,10 @@
 #     --json` against HF generate eager (dynamic cache) and HF's static
 #     cache under torch.compile, on the same weights; each per-token time
 #     against reading the weights and the KV cache once at the measured copy
-#     bandwidth; whether teexec's ids equal HF's.
+#     bandwidth; whether teexec's ids equal HF's; and the same for the
+#     cache form (`teexec convert --kv-cache MAXBATCH,PROMPT+NEW`: the
+#     attention in DotProductAttention's cache mode, the caches session
+#     state appended in place), converted once per model in WORK.
 # Binaries from CARRY_DIR (bench/gpu/pack_carry.sh). The models stay in
 # WORK (~5 GB for the Llama); OUT gets the logs, generate_bench.json and
 # generate_bench.md (copy to bench/results/gpu_generate_<date>.md).
