@@ -15,7 +15,9 @@
  *  - once models/kv holds Hugging Face exports with a cache and HF
  *    generate's greedy ids (bench/gpu/make_kv_models.py, made on the GPU
  *    machine), both modes give those ids, padded rows included; skipped
- *    while models/kv is absent. */
+ *    while models/kv is absent;
+ *  - fp8-current and mxfp8 quantize a real export's prefill in both cache
+ *    forms (past_key_values, and convert --kv-cache's). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -555,6 +557,73 @@ static void hf_generate_references(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* fp8-current and mxfp8 in generation on a real export (models/kv/gpt2_kv,
+ * 64 wide: mxfp8's multiples of 32 hold), in both forms: the export with
+ * past_key_values and its cache form (teexec convert --kv-cache). A
+ * 32-token prefill's logits move off the unquantized ones but stay close
+ * (the recipe ran, and ran sensibly), and 8 decode steps follow. */
+static void recipes_on_a_real_export(void **state)
+{
+    (void)state;
+    const char *root = getenv("TEEXEC_SOURCE_ROOT");
+    char path[4200], conv[4200];
+    snprintf(path, sizeof path, "%.3900s/models/kv/gpt2_kv/model.onnx", root ? root : ".");
+    teexec_model *src = NULL;
+    teexec_status *lst = teexec_model_load_file(path, NULL, &src);
+    if (lst) {
+        teexec_status_destroy(lst);
+        skip();
+    }
+    snprintf(conv, sizeof conv, "/tmp/teexec_recipes_cache_%ld.onnx", (long)getpid());
+    teexec_plan_options *po = NULL;
+    ok(teexec_plan_options_create(&po), "plan options");
+    ok(teexec_plan_options_set_kv_cache(po, 1, 64), "kv cache options");
+    ok(teexec_model_convert(src, po, conv, NULL), "convert --kv-cache");
+    teexec_plan_options_destroy(po);
+    teexec_model *cached = NULL;
+    ok(teexec_model_load_file(conv, NULL, &cached), "loading the cache form");
+    remove(conv);
+    enum { VOCAB = 512 };
+    const teexec_model *forms[2] = {src, cached};
+    const char *recipes[] = {"none", "fp8-current", "mxfp8"};
+    int64_t prompt[32];
+    for (int t = 0; t < 32; t++) prompt[t] = (t * 37 + 11) % VOCAB;
+    for (int f = 0; f < 2; f++) {
+        float base[VOCAB], got[VOCAB];
+        for (size_t i = 0; i < sizeof recipes / sizeof recipes[0]; i++) {
+            teexec_generator_options o;
+            teexec_generator_options_init(&o);
+            o.device = TEEXEC_DEVICE_CPU;
+            o.recipe = recipes[i];
+            o.max_length = 64;
+            teexec_generator *g = NULL;
+            ok(teexec_generator_create(forms[f], &o, &g), recipes[i]);
+            ok(teexec_generator_append(g, 0, prompt, 32), "append");
+            ok(teexec_generator_compute(g), recipes[i]);
+            ok(teexec_generator_logits(g, 0, i ? got : base, VOCAB), "logits");
+            if (i) {
+                double num = 0, den = 0;
+                for (int v = 0; v < VOCAB; v++) {
+                    num += (got[v] - base[v]) * (double)(got[v] - base[v]);
+                    den += base[v] * (double)base[v];
+                }
+                double rel = sqrt(num / den);
+                if (!(rel > 0 && rel < 0.1))
+                    fail_msg("%s form, %s: prefill logits rel-L2 %g from recipe none",
+                             f ? "cache" : "export", recipes[i], rel);
+            }
+            for (int st = 0; st < 8; st++) {
+                int64_t id = -1;
+                ok(teexec_generator_step(g, &id, 1), recipes[i]);
+                assert_true(id >= 0 && id < VOCAB);
+            }
+            teexec_generator_destroy(g);
+        }
+    }
+    teexec_model_destroy(cached);
+    teexec_model_destroy(src);
+}
+
 /* DotProductAttention's cache mode on the CPU: converted HF exports give
  * HF's greedy ids (tests/exec/kv_cache_case.h). */
 static void cache_mode_matches_hf(void **state)
@@ -576,6 +645,7 @@ int main(void)
         cmocka_unit_test(zoo_greedy_recompute),
         cmocka_unit_test(hf_generate_references),
         cmocka_unit_test(cache_mode_matches_hf),
+        cmocka_unit_test(recipes_on_a_real_export),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
