@@ -1029,10 +1029,17 @@ static teexec_status *state_run(teexec_generator *g, size_t batch)
         size_t p = g->seq[r].len - g->seq[r].cached;
         if (p > t_run) t_run = p;
     }
-    size_t need = kv_columns_needed(g, SIZE_MAX, 0);
-    if (need > g->state_cap)
-        return tx_error(TEEXEC_ERR_LIMIT, "the run would write cache position %zu; the cache "
-                        "holds %zu", need, g->state_cap);
+    /* every row of the run writes t_run positions from its own length, a
+     * row with nothing pending too (its padding lands past its length) */
+    for (size_t r = 0; r < batch; r++) {
+        const gen_seq *s = &g->seq[r];
+        if ((s->len || s->cached) && s->cached + t_run > g->state_cap)
+            return tx_error(TEEXEC_ERR_LIMIT,
+                            "sequence %zu holds %zu cached tokens; this run writes %zu positions "
+                            "after each sequence's, past the cache's capacity of %zu (teexec "
+                            "convert --kv-cache B,C: a larger C, or rewind the sequence)",
+                            r, s->cached, t_run, g->state_cap);
+    }
     size_t n = batch * t_run;
     int64_t *ids = malloc((n ? n : 1) * sizeof(*ids));
     int64_t *pos = malloc((n ? n : 1) * sizeof(*pos));
