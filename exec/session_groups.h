@@ -30,7 +30,7 @@
 #include "exec/session_internal.h"
 
 /* How one CHAIN group runs through the group executor; shared with the CPU
- * trainer (exec/train_groups.c), which runs the same groups forward and
+ * trainer (exec/train.c), which runs the same groups forward and
  * backward. */
 typedef struct tx_sgroup {
     bool gx;                   /* through the group executor */

@@ -79,7 +79,7 @@ typedef struct tx_cuda_operand_q {
     bool native;               /* the plan chose the native GEMM (else exact emulation) */
     /* fp8-delayed: device floats the executor owns. The quantizer reads its
      * scale from *scale and writes the measured amax to *amax; the executor
-     * rolls the history after the step (exec/cuda/gpu_recipe.c). */
+     * rolls the history after the step (exec/cuda/gpu_graph_run.c update_delayed). */
     float *delayed_scale;
     float *delayed_amax;
     /* Quantized hand-off: the producer's fused kernel (te_cuda_handoff.c)

@@ -12,7 +12,7 @@ nanoGPT-layout GPT-2) exported by today's PyTorch with both of its exporters.
 
 Needs torch (2.11), transformers (5.x), onnx, onnxscript and onnxruntime:
 none of them are Debian packages, so this runs on the lent GPU machine
-(bench/gpu/run_zoo_device.sh) and its outputs are committed. Tests never run
+(models/zoo/run_device.sh) and its outputs are committed. Tests never run
 it. Everything is computed on the CPU in float32 with one thread and fixed
 seeds; archives are written with fixed timestamps, so a second run writes the
 same bytes (--check proves it).
