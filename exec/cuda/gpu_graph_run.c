@@ -300,7 +300,7 @@ static teexec_status *check_cache_lengths(const tx_gpu_graph *g, const tx_tensor
                 t->dtype != TEEXEC_DTYPE_INT64 || !t->data)
                 continue;
             const int64_t *len = t->data, s_q = q->dims[1], cap = kc->dims[1];
-            for (int64_t r = 0; r < t->numel; r++)
+            for (uint64_t r = 0; r < t->numel; r++)
                 if (len[r] < 0 || len[r] > cap - s_q)
                     return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                                     "input \"%s\": cache_len[%lld] = %lld with %lld new tokens "
