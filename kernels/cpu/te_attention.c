@@ -242,8 +242,18 @@ static REAL FN(scores)(const attn_geom *g, const REAL *qb, const REAL *kb, const
             continue;
         }
         const REAL *kr = kb + at4(g, bi, j, g->skv, kh, g->hk, 0, g->d);
-        double dot = 0.0;
-        for (int64_t c = 0; c < g->d; c++) dot += (double)qr[c] * kr[c];
+        /* four partial sums (in double, as every sum here): independent
+         * chains the compiler can keep in one vector register */
+        double d0 = 0.0, d1 = 0.0, d2 = 0.0, d3 = 0.0;
+        int64_t c = 0;
+        for (; c + 4 <= g->d; c += 4) {
+            d0 += (double)qr[c] * kr[c];
+            d1 += (double)qr[c + 1] * kr[c + 1];
+            d2 += (double)qr[c + 2] * kr[c + 2];
+            d3 += (double)qr[c + 3] * kr[c + 3];
+        }
+        for (; c < g->d; c++) d0 += (double)qr[c] * kr[c];
+        double dot = (d0 + d1) + (d2 + d3);
         s[j] = (REAL)(dot * g->scale);
         if (mb) s[j] += mb[moff + j];
         if (s[j] > mx) mx = s[j];
@@ -253,16 +263,24 @@ static REAL FN(scores)(const attn_geom *g, const REAL *qb, const REAL *kb, const
 
 static teexec_status *FN(attn_fwd)(const tx_te_fwd_args *a, const attn_geom *g, tx_tensor *lse_t)
 {
-    REAL *qb = NULL, *kb = NULL, *vb = NULL, *mb = NULL;
-    REAL *yb = tx_te_malloc((size_t)a->output->numel, sizeof(REAL));
+    /* inputs in REAL already are read in place, and y is written straight
+     * into the output when it is REAL and shares no byte with an input
+     * (a planner may give y the buffer of an input that dies here) */
+    const REAL *qb = NULL, *kb = NULL, *vb = NULL, *mb = NULL;
+    REAL *qo = NULL, *ko = NULL, *vo = NULL, *mo = NULL;
+    bool y_direct = a->output->dtype == TE_DTYPE && a->output->data &&
+                    !tx_te_overlap(a->output, a->input) && !tx_te_overlap(a->output, g->k) &&
+                    !tx_te_overlap(a->output, g->v) && !tx_te_overlap(a->output, g->mask);
+    REAL *yb = y_direct ? (REAL *)a->output->data
+                        : tx_te_malloc((size_t)a->output->numel, sizeof(REAL));
     REAL *lse = tx_te_malloc((size_t)(g->b * g->h * g->sq), sizeof(REAL));
     REAL *s = tx_te_malloc((size_t)g->skv, sizeof(REAL));
     double *acc = tx_te_malloc((size_t)g->dv, sizeof(double));
     teexec_status *st = yb && lse && s && acc ? NULL : tx_oom();
-    if (!st) st = te_load(a->input, &qb);
-    if (!st) st = te_load(g->k, &kb);
-    if (!st) st = te_load(g->v, &vb);
-    if (!st && g->mask && g->mask->dtype != TEEXEC_DTYPE_BOOL) st = te_load(g->mask, &mb);
+    if (!st) st = te_view(a->input, &qb, &qo);
+    if (!st) st = te_view(g->k, &kb, &ko);
+    if (!st) st = te_view(g->v, &vb, &vo);
+    if (!st && g->mask && g->mask->dtype != TEEXEC_DTYPE_BOOL) st = te_view(g->mask, &mb, &mo);
     if (st) goto done;
     for (int64_t bi = 0; bi < g->b; bi++)
         for (int64_t hi = 0; hi < g->h; hi++)
@@ -288,14 +306,14 @@ static teexec_status *FN(attn_fwd)(const tx_te_fwd_args *a, const attn_geom *g, 
                 for (int64_t c = 0; c < g->dv; c++) yr[c] = (REAL)(acc[c] / sum);
                 *l = mx + (REAL)log(sum);
             }
-    te_store(a->output, yb);
+    if (!y_direct) te_store(a->output, yb);
     if (lse_t) te_store(lse_t, lse);
 done:
-    free(qb);
-    free(kb);
-    free(vb);
-    free(mb);
-    free(yb);
+    free(qo);
+    free(ko);
+    free(vo);
+    free(mo);
+    if (!y_direct) free(yb);
     free(lse);
     free(s);
     free(acc);

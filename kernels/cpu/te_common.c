@@ -106,6 +106,37 @@ teexec_status *tx_te_load_f64(const tx_tensor *t, double **out)
     return NULL;
 }
 
+teexec_status *tx_te_view_f32(const tx_tensor *t, const float **out, float **owned)
+{
+    *owned = NULL;
+    if (t->dtype == TEEXEC_DTYPE_FLOAT && t->data) {
+        *out = t->data;
+        return NULL;
+    }
+    TX_TRY(tx_te_load_f32(t, owned));
+    *out = *owned;
+    return NULL;
+}
+
+teexec_status *tx_te_view_f64(const tx_tensor *t, const double **out, double **owned)
+{
+    *owned = NULL;
+    if (t->dtype == TEEXEC_DTYPE_DOUBLE && t->data) {
+        *out = t->data;
+        return NULL;
+    }
+    TX_TRY(tx_te_load_f64(t, owned));
+    *out = *owned;
+    return NULL;
+}
+
+bool tx_te_overlap(const tx_tensor *a, const tx_tensor *b)
+{
+    if (!a || !b || !a->data || !b->data || !a->nbytes || !b->nbytes) return false;
+    uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data;
+    return a0 < b0 + b->nbytes && b0 < a0 + a->nbytes;
+}
+
 void tx_te_store_f32(tx_tensor *t, const float *src)
 {
     size_t n = (size_t)t->numel;

@@ -38,6 +38,15 @@ void *tx_te_calloc(size_t count, size_t elem);
 /* The whole tensor as float / double (a new buffer of numel entries). */
 teexec_status *tx_te_load_f32(const tx_tensor *t, float **out) TX_NODISCARD;
 teexec_status *tx_te_load_f64(const tx_tensor *t, double **out) TX_NODISCARD;
+/* The whole tensor as float / double without a copy where it already is
+ * one: *out is t's own data (read only) and *owned NULL when t's dtype is
+ * the type asked for, else a converted copy that *owned holds and the
+ * caller frees. */
+teexec_status *tx_te_view_f32(const tx_tensor *t, const float **out, float **owned) TX_NODISCARD;
+teexec_status *tx_te_view_f64(const tx_tensor *t, const double **out,
+                              double **owned) TX_NODISCARD;
+/* Whether the bytes of a and b overlap (either may be NULL). */
+bool tx_te_overlap(const tx_tensor *a, const tx_tensor *b);
 /* Writes numel values into t, rounding once to its dtype. */
 void tx_te_store_f32(tx_tensor *t, const float *src);
 void tx_te_store_f64(tx_tensor *t, const double *src);

@@ -23,6 +23,8 @@
 #undef R_FABS
 #undef te_load
 #undef te_store
+#undef te_view
+#undef TE_DTYPE
 #undef te_gemm
 
 #if TE_F64
@@ -39,6 +41,8 @@
 #define R_FABS fabs
 #define te_load tx_te_load_f64
 #define te_store tx_te_store_f64
+#define te_view tx_te_view_f64
+#define TE_DTYPE TEEXEC_DTYPE_DOUBLE
 #define te_gemm tx_te_gemm_f64
 #else
 #define REAL float
@@ -54,6 +58,8 @@
 #define R_FABS fabsf
 #define te_load tx_te_load_f32
 #define te_store tx_te_store_f32
+#define te_view tx_te_view_f32
+#define TE_DTYPE TEEXEC_DTYPE_FLOAT
 #define te_gemm tx_te_gemm_f32
 #endif
 #define K(x) ((REAL)(x))
