@@ -21,12 +21,12 @@ struct tx_gx_run {
     int32_t n, f;
     tx_te_tinfo *vinfo;        /* n + 1: main values */
     tx_te_tinfo *xinfo;        /* n: extra output 0 */
-    tx_te_tinfo *auxinfo;      /* n * NX */
+    tx_te_tinfo *auxinfo;      /* n * nx */
     tx_tensor *val;            /* n + 1; val[0] borrows the input */
     tx_qtensor *val_q;         /* hand-off into op i's input */
     bool *has_val_q;
     tx_tensor *xout;           /* n: extra output 0 */
-    tx_tensor *aux;            /* n * NX */
+    tx_tensor *aux;            /* n * nx */
     tx_tensor **own;           /* saved copies (dequantized operands) */
     size_t n_own, cap_own;
     const tx_tensor **saved;   /* n * cap */
@@ -41,7 +41,9 @@ struct tx_gx_run {
     bool *has_dval_q;
     tx_tensor *dparam;         /* n * pcap */
     int pcap;
-    tx_tensor *dxin;           /* n * NX: grads of external extra inputs */
+    tx_tensor *dxin;           /* n * nx: grads of external extra inputs */
+    int nx;                    /* per-op slots of aux, auxinfo and dxin: the group's most
+                                * extra inputs or aux tensors of one op (at most NX) */
     tx_tensor *chan_grad;      /* n: grad of extra output 0 from channel consumers */
     void *block;               /* every per-op array above is a piece of it */
 };
@@ -312,9 +314,9 @@ void tx_gx_run_free(tx_gx_run *r)
     for (int32_t i = 0; i < n; i++) {
         if (r->xout) drop(&r->xout[i]);
         if (r->chan_grad) drop(&r->chan_grad[i]);
-        for (int s = 0; s < NX; s++) {
-            if (r->aux) drop(&r->aux[i * NX + s]);
-            if (r->dxin) drop(&r->dxin[i * NX + s]);
+        for (int s = 0; s < r->nx; s++) {
+            if (r->aux) drop(&r->aux[i * r->nx + s]);
+            if (r->dxin) drop(&r->dxin[i * r->nx + s]);
         }
         for (int p = 0; r->dparam && p < r->pcap; p++) drop(&r->dparam[i * r->pcap + p]);
         if (r->mlp) tx_fused_mlp_free(&r->mlp[i]);
@@ -370,7 +372,7 @@ static teexec_status *infer_chain(tx_gx_run *r)
         if (st) return at_op(st, r, i, "shape inference");
         r->vinfo[i + 1] = out.output;
         r->xinfo[i] = out.extra_outputs[0];
-        for (int a = 0; a < NX; a++) r->auxinfo[i * NX + a] = out.aux[a];
+        for (int a = 0; a < r->nx; a++) r->auxinfo[i * r->nx + a] = out.aux[a];
     }
     return NULL;
 }
@@ -413,16 +415,27 @@ static teexec_status *run_new(const tx_gx_group *g, const tx_gx_config *cfg, tx_
     }
     r->pcap = pcap;
     r->saved_cap = scap;
+    /* the per-op aux / dxin slots the group's ops can use (zeroed once per
+     * run: NX of them for every op would be most of the block) */
+    int nx = 1;
+    for (int32_t i = 0; i < n; i++) {
+        const tx_te_op_schema *os = tx_te_schema(g->ops[i].op);
+        if (g->ops[i].n_extra_inputs > nx) nx = g->ops[i].n_extra_inputs;
+        if (os && os->n_extra_inputs > nx) nx = os->n_extra_inputs;
+        if (os && os->n_aux > nx) nx = os->n_aux;
+    }
+    r->nx = nx > NX ? NX : nx;
+    const size_t rnx = (size_t)r->nx;
     size_t n1 = (size_t)n + 1, nn = n ? (size_t)n : 1;
     /* One zeroed allocation for every per-op array: a group runs once per
      * call, and twenty-odd small mallocs and frees per group were a
      * measurable share of a small model's run. */
 #define RUN_ARRAYS(X)                                                                      \
-    X(vinfo, n1) X(xinfo, nn) X(auxinfo, nn * NX) X(val, n1) X(val_q, n1) X(has_val_q, n1) \
-    X(xout, nn) X(aux, nn * NX) X(saved, nn * (size_t)scap) X(n_saved, nn)                 \
+    X(vinfo, n1) X(xinfo, nn) X(auxinfo, nn * rnx) X(val, n1) X(val_q, n1) X(has_val_q, n1) \
+    X(xout, nn) X(aux, nn * rnx) X(saved, nn * (size_t)scap) X(n_saved, nn)                 \
     X(joint_first, nn) X(mlp, nn) X(need_dx, nn) X(need_dparams, nn) X(needs, nn)          \
     X(dval, n1) X(dval_q, n1) X(has_dval_q, n1) X(dparam, nn * (size_t)pcap)               \
-    X(dxin, nn * NX) X(chan_grad, nn)
+    X(dxin, nn * rnx) X(chan_grad, nn)
     size_t total = 0;
     bool fits = true;
 #define MEASURE(field, count) fits = fits && piece_add(&total, (count), sizeof *r->field);
@@ -472,9 +485,9 @@ static teexec_status *fwd_args(tx_gx_run *r, int32_t i, fwd_store *fs)
         fs->xo[x] = &r->xout[i];
     }
     bool train = r->cfg->training;
-    for (int x = 0; train && x < s->n_aux && x < NX; x++) {
-        TX_TRY(alloc_like_info(&r->aux[i * NX + x], &r->auxinfo[i * NX + x]));
-        fs->aux[x] = &r->aux[i * NX + x];
+    for (int x = 0; train && x < s->n_aux && x < r->nx; x++) {
+        TX_TRY(alloc_like_info(&r->aux[i * r->nx + x], &r->auxinfo[i * r->nx + x]));
+        fs->aux[x] = &r->aux[i * r->nx + x];
     }
     tx_te_fwd_args *a = &fs->a;
     a->op = o->op;
@@ -821,8 +834,8 @@ static teexec_status *bwd_extra_slots(tx_gx_run *r, int32_t i, tx_tensor **slots
             TX_TRY(alloc_like(&tmp[e], src));
             slots[e] = &tmp[e];
         } else {
-            TX_TRY(alloc_like(&r->dxin[i * NX + e], src));
-            slots[e] = &r->dxin[i * NX + e];
+            TX_TRY(alloc_like(&r->dxin[i * r->nx + e], src));
+            slots[e] = &r->dxin[i * r->nx + e];
         }
     }
     return NULL;
@@ -1234,8 +1247,8 @@ const tx_tensor *tx_gx_grad_param(const tx_gx_run *r, int32_t op, int param)
 
 const tx_tensor *tx_gx_grad_extra_input(const tx_gx_run *r, int32_t op, int slot)
 {
-    if (op < 0 || op >= r->n || slot < 0 || slot >= NX) return NULL;
-    const tx_tensor *t = &r->dxin[op * NX + slot];
+    if (op < 0 || op >= r->n || slot < 0 || slot >= r->nx) return NULL;
+    const tx_tensor *t = &r->dxin[op * r->nx + slot];
     return has(t) ? t : NULL;
 }
 
