@@ -109,17 +109,25 @@ static teexec_status *FN(linear_fwd)(const tx_te_fwd_args *a)
     const tx_tensor *x = a->input, *w = a->params[0];
     int64_t m, k, n = w->dims[0];
     tx_te_rows(x, 1, &m, &k);
-    REAL *xb = NULL, *wb = NULL, *yb = tx_te_malloc((size_t)a->output->numel, sizeof(REAL));
+    /* x and w are read in place when they are REAL already (no copy of the
+     * weight per call); y is the output itself when it is REAL and shares
+     * no byte with x or w */
+    const REAL *xb = NULL, *wb = NULL;
+    REAL *xo = NULL, *wo = NULL;
+    bool y_direct = a->output->dtype == TE_DTYPE && a->output->data &&
+                    !tx_te_overlap(a->output, x) && !tx_te_overlap(a->output, w);
+    REAL *yb = y_direct ? (REAL *)a->output->data
+                        : tx_te_malloc((size_t)a->output->numel, sizeof(REAL));
     teexec_status *st = yb ? NULL : tx_oom();
-    if (!st) st = te_load(x, &xb);
-    if (!st) st = te_load(w, &wb);
+    if (!st) st = te_view(x, &xb, &xo);
+    if (!st) st = te_view(w, &wb, &wo);
     if (!st) {
         te_gemm(false, true, m, n, k, K(1), xb, k, wb, k, K(0), yb, n);
-        te_store(a->output, yb);
+        if (!y_direct) te_store(a->output, yb);
     }
-    free(xb);
-    free(wb);
-    free(yb);
+    free(xo);
+    free(wo);
+    if (!y_direct) free(yb);
     return st;
 }
 
@@ -165,16 +173,27 @@ static teexec_status *FN(bias_fwd)(const tx_te_fwd_args *a)
     const tx_tensor *x = a->input;
     int64_t rows, n;
     tx_te_rows(x, 1, &rows, &n);
-    REAL *xb = NULL, *bb = NULL;
-    teexec_status *st = te_load(x, &xb);
-    if (!st) st = te_load(a->params[0], &bb);
+    const REAL *xb = NULL, *bb = NULL;
+    REAL *xo = NULL, *bo = NULL;
+    /* y = x + b element by element: written straight into a REAL output,
+     * which may be x's own buffer (each element is read before it is
+     * written) but must not overlap it otherwise */
+    bool y_direct = a->output->dtype == TE_DTYPE && a->output->data &&
+                    (a->output->data == x->data || !tx_te_overlap(a->output, x)) &&
+                    !tx_te_overlap(a->output, a->params[0]);
+    REAL *yb = y_direct ? (REAL *)a->output->data : NULL;
+    teexec_status *st = te_view(x, &xb, &xo);
+    if (!st) st = te_view(a->params[0], &bb, &bo);
+    if (!st && !y_direct && !(yb = tx_te_malloc((size_t)a->output->numel, sizeof(REAL))))
+        st = tx_oom();
     if (!st) {
         for (int64_t r = 0; r < rows; r++)
-            for (int64_t j = 0; j < n; j++) xb[r * n + j] += bb[j];
-        te_store(a->output, xb);
+            for (int64_t j = 0; j < n; j++) yb[r * n + j] = xb[r * n + j] + bb[j];
+        if (!y_direct) te_store(a->output, yb);
     }
-    free(xb);
-    free(bb);
+    if (!y_direct) free(yb);
+    free(xo);
+    free(bo);
     return st;
 }
 
