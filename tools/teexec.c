@@ -16,7 +16,7 @@
 
 typedef struct command {
     const char *name;
-    int (*fn)(int argc, char **argv); /* NULL: listed but not implemented yet */
+    int (*fn)(int argc, char **argv);
     const char *summary;
 } command;
 
@@ -51,18 +51,10 @@ static void print_help(void)
            "\n"
            "commands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
-        printf("  %-9s %s%s\n", commands[i].name, commands[i].summary,
-               commands[i].fn ? "" : " (not implemented yet in this version)");
+        printf("  %-9s %s\n", commands[i].name, commands[i].summary);
     printf("\n"
            "exit status: 0 success, 1 bad input (model or file), 2 usage error,\n"
            "3 unsupported model, 4 device failure.\n");
-}
-
-static int run_command(const command *c, int argc, char **argv)
-{
-    if (!c->fn)
-        return cli_fail(CLI_EXIT_UNSUPPORTED, c->name, "not implemented yet in this version");
-    return c->fn(argc, argv);
 }
 
 static int help_command(int argc, char **argv)
@@ -74,10 +66,6 @@ static int help_command(int argc, char **argv)
     if (argc > 2) return cli_usage_error("help", "expected one command name");
     const command *c = find_command(argv[1]);
     if (!c) return cli_usage_error("help", "unknown command '%s'", argv[1]);
-    if (!c->fn) {
-        printf("teexec %s: %s\nnot implemented yet in this version.\n", c->name, c->summary);
-        return CLI_EXIT_OK;
-    }
     char *sub_argv[] = {argv[1], (char *)"--help", NULL};
     return c->fn(2, sub_argv);
 }
@@ -100,7 +88,7 @@ int main(int argc, char **argv)
     if (first[0] == '-') return cli_usage_error(NULL, "unknown option '%s'", first);
 
     const command *c = find_command(first);
-    if (c) return run_command(c, argc - 1, argv + 1);
+    if (c) return c->fn(argc - 1, argv + 1);
 
     /* Not a command: a model path, meaning `teexec run MODEL ...`. A word
      * that is neither a path-like name nor an existing file is taken as a
@@ -108,9 +96,7 @@ int main(int argc, char **argv)
     struct stat sb;
     if (!strchr(first, '.') && !strchr(first, '/') && stat(first, &sb) != 0)
         return cli_usage_error(NULL, "unknown command '%s'", first);
-    const command *run = find_command("run");
-    if (!run) return cli_fail(CLI_EXIT_UNSUPPORTED, "run", "not implemented yet in this version");
     /* argv[0] becomes the command name slot of `run`. */
     argv[0] = (char *)"run";
-    return run_command(run, argc, argv);
+    return cmd_run(argc, argv);
 }
