@@ -1030,20 +1030,22 @@ static teexec_status *state_run(teexec_generator *g, size_t batch)
         if (p > t_run) t_run = p;
     }
     /* every row of the run writes t_run positions from its own length, a
-     * row with nothing pending too (its padding lands past its length) */
-    for (size_t r = 0; r < batch; r++) {
-        const gen_seq *s = &g->seq[r];
-        if ((s->len || s->cached) && s->cached + t_run > g->state_cap)
-            return tx_error(TEEXEC_ERR_LIMIT,
-                            "sequence %zu holds %zu cached tokens; this run writes %zu positions "
-                            "after each sequence's, past the cache's capacity of %zu (teexec "
-                            "convert --kv-cache B,C: a larger C, or rewind the sequence)",
-                            r, s->cached, t_run, g->state_cap);
+     * row with nothing pending too (its padding lands past its length):
+     * the row holding the most cached tokens is the one that overflows */
+    if (kv_columns_needed(g, SIZE_MAX, 0) > g->state_cap) {
+        size_t worst = 0;
+        for (size_t r = 1; r < batch; r++)
+            if (g->seq[r].cached > g->seq[worst].cached) worst = r;
+        return tx_error(TEEXEC_ERR_LIMIT,
+                        "sequence %zu holds %zu cached tokens; this run writes %zu positions "
+                        "after each sequence's, past the cache's capacity of %zu (teexec "
+                        "convert --kv-cache B,C: a larger C, or rewind the sequence)",
+                        worst, g->seq[worst].cached, t_run, g->state_cap);
     }
     size_t n = batch * t_run;
     int64_t *ids = malloc((n ? n : 1) * sizeof(*ids));
     int64_t *pos = malloc((n ? n : 1) * sizeof(*pos));
-    int64_t *lens = malloc((batch ? batch : 1) * sizeof(*lens));
+    int64_t *lens = malloc((batch ? batch : 1) * sizeof(*lens)); /* cache_len */
     teexec_tensor *ins[3] = {NULL, NULL, NULL}, *out = NULL, *lf = NULL;
     const char *names[3] = {g->ids.name, g->pos.name, g->cache_len_name};
     teexec_status *st = (!ids || !pos || !lens) ? tx_oom() : NULL;
@@ -1058,28 +1060,26 @@ static teexec_status *state_run(teexec_generator *g, size_t batch)
     }
     if (!st) st = int_tensor(g->ids.dtype, batch, t_run, ids, &ins[0]);
     if (!st) st = int_tensor(g->pos.dtype, batch, t_run, pos, &ins[1]);
-    if (!st) {
-        int64_t d = (int64_t)batch;
-        st = teexec_tensor_create(TEEXEC_DTYPE_INT64, 1, &d, &ins[2]);
-        if (!st) memcpy(teexec_tensor_data(ins[2]), lens, batch * sizeof(*lens));
-    }
+    int64_t lens_dim = (int64_t)batch;
+    if (!st)
+        st = teexec_tensor_create_copy(TEEXEC_DTYPE_INT64, 1, &lens_dim, lens,
+                                       batch * sizeof(*lens), &ins[2]);
     if (!st)
         st = teexec_session_run(g->session, 3, names, (const teexec_tensor *const *)ins, 1,
                                 &g->logits_name, &out);
     if (!st) st = logits_as_float(g, out, &lf);
     const teexec_tensor *l = lf ? lf : out;
+    /* each computed row's logits at its last new token; the rows count as
+     * cached only once all of them are in */
     for (size_t r = 0; !st && r < batch; r++) {
         size_t p = g->seq[r].len - g->seq[r].cached;
         const float *row = NULL;
         if (p) st = logits_row(g, l, r, p - 1, t_run, &row);
+        if (row) memcpy(g->logits + r * g->vocab, row, g->vocab * sizeof(float));
     }
     for (size_t r = 0; !st && r < batch; r++) {
         gen_seq *s = &g->seq[r];
-        size_t p = s->len - s->cached;
-        if (!p) continue;
-        const float *row = NULL;
-        (void)logits_row(g, l, r, p - 1, t_run, &row);
-        memcpy(g->logits + r * g->vocab, row, g->vocab * sizeof(float));
+        if (s->len == s->cached) continue;
         s->cached = s->len;
         s->logits_ok = true;
     }

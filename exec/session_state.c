@@ -46,8 +46,9 @@ static teexec_status *classify(const tx_ir_graph *g, int32_t v, bool *state)
                             "--kv-cache sets them)", val->name, (int)d,
                             val->dim_params && val->dim_params[d] ? val->dim_params[d] : "?");
     if (!tx_dtype_is_real(val->dtype))
-        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "KV cache input \"%s\" is %s, not a float type",
-                        val->name, teexec_dtype_name(val->dtype));
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "KV cache input \"%s\" is %s, not a float type", val->name,
+                        teexec_dtype_name(val->dtype));
     return NULL;
 }
 
@@ -69,22 +70,13 @@ teexec_status *tx_session_state_init(tx_session_state *st, const tx_ir_graph *g,
     return NULL;
 }
 
-static teexec_status *shape_of(const tx_ir_value *val, teexec_dtype dt, void *data,
-                               tx_tensor *out, size_t *bytes)
-{
-    TX_TRY(tx_tensor_wrap(out, dt, (int)val->rank, val->dims, data));
-    *bytes = out->nbytes;
-    return NULL;
-}
-
 teexec_status *tx_session_state_alloc_host(tx_session_state *st, const tx_ir_graph *g,
                                            const int32_t *in_vals)
 {
     for (size_t i = 0; i < st->n_in; i++) {
         if (!st->is_state[i]) continue;
         const tx_ir_value *val = &g->values[in_vals[i]];
-        TX_TRY(tx_tensor_alloc(&st->bound[i], val->dtype, (int)val->rank, val->dims));
-        memset(st->bound[i].data, 0, st->bound[i].nbytes);
+        TX_TRY(tx_tensor_alloc(&st->bound[i], val->dtype, (int)val->rank, val->dims)); /* zeroed */
         if (!tx_add_size(st->bytes, st->bound[i].nbytes, &st->bytes))
             return tx_error(TEEXEC_ERR_LIMIT, "KV cache sizes overflow");
     }
@@ -102,14 +94,14 @@ teexec_status *tx_session_state_alloc_device(tx_session_state *st, const tx_ir_g
         if (!st->is_state[i]) continue;
         const tx_ir_value *val = &g->values[in_vals[i]];
         teexec_dtype dt = compute != TEEXEC_DTYPE_UNDEFINED ? compute : val->dtype;
-        tx_tensor dev_shape;
-        size_t bytes = 0;
-        TX_TRY(shape_of(val, dt, NULL, &dev_shape, &bytes));
+        tx_tensor on_dev; /* the buffer's shape in the compute dtype: its size */
+        TX_TRY(tx_tensor_wrap(&on_dev, dt, (int)val->rank, val->dims, NULL));
+        size_t bytes = on_dev.nbytes;
         TX_TRY(tx_device_alloc(bytes, &st->device, &st->dev[i]));
         TX_TRY(tx_device_zero(st->dev[i], bytes));
         st->dev_dtype[i] = dt;
-        size_t model_bytes = 0;
-        TX_TRY(shape_of(val, val->dtype, st->dev[i], &st->bound[i], &model_bytes));
+        /* what a run binds: the model's dtype and shape over that buffer */
+        TX_TRY(tx_tensor_wrap(&st->bound[i], val->dtype, (int)val->rank, val->dims, st->dev[i]));
         if (!tx_add_size(st->bytes, bytes, &st->bytes))
             return tx_error(TEEXEC_ERR_LIMIT, "KV cache sizes overflow");
     }
