@@ -95,24 +95,15 @@ static teexec_status *describe(const tx_cuda_te_desc *d, attn_node *n)
     const tx_tensor *m = d->n_extra_inputs > 2 ? d->extra_inputs[2] : NULL;
     const tx_tensor *const *x = d->extra_inputs;
     int nx = d->n_extra_inputs;
-    for (int i = TX_TE_DPA_IN_K_CACHE; i < nx; i++) n->cache = n->cache || x[i];
+    n->cache = tx_te_dpa_cache_mode(x, nx);
     if (n->cache) {
         if (d->training)
             return node_err(nm, TEEXEC_ERR_UNSUPPORTED, "the cache mode is inference only");
-        tx_te_tinfo ti[7];
-        const tx_tensor *ts[7] = {q, k, v, m,
-                                  nx > TX_TE_DPA_IN_K_CACHE ? x[TX_TE_DPA_IN_K_CACHE] : NULL,
-                                  nx > TX_TE_DPA_IN_V_CACHE ? x[TX_TE_DPA_IN_V_CACHE] : NULL,
-                                  nx > TX_TE_DPA_IN_CACHE_LEN ? x[TX_TE_DPA_IN_CACHE_LEN] : NULL};
-        for (int i = 0; i < 7; i++)
-            if (ts[i]) ti[i] = (tx_te_tinfo){ts[i]->dtype, tx_shape_of(ts[i])};
-        tx_te_dpa_cache_shapes c = {&ti[0], &ti[1], &ti[2], ts[3] ? &ti[3] : NULL,
-                                    ts[4] ? &ti[4] : NULL, ts[5] ? &ti[5] : NULL,
-                                    ts[6] ? &ti[6] : NULL, d->attrs[TX_TE_A_DPA_LAYOUT].i};
-        teexec_status *cst = tx_te_dpa_cache_check(&c);
+        teexec_status *cst =
+            tx_te_dpa_cache_check_tensors(q, x, nx, d->attrs[TX_TE_A_DPA_LAYOUT].i);
         if (cst) return tx_status_prefix(cst, "op %s", nm);
-        memcpy(n->kcd, ts[4]->dims, sizeof n->kcd);
-        memcpy(n->vcd, ts[5]->dims, sizeof n->vcd);
+        memcpy(n->kcd, x[TX_TE_DPA_IN_K_CACHE]->dims, sizeof n->kcd);
+        memcpy(n->vcd, x[TX_TE_DPA_IN_V_CACHE]->dims, sizeof n->vcd);
         m = NULL;
     }
     if (q->rank != 4 || k->rank != 4 || v->rank != 4)

@@ -113,6 +113,14 @@ teexec_status *tx_te_setup_context(const tx_te_fwd_args *a, unsigned needs,
                                    const tx_tensor **saved, int cap,
                                    int *n_saved) TX_NODISCARD;
 
+/* DotProductAttention's cache mode over tensors (the CPU kernel and the
+ * CUDA preparation share it): whether the extra inputs put it in the cache
+ * mode (k_cache, v_cache or cache_len given), and format/te_schema.h's
+ * tx_te_dpa_cache_check on q and the extra inputs (NULL: absent). */
+bool tx_te_dpa_cache_mode(const tx_tensor *const *extra, int n_extra);
+teexec_status *tx_te_dpa_cache_check_tensors(const tx_tensor *q, const tx_tensor *const *extra,
+                                             int n_extra, int64_t layout) TX_NODISCARD;
+
 /* Runs forward_impl / backward_impl after checking that the counts in the
  * args match the schema (and the attributes' values). */
 teexec_status *tx_te_cpu_forward(const tx_te_fwd_args *a) TX_NODISCARD;

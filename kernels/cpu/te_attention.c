@@ -136,6 +136,35 @@ static tx_te_tinfo info_of(const tx_tensor *t)
     return i;
 }
 
+bool tx_te_dpa_cache_mode(const tx_tensor *const *extra, int n_extra)
+{
+    for (int i = TX_TE_DPA_IN_K_CACHE; i < n_extra; i++)
+        if (extra[i]) return true;
+    return false;
+}
+
+teexec_status *tx_te_dpa_cache_check_tensors(const tx_tensor *q, const tx_tensor *const *x,
+                                             int nx, int64_t layout)
+{
+    const tx_tensor *t[TX_TE_DPA_N_IN] = {NULL};
+    tx_te_tinfo ti[TX_TE_DPA_N_IN], iq = info_of(q);
+    const tx_te_tinfo *p[TX_TE_DPA_N_IN] = {NULL};
+    for (int i = 0; i < TX_TE_DPA_N_IN && i < nx; i++) {
+        t[i] = x[i];
+        ti[i] = info_of(t[i]);
+        p[i] = t[i] ? &ti[i] : NULL;
+    }
+    tx_te_dpa_cache_shapes c = {&iq,
+                                p[TX_TE_DPA_IN_K],
+                                p[TX_TE_DPA_IN_V],
+                                p[TX_TE_DPA_IN_MASK],
+                                p[TX_TE_DPA_IN_K_CACHE],
+                                p[TX_TE_DPA_IN_V_CACHE],
+                                p[TX_TE_DPA_IN_CACHE_LEN],
+                                layout};
+    return tx_te_dpa_cache_check(&c);
+}
+
 /* The cache mode's checks and its in-place append: the new k/v rows of
  * every batch row into the caches at cache_len[r]; g then reads the
  * caches. The caches are written only once every check has passed. */
@@ -148,14 +177,9 @@ static teexec_status *cache_append(const tx_te_fwd_args *a, attn_geom *g)
     const tx_tensor *kc = nx > TX_TE_DPA_IN_K_CACHE ? x[TX_TE_DPA_IN_K_CACHE] : NULL;
     const tx_tensor *vc = nx > TX_TE_DPA_IN_V_CACHE ? x[TX_TE_DPA_IN_V_CACHE] : NULL;
     const tx_tensor *cl = nx > TX_TE_DPA_IN_CACHE_LEN ? x[TX_TE_DPA_IN_CACHE_LEN] : NULL;
-    const tx_tensor *mask = nx > TX_TE_DPA_IN_MASK ? x[TX_TE_DPA_IN_MASK] : NULL;
     if (a->training)
         return tx_error(TEEXEC_ERR_UNSUPPORTED, "%s: the cache mode is inference only", op);
-    tx_te_tinfo iq = info_of(a->input), ik = info_of(k), iv = info_of(v), im = info_of(mask),
-                ikc = info_of(kc), ivc = info_of(vc), icl = info_of(cl);
-    tx_te_dpa_cache_shapes c = {&iq, &ik, &iv, mask ? &im : NULL, kc ? &ikc : NULL,
-                                vc ? &ivc : NULL, cl ? &icl : NULL, a->attrs[TX_TE_A_DPA_LAYOUT].i};
-    TX_TRY(tx_te_dpa_cache_check(&c));
+    TX_TRY(tx_te_dpa_cache_check_tensors(a->input, x, nx, a->attrs[TX_TE_A_DPA_LAYOUT].i));
     if (!kc->data || !vc->data || !cl->data)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: a cache or cache_len has no data", op);
     const int64_t *len = cl->data;
@@ -187,9 +211,7 @@ teexec_status *tx_te_cpu_attention_fwd(const tx_te_fwd_args *a)
 {
     if (a->n_extra_inputs < 2)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "te.ops DotProductAttention: k and v are missing");
-    bool cache_mode = false;
-    for (int i = TX_TE_DPA_IN_K_CACHE; i < a->n_extra_inputs; i++)
-        cache_mode = cache_mode || a->extra_inputs[i];
+    bool cache_mode = tx_te_dpa_cache_mode(a->extra_inputs, a->n_extra_inputs);
     attn_geom g;
     TX_TRY(geom_of(a->op, a->attrs, a->input, a->extra_inputs[0], a->extra_inputs[1],
                    !cache_mode && a->n_extra_inputs > 2 ? a->extra_inputs[2] : NULL, &g));
