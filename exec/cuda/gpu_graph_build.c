@@ -1159,6 +1159,7 @@ void tx_gpu_graph_destroy(tx_gpu_graph *g)
     free(g->vals);
     free(g->params);
     free(g->staging);
+    free(g->cache_checks);
     free(g->out_staging);
     free(g->in_values);
     free(g->prof);
@@ -1395,6 +1396,31 @@ static void drop_host_weights(tx_gpu_graph *g)
     }
 }
 
+/* The cache-mode attentions whose cache_len is a graph input: what a run
+ * checks that input's host values against (gpu_graph_internal.h). */
+static teexec_status *collect_cache_checks(tx_gpu_graph *g)
+{
+    const size_t slot = 1 + TX_TE_DPA_IN_CACHE_LEN;
+    for (size_t ni = 0; ni < g->n_nodes; ni++) {
+        const gnode *n = &g->nodes[ni];
+        if (n->kind != GN_TE || !n->s || n->s->id != TX_TE_DOT_PRODUCT_ATTENTION ||
+            n->ir->n_inputs <= slot || n->ir->inputs[slot] < 0)
+            continue;
+        const tx_tensor *q = n->slot_in[0], *kc = n->slot_in[1 + TX_TE_DPA_IN_K_CACHE];
+        if (!q || !kc || q->rank != 4 || kc->rank != 4) continue; /* the op refused it */
+        for (size_t i = 0; i < g->n_in; i++) {
+            if (g->in_values[i] != n->ir->inputs[slot]) continue;
+            struct gx_cache_check *nc =
+                realloc(g->cache_checks, (g->n_cache_checks + 1) * sizeof(*nc));
+            if (!nc) return tx_oom();
+            g->cache_checks = nc;
+            nc[g->n_cache_checks++] =
+                (struct gx_cache_check){i, q->dims[1], kc->dims[1], n->ir->label};
+        }
+    }
+    return NULL;
+}
+
 teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph_config *cfg,
                                    tx_gpu_graph **out)
 {
@@ -1460,6 +1486,7 @@ teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph
     if (!st) st = upload_delayed(g);
     if (!st) st = init_params(g);
     if (!st) st = finish_args(g);
+    if (!st) st = collect_cache_checks(g);
     if (!st) {
         decide_graphs(g);
         cudaError_t e = cudaStreamSynchronize(g->stream);

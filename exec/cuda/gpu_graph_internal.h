@@ -170,6 +170,15 @@ struct tx_gpu_graph {
     int32_t loss_value;
     int32_t *in_values;        /* per graph input (model order) */
     size_t n_in;
+    /* DotProductAttention's cache mode: each graph input fed as cache_len,
+     * with the new tokens and the capacity of the attention it bounds, for
+     * the range check of a run (gpu_graph_run.c) */
+    struct gx_cache_check {
+        size_t input;
+        int64_t s_q, capacity;
+        const char *node;
+    } *cache_checks;
+    size_t n_cache_checks;
     /* device */
     int device;                /* the CUDA device ordinal it was made on */
     struct tx_ws_lease *weights; /* its shared weights (inference), or NULL */

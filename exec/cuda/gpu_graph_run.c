@@ -286,29 +286,20 @@ static teexec_status *launch(tx_gpu_graph *g)
 static teexec_status *check_cache_lengths(const tx_gpu_graph *g, const tx_tensor *const *inputs,
                                           const bool *in_device)
 {
-    for (size_t ni = 0; ni < g->n_nodes; ni++) {
-        const gnode *n = &g->nodes[ni];
-        const size_t slot = 1 + TX_TE_DPA_IN_CACHE_LEN;
-        if (n->kind != GN_TE || !n->s || n->s->id != TX_TE_DOT_PRODUCT_ATTENTION ||
-            n->ir->n_inputs <= slot || n->ir->inputs[slot] < 0)
+    for (size_t c = 0; c < g->n_cache_checks; c++) {
+        const struct gx_cache_check *k = &g->cache_checks[c];
+        const tx_tensor *t = inputs[k->input];
+        if ((in_device && in_device[k->input]) || !t || t->dtype != TEEXEC_DTYPE_INT64 || !t->data)
             continue;
-        const tx_tensor *q = n->slot_in[0], *kc = n->slot_in[1 + TX_TE_DPA_IN_K_CACHE];
-        if (!q || !kc || q->rank != 4 || kc->rank != 4) continue; /* the op refuses it */
-        for (size_t i = 0; i < g->n_in; i++) {
-            const tx_tensor *t = inputs[i];
-            if (g->in_values[i] != n->ir->inputs[slot] || (in_device && in_device[i]) || !t ||
-                t->dtype != TEEXEC_DTYPE_INT64 || !t->data)
-                continue;
-            const int64_t *len = t->data, s_q = q->dims[1], cap = kc->dims[1];
-            for (uint64_t r = 0; r < t->numel; r++)
-                if (len[r] < 0 || len[r] > cap - s_q)
-                    return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
-                                    "input \"%s\": cache_len[%lld] = %lld with %lld new tokens "
-                                    "does not fit op %s's cache capacity of %lld",
-                                    g->ir->values[g->in_values[i]].name, (long long)r,
-                                    (long long)len[r], (long long)s_q, n->ir->label,
-                                    (long long)cap);
-        }
+        const int64_t *len = t->data;
+        for (uint64_t r = 0; r < t->numel; r++)
+            if (len[r] < 0 || len[r] > k->capacity - k->s_q)
+                return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                                "input \"%s\": cache_len[%lld] = %lld with %lld new tokens "
+                                "does not fit op %s's cache capacity of %lld",
+                                g->ir->values[g->in_values[k->input]].name, (long long)r,
+                                (long long)len[r], (long long)k->s_q, k->node,
+                                (long long)k->capacity);
     }
     return NULL;
 }
