@@ -116,13 +116,28 @@ def run_teexec(exe, model_path, prompt_path, new, dtype, env):
 
 
 def convert_cache_form(exe, model_path, out_path, batch, capacity, env):
-    """The export in DotProductAttention's cache mode; returns the summary."""
+    """The export in DotProductAttention's cache mode; returns the summary.
+    A cache form this function wrote before for the same model file, batch
+    and capacity (its record beside it) is reused: the Llama's conversion
+    takes a minute, and a run split over several device calls needs it once."""
+    record = out_path + ".json"
+    stamp = {"model_mtime": os.path.getmtime(model_path), "batch": batch, "capacity": capacity}
+    if os.path.isfile(out_path) and os.path.isfile(record):
+        with open(record) as f:
+            old = json.load(f)
+        if old.get("stamp") == stamp:
+            old["reused"] = True
+            return old
     cmd = [exe, "convert", model_path, out_path, "--kv-cache", f"{batch},{capacity}"]
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=500)
     if p.returncode != 0:
         raise RuntimeError(f"teexec convert exit {p.returncode}: {p.stderr.strip()[-300:]}")
-    return {"convert_s": time.perf_counter() - t0, "summary": p.stdout.strip()[-600:]}
+    info = {"convert_s": time.perf_counter() - t0, "summary": p.stdout.strip()[-600:],
+            "stamp": stamp}
+    with open(record, "w") as f:
+        json.dump(info, f)
+    return info
 
 
 def teexec_case(case, key, r, batch, new, hf_ids):
@@ -137,10 +152,14 @@ def teexec_case(case, key, r, batch, new, hf_ids):
         got = np.array(r["sequences"], dtype=np.int64)
         same = bool(got.shape == hf_ids.shape and (got == hf_ids).all())
         case["ids_equal_hf_eager" if key == "teexec" else f"{key}_ids_equal_hf_eager"] = same
-        if got.shape == hf_ids.shape and key == "teexec":
+        if got.shape == hf_ids.shape:
             diff = np.nonzero((got != hf_ids).any(0))[0]
-            case["first_differing_step"] = int(diff[0]) if len(diff) else None
+            case["first_differing_step" if key == "teexec" else f"{key}_first_differing_step"] = (
+                int(diff[0]) if len(diff) else None)
     return np.array(r["sequences"], dtype=np.int64)
+
+
+SIDES = ("teexec", "hf-eager", "hf-compile")
 
 
 def weight_bytes(folder):
@@ -165,7 +184,15 @@ def main():
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--no-cache-form", action="store_true")
+    ap.add_argument("--sides", nargs="*", default=list(SIDES), choices=SIDES,
+                    help="what to time (default all); a run too long for one device call "
+                         "can be split by side, on the same WORK")
+    ap.add_argument("--compile-modes", nargs="*", default=["reduce-overhead", "default"],
+                    choices=["reduce-overhead", "default"],
+                    help="torch.compile modes, tried in this order until one runs")
     a = ap.parse_args()
+    if a.no_compile and "hf-compile" in a.sides:
+        a.sides.remove("hf-compile")
     import torch
     os.makedirs(a.out, exist_ok=True)
     env = dict(os.environ)
@@ -189,13 +216,14 @@ def main():
         vocab = cfg.get("vocab_size")
         fp32_weights = weight_bytes(folder)
         cache_model = None
-        if not a.no_cache_form:
+        if not a.no_cache_form and "teexec" in a.sides:
             cache_model = os.path.join(folder, "cache_form.onnx")
             try:
                 info = convert_cache_form(a.teexec, os.path.join(folder, "model.onnx"),
                                           cache_model, max(a.batches), a.prompt + a.new, env)
                 results.setdefault("cache_form", {})[name] = info
-                log(f"{name}: cache form converted in {info['convert_s']:.1f} s: "
+                log(f"{name}: cache form {'reused' if info.get('reused') else 'converted'} "
+                    f"in {info['convert_s']:.1f} s: "
                     f"{info['summary'][-200:]}")
             except Exception as e:
                 results.setdefault("cache_form", {})[name] = {"error": short(e)}
@@ -206,7 +234,8 @@ def main():
             esize = 4 if dtype == "fp32" else 2
             hf = None
             try:
-                hf = load_hf(folder, tdt)
+                if "hf-eager" in a.sides or "hf-compile" in a.sides:
+                    hf = load_hf(folder, tdt)
             except Exception as e:
                 log(f"FAIL {name} {dtype}: HF model: {short(e)}")
             for batch in a.batches:
@@ -221,7 +250,7 @@ def main():
                 case["bound_ms_per_token"] = bound_s * 1e3
                 ids = torch.from_numpy(prompt).cuda()
                 hf_ids = None
-                if hf is not None:
+                if hf is not None and "hf-eager" in a.sides:
                     try:
                         t, out = time_hf(hf, ids, a.new, a.iters, 1)
                         hf_ids = out[:, a.prompt:].cpu().numpy()
@@ -230,6 +259,9 @@ def main():
                     except Exception as e:
                         case["hf_eager_error"] = short(e)
                 export_ids = None
+                if "teexec" not in a.sides:
+                    log(json.dumps(case))
+                    continue
                 try:
                     r = run_teexec(a.teexec, os.path.join(folder, "model.onnx"), ppath, a.new,
                                    dtype, env)
@@ -246,31 +278,37 @@ def main():
                     except Exception as e:
                         case["teexec_cache_error"] = short(e)
                 log(json.dumps(case))
-            if hf is not None and not a.no_compile:
+            if hf is not None and "hf-compile" in a.sides:
                 try:
                     hf.generation_config.cache_implementation = "static"
                     eager_forward = hf.forward
-                    hf.forward = torch.compile(eager_forward, mode="reduce-overhead", fullgraph=True)
+                    modes = a.compile_modes
+                    hf.forward = torch.compile(eager_forward, mode=modes[0], fullgraph=True)
                     for batch in a.batches:
                         case = next(c for c in results["cases"] if c["model"] == name and
                                     c["dtype"] == dtype and c["batch"] == batch)
                         prompt = np.load(os.path.join(a.out, f"prompt_{name}_{batch}.npy"))
-                        # reduce-overhead (CUDA graphs) first; transformers 5's static
-                        # cache can trip its overwrite check, then compile without graphs
-                        for mode in ("reduce-overhead", "default"):
+                        # reduce-overhead (CUDA graphs) first by default; transformers
+                        # 5's static cache can trip its overwrite check, then compile
+                        # without graphs
+                        for k, mode in enumerate(modes):
                             try:
                                 t, _ = time_hf(hf, torch.from_numpy(prompt).cuda(), a.new,
                                                a.iters, 2)
                                 case["hf_static_compile_s"] = t
                                 case["hf_static_compile_tokens_per_s"] = batch * a.new / t
                                 case["hf_static_compile_mode"] = mode
-                                case.pop("hf_static_compile_error", None)
+                                # a mode that failed first stays on record
+                                err = case.pop("hf_static_compile_error", None)
+                                if err:
+                                    case["hf_static_compile_failed_first"] = err
                                 break
                             except Exception as e:
                                 case["hf_static_compile_error"] = f"{mode}: {short(e)}"
-                                torch._dynamo.reset()
-                                hf.forward = torch.compile(eager_forward, mode="default",
-                                                           fullgraph=True)
+                                if k + 1 < len(modes):
+                                    torch._dynamo.reset()
+                                    hf.forward = torch.compile(eager_forward, mode=modes[k + 1],
+                                                               fullgraph=True)
                         log(json.dumps(case))
                 except Exception as e:
                     log(f"FAIL {name} {dtype}: torch.compile: {short(e)}")

@@ -20,11 +20,14 @@
 #   device run, carry .carry/lead(.tar.xz): bash bench/gpu/run_generate_bench.sh
 #   env: ONLY="gpt2_124m_kv" BATCHES="1 16" DTYPES="fp32 bf16" PROMPT=128 NEW=128
 #        NO_COMPILE=1 ITERS=3 WORK=/tmp/gen-bench AUTOTUNE=0 STAGE=all|export|bench
+#        SIDES="teexec hf-eager hf-compile" COMPILE_MODES="reduce-overhead default"
 #
 # A device call lasts at most 10 minutes: if the whole run does not fit,
 # split it while the machine stays warm (WORK survives between calls):
 #   STAGE=export bash ...;  STAGE=bench ONLY=gpt2_124m_kv bash ...;
 #   STAGE=bench ONLY=llama_1b_kv DTYPES=bf16 bash ...
+# or by side: SIDES=hf-compile BATCHES=1 ..., then SIDES="teexec hf-eager" ...
+# (the cache form converted once is reused while WORK lasts).
 #
 # What teexec does here: the cache stays on the device between steps (one
 # block for every layer, presents bound in place); the past is fed at a
@@ -65,6 +68,8 @@ only=()
           --dtypes ${DTYPES:-fp32 bf16} --prompt "${PROMPT:-128}" --new "${NEW:-128}"
           --iters "${ITERS:-3}" "${only[@]}")
     [ -n "${NO_COMPILE:-}" ] && args+=(--no-compile)
+    [ -n "${SIDES:-}" ] && args+=(--sides $SIDES)
+    [ -n "${COMPILE_MODES:-}" ] && args+=(--compile-modes $COMPILE_MODES)
     python3 bench/gpu/generate_bench.py "${args[@]}" 2>&1 | grep -v -i warning
   fi
   date -u
