@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include "kv_cache_case.h"
+#include "recipes_case.h"
 #include "kv_model.h"
 #include "teexec/teexec.h"
 
@@ -557,71 +558,13 @@ static void hf_generate_references(void **state)
     assert_int_equal(bad, 0);
 }
 
-/* fp8-current and mxfp8 in generation on a real export (models/kv/gpt2_kv,
- * 64 wide: mxfp8's multiples of 32 hold), in both forms: the export with
- * past_key_values and its cache form (teexec convert --kv-cache). A
- * 32-token prefill's logits move off the unquantized ones but stay close
- * (the recipe ran, and ran sensibly), and 8 decode steps follow. */
+/* fp8-current and mxfp8 in generation on a real export, both forms, on
+ * the CPU (tests/exec/recipes_case.h). */
 static void recipes_on_a_real_export(void **state)
 {
     (void)state;
-    const char *root = getenv("TEEXEC_SOURCE_ROOT");
-    char path[4200], conv[4200];
-    snprintf(path, sizeof path, "%.3900s/models/kv/gpt2_kv/model.onnx", root ? root : ".");
-    teexec_model *src = NULL;
-    teexec_status *lst = teexec_model_load_file(path, NULL, &src);
-    if (lst) {
-        teexec_status_destroy(lst);
-        skip();
-    }
-    snprintf(conv, sizeof conv, "/tmp/teexec_recipes_cache_%ld.onnx", (long)getpid());
-    teexec_plan_options *po = NULL;
-    ok(teexec_plan_options_create(&po), "plan options");
-    ok(teexec_plan_options_set_kv_cache(po, 1, 64), "kv cache options");
-    ok(teexec_model_convert(src, po, conv, NULL), "convert --kv-cache");
-    teexec_plan_options_destroy(po);
-    teexec_model *cached = NULL;
-    ok(teexec_model_load_file(conv, NULL, &cached), "loading the cache form");
-    remove(conv);
-    enum { VOCAB = 512 };
-    const teexec_model *forms[2] = {src, cached};
-    const char *recipes[] = {"none", "fp8-current", "mxfp8"};
-    int64_t prompt[32];
-    for (int t = 0; t < 32; t++) prompt[t] = (t * 37 + 11) % VOCAB;
-    for (int f = 0; f < 2; f++) {
-        float base[VOCAB], got[VOCAB];
-        for (size_t i = 0; i < sizeof recipes / sizeof recipes[0]; i++) {
-            teexec_generator_options o;
-            teexec_generator_options_init(&o);
-            o.device = TEEXEC_DEVICE_CPU;
-            o.recipe = recipes[i];
-            o.max_length = 64;
-            teexec_generator *g = NULL;
-            ok(teexec_generator_create(forms[f], &o, &g), recipes[i]);
-            ok(teexec_generator_append(g, 0, prompt, 32), "append");
-            ok(teexec_generator_compute(g), recipes[i]);
-            ok(teexec_generator_logits(g, 0, i ? got : base, VOCAB), "logits");
-            if (i) {
-                double num = 0, den = 0;
-                for (int v = 0; v < VOCAB; v++) {
-                    num += (got[v] - base[v]) * (double)(got[v] - base[v]);
-                    den += base[v] * (double)base[v];
-                }
-                double rel = sqrt(num / den);
-                if (!(rel > 0 && rel < 0.1))
-                    fail_msg("%s form, %s: prefill logits rel-L2 %g from recipe none",
-                             f ? "cache" : "export", recipes[i], rel);
-            }
-            for (int st = 0; st < 8; st++) {
-                int64_t id = -1;
-                ok(teexec_generator_step(g, &id, 1), recipes[i]);
-                assert_true(id >= 0 && id < VOCAB);
-            }
-            teexec_generator_destroy(g);
-        }
-    }
-    teexec_model_destroy(cached);
-    teexec_model_destroy(src);
+    static float logits[RC_FORMS][RC_RECIPES][RC_VOCAB];
+    if (!recipes_case(TEEXEC_DEVICE_CPU, logits)) skip();
 }
 
 /* DotProductAttention's cache mode on the CPU: converted HF exports give

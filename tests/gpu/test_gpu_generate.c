@@ -11,7 +11,9 @@
  *   - every zoo decoder recomputes PyTorch's greedy ids on CUDA (fp32) as
  *     far as its fixed [2, 16] input goes;
  *   - the Hugging Face exports of models/kv (when present) give HF
- *     generate's greedy ids on CUDA in KV mode.
+ *     generate's greedy ids on CUDA in KV mode, and in the cache form;
+ *   - fp8-current and mxfp8 in generation on a real export, both forms,
+ *     each prefill near the CPU's under the same recipe.
  * Exits 77 without a GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +23,7 @@
 
 #include "exec/session_cuda.h"
 #include "tests/exec/kv_cache_case.h"
+#include "tests/exec/recipes_case.h"
 #include "tests/exec/kv_model.h"
 #include "teexec/teexec.h"
 #include "tests/gpu/gpu_harness.h"
@@ -290,6 +293,41 @@ static void cache_mode_on_cuda(void **state)
     if (!kv_cache_case(TEEXEC_DEVICE_CUDA)) skip();
 }
 
+/* fp8-current and mxfp8 in generation on a real export, both forms, on the
+ * device (tests/exec/recipes_case.h: each recipe moves the prefill logits
+ * off recipe none's, within 0.1, and decoding goes on), and each CUDA
+ * prefill against the CPU's under the same recipe: the quantizers' bytes
+ * are the CPU's for equal inputs, so what is left is the GEMMs' summation
+ * order and the few elements whose scaled value it moves across a
+ * rounding boundary. Bounds: 1e-4 rel-L2 for recipe none (fp32); for a
+ * quantized recipe, 0.3 of what the recipe itself moves the CPU's logits
+ * off recipe none's (about 0.08 here): the device must matter much less
+ * than the recipe does. */
+static void recipes_on_cuda_match_the_cpu(void **state)
+{
+    (void)state;
+    static float cpu[RC_FORMS][RC_RECIPES][RC_VOCAB], gpu[RC_FORMS][RC_RECIPES][RC_VOCAB];
+    if (!recipes_case(TEEXEC_DEVICE_CPU, cpu)) skip();
+    assert_true(recipes_case(TEEXEC_DEVICE_CUDA, gpu));
+    char detail[256];
+    size_t at = 0;
+    for (int f = 0; f < RC_FORMS; f++)
+        for (int i = 0; i < RC_RECIPES; i++) {
+            double rel = rc_rel_l2(gpu[f][i], cpu[f][i], RC_VOCAB);
+            fprintf(stderr, "%s form, %s: CUDA prefill logits rel-L2 %.3g from the CPU's\n",
+                    f ? "cache" : "export", rc_recipes[i], rel);
+            if (at < sizeof detail)
+                at += (size_t)snprintf(detail + at, sizeof detail - at, "%s%s/%s %.2g",
+                                       at ? ", " : "", f ? "cache" : "export", rc_recipes[i],
+                                       rel);
+            double bound = i ? 0.3 * rc_rel_l2(cpu[f][i], cpu[f][0], RC_VOCAB) : 1e-4;
+            if (rel > bound)
+                fail_msg("%s form, %s: CUDA prefill logits rel-L2 %g from the CPU's (bound %g)",
+                         f ? "cache" : "export", rc_recipes[i], rel, bound);
+        }
+    tg_record("recipes_in_generation_cuda_vs_cpu", 1, detail);
+}
+
 int main(void)
 {
     tg_require_gpu("test_gpu_generate");
@@ -299,6 +337,7 @@ int main(void)
         cmocka_unit_test(zoo_greedy_on_cuda),
         cmocka_unit_test(hf_references_on_cuda),
         cmocka_unit_test(cache_mode_on_cuda),
+        cmocka_unit_test(recipes_on_cuda_match_the_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
