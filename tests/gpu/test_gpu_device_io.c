@@ -15,7 +15,9 @@
  *     outputs per run, and one bound device output) on a 16-token MLP
  *     (printed and recorded; not asserted, the lead records it);
  *   - shape buckets: 30 random batch sizes through at most 4 executors,
- *     each against a fresh session at that size.
+ *     each against a fresh session at that size; and variable traffic in
+ *     two dims, 50 random (batch, sequence) shapes through 4 bucket pairs,
+ *     with one executor (one CUDA graph capture) per pair met.
  * The model is built here: x [N, 1024] -> 2 x (MatMul 1024x1024, Relu). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +25,7 @@
 #include <cmocka.h>
 
 #include "exec/session_cuda.h"
+#include "exec/session_internal.h"
 #include "teexec/teexec.h"
 #include "tests/gpu/gpu_harness.h"
 #include "tests/import/model_builder.h"
@@ -557,6 +560,127 @@ static void test_buckets_on_cuda(void **state)
     teexec_session_destroy(s);
 }
 
+/* x [B, S, 64] -> MatMul 64x64 -> Add bias -> Relu -> MatMul 64x64: every
+ * position on its own, so padding B or S changes no real output. */
+enum { TD = 64 };
+
+static teexec_model *token_model(void)
+{
+    Onnx__ModelProto *m = mb_model(8);
+    mb_opset(m, "", 17);
+    Onnx__GraphProto *g = mb_graph("tokens_cuda");
+    m->graph = g;
+    mb_input(g, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "B,S,64");
+    mb_output(g, "y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "B,S,64");
+    const int64_t wd[2] = {TD, TD}, bd[1] = {TD};
+    const char *names[3] = {"w0", "b0", "w1"};
+    for (int k = 0; k < 3; k++) {
+        mb_init(g, names[k], k == 1 ? bd : wd, k == 1 ? 1 : 2);
+        Onnx__TensorProto *t = g->initializer[g->n_initializer - 1];
+        float *v = (float *)t->raw_data.data;
+        size_t n = k == 1 ? TD : (size_t)TD * TD;
+        for (size_t i = 0; i < n; i++)
+            v[i] = (float)((int)((i * 2654435761u + (size_t)k * 977u) % 257u) - 128) / 1024.0f;
+    }
+    mb_node(g, "mm0", "MatMul", NULL, "x,w0", "h0");
+    mb_node(g, "add", "Add", NULL, "h0,b0", "h1");
+    mb_node(g, "relu", "Relu", NULL, "h1", "h2");
+    mb_node(g, "mm1", "MatMul", NULL, "h2,w1", "y");
+    size_t size = 0;
+    uint8_t *buf = mb_pack(m, &size);
+    mb_free_all();
+    teexec_model *model = NULL;
+    ok(teexec_model_load_memory(buf, size, NULL, NULL, &model), "loading the token model");
+    free(buf);
+    return model;
+}
+
+static teexec_session *cuda_token_session(teexec_model *m, bool bucketed, int64_t b, int64_t sq)
+{
+    teexec_session_options *o = NULL;
+    ok(teexec_session_options_create(&o), "options");
+    ok(teexec_session_options_set_device(o, TEEXEC_DEVICE_CUDA), "device");
+    ok(teexec_session_options_set_deterministic(o, 1), "deterministic");
+    if (bucketed) {
+        ok(teexec_session_options_set_dim_multiple(o, "B", 8), "B buckets");
+        const int64_t seq_sizes[2] = {32, 16};
+        ok(teexec_session_options_set_dim_buckets(o, "S", seq_sizes, 2), "S buckets");
+    } else {
+        ok(teexec_session_options_set_dim(o, "B", b), "B");
+        ok(teexec_session_options_set_dim(o, "S", sq), "S");
+    }
+    teexec_session *s = NULL;
+    ok(teexec_session_create(m, o, &s), "token session");
+    teexec_session_options_destroy(o);
+    return s;
+}
+
+/* Variable traffic in two dims on the device: 50 seeded random (B, S)
+ * shapes, B in [1, 16] padded to a multiple of 8, S in [1, 32] to the
+ * listed 16 or 32, so 4 bucket pairs, which a CUDA session's 4 executors
+ * hold without eviction. Each output equals a fresh unbucketed session's
+ * at that exact shape (rel-L2 <= 1e-5: the padded GEMM may take another
+ * cuBLASLt algorithm), and the session built exactly one executor per
+ * bucket pair met: each executor captures its CUDA graph once
+ * (gpu_graph_run.c launch), so that is also the number of captures. */
+static void test_two_dims_of_random_traffic_on_cuda(void **state)
+{
+    (void)state;
+    teexec_model *m = token_model();
+    teexec_session *s = cuda_token_session(m, true, 0, 0);
+    bool seen[2][2] = {{false}};
+    seen[0][0] = true; /* created at B = S = 1: bucket (8, 16) */
+    uint32_t rng = 2024u;
+    double worst = 0;
+    for (int i = 0; i < 50; i++) {
+        rng = rng * 1664525u + 1013904223u;
+        int64_t b = 1 + (int64_t)((rng >> 8) % 16u);
+        rng = rng * 1664525u + 1013904223u;
+        int64_t sq = 1 + (int64_t)((rng >> 8) % 32u);
+        seen[b > 8][sq > 16] = true;
+        int64_t dims[3] = {b, sq, TD};
+        size_t n = (size_t)(b * sq * TD);
+        teexec_tensor *x = NULL, *want = NULL, *got = NULL;
+        ok(teexec_tensor_create(TEEXEC_DTYPE_FLOAT, 3, dims, &x), "x");
+        float *v = teexec_tensor_data(x);
+        for (size_t k = 0; k < n; k++) v[k] = (float)((int)((k * 13 + (size_t)i) % 17u) - 8) * 0.125f;
+        const teexec_tensor *ins[1] = {x};
+        teexec_session *fresh = cuda_token_session(m, false, b, sq);
+        ok(teexec_session_run(fresh, 1, kIn, ins, 1, kOut, &want), "fresh run");
+        ok(teexec_session_run(s, 1, kIn, ins, 1, kOut, &got), "bucketed run");
+        assert_int_equal(teexec_tensor_rank(got), 3);
+        assert_int_equal(teexec_tensor_dims(got)[0], b);
+        assert_int_equal(teexec_tensor_dims(got)[1], sq);
+        assert_int_equal(teexec_tensor_byte_size(got), teexec_tensor_byte_size(want));
+        const float *a = teexec_tensor_data_const(got), *r = teexec_tensor_data_const(want);
+        double num = 0, den = 0;
+        for (size_t k = 0; k < n; k++) {
+            num += ((double)a[k] - r[k]) * ((double)a[k] - r[k]);
+            den += (double)r[k] * r[k];
+        }
+        double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+        if (rel > worst) worst = rel;
+        assert_true(rel <= 1e-5);
+        teexec_tensor_destroy(want);
+        teexec_tensor_destroy(got);
+        teexec_tensor_destroy(x);
+        teexec_session_destroy(fresh);
+    }
+    size_t pairs = (size_t)seen[0][0] + seen[0][1] + seen[1][0] + seen[1][1];
+    uint64_t built = tx_session_plans_built(s);
+    char detail[160];
+    snprintf(detail, sizeof detail,
+             "50 (B, S) shapes, %zu bucket pairs met, %llu executors built (one capture each), "
+             "worst rel-L2 %.3g",
+             pairs, (unsigned long long)built, worst);
+    fprintf(stderr, "two-dim buckets: %s\n", detail);
+    tg_record("shape_buckets_cuda_2d", 1, detail);
+    assert_int_equal(built, pairs);
+    assert_int_equal(teexec_session_plan_count(s), pairs);
+    teexec_session_destroy(s);
+    teexec_model_destroy(m);
+}
+
 int main(void)
 {
     tg_require_gpu("test_gpu_device_io");
@@ -568,6 +692,7 @@ int main(void)
         cmocka_unit_test(test_device_fault_poisons_only_its_session),
         cmocka_unit_test(test_timing_host_against_device),
         cmocka_unit_test(test_buckets_on_cuda),
+        cmocka_unit_test(test_two_dims_of_random_traffic_on_cuda),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
