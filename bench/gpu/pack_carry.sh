@@ -6,7 +6,8 @@
 #   BUILD_DIR (build-gpu): -Dstatic_protobuf=true -Dbuildtype=release
 #     -Dtests=enabled, so the tools and tests link protobuf-c statically;
 #   DEST (.carry/lead): every test_gpu_* program, teexec, gemm_rate,
-#     kernel_bw, stripped, with libcmocka.so.0 (the tests load it);
+#     kernel_bw, test_zoo_cuda, run_node_tests and examples/device_stream,
+#     stripped, with libcmocka.so.0 (the tests load it);
 #   DEST.tar.xz beside it when the directory is over the 64 MiB carry limit
 #     (unpack it there first:
 #     python3 -c "import tarfile; tarfile.open('DEST.tar.xz').extractall('.carry')").
@@ -25,7 +26,7 @@ find "$BUILD_DIR/tests/gpu" -maxdepth 1 -type f -executable -name 'test_gpu_*' \
   -exec cp {} "$DEST/" \;
 # the zoo on the GPU (test_zoo_cuda: run as `test_zoo_cuda cuda`) and the
 # ONNX node tests through the CUDA session, where this tree has them
-for t in tests/zoo/test_zoo_cuda tests/conformance/run_node_tests; do
+for t in tests/zoo/test_zoo_cuda tests/conformance/run_node_tests examples/device_stream; do
   [ -x "$BUILD_DIR/$t" ] && cp "$BUILD_DIR/$t" "$DEST/"
 done
 cp "$BUILD_DIR/tools/teexec" "$BUILD_DIR/bench/gpu/gemm_rate" "$BUILD_DIR/bench/gpu/kernel_bw" \
@@ -33,7 +34,7 @@ cp "$BUILD_DIR/tools/teexec" "$BUILD_DIR/bench/gpu/gemm_rate" "$BUILD_DIR/bench/
 cp -P "$(dirname "$(readlink -f "$(ldconfig -p | awk '/libcmocka.so.0 /{print $NF; exit}')")")"/libcmocka.so.0* \
   "$DEST/"
 strip "$DEST"/test_gpu_* "$DEST/teexec" "$DEST/gemm_rate" "$DEST/kernel_bw"
-for t in test_zoo_cuda run_node_tests; do [ -f "$DEST/$t" ] && strip "$DEST/$t"; done
+for t in test_zoo_cuda run_node_tests device_stream; do [ -f "$DEST/$t" ] && strip "$DEST/$t"; done
 size=$(du -sm "$DEST" | cut -f1)
 echo "$DEST: $(ls "$DEST" | wc -l) files, $size MiB"
 if [ "$size" -gt 60 ]; then
