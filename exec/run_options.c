@@ -1,5 +1,6 @@
-/* run_options.c - teexec_run_options (teexec.h "Run options"): a tag and a
- * cancel flag read by runs (exec/run_options.h). */
+/* run_options.c - teexec_run_options (teexec.h "Run options"): a tag, a
+ * cancel flag, the per-run profile switch and the CUDA run settings, read
+ * by runs (exec/run_options.h). */
 #include "exec/run_options.h"
 
 #include "base/log.h"
@@ -19,6 +20,7 @@ struct teexec_run_options {
     void *cuda_stream;         /* the caller's cudaStream_t, or NULL */
     bool device_outputs;       /* outputs as device tensors */
     bool no_sync;              /* return once queued */
+    bool profile;              /* time this run's work (run_profile.h) */
 };
 
 teexec_status *teexec_run_options_set_cuda_stream(teexec_run_options *o, void *stream)
@@ -41,6 +43,15 @@ teexec_status *teexec_run_options_set_no_sync(teexec_run_options *o, int on)
     o->no_sync = on != 0;
     return NULL;
 }
+
+teexec_status *teexec_run_options_set_profile(teexec_run_options *o, int on)
+{
+    if (!o) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "options is NULL");
+    o->profile = on != 0;
+    return NULL;
+}
+
+bool tx_run_profiled(const teexec_run_options *o) { return o && o->profile; }
 
 void *tx_run_cuda_stream(const teexec_run_options *o) { return o ? o->cuda_stream : NULL; }
 bool tx_run_device_outputs(const teexec_run_options *o) { return o && o->device_outputs; }

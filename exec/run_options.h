@@ -2,8 +2,9 @@
  * run_options.h - what a teexec_run_options holds (teexec.h "Run options")
  * and the helpers every run path (CPU and CUDA sessions, trainers) uses to
  * honour it: the cancel check, the cancellation status, the tag put on
- * the run's log messages and on its failure status, and the CUDA run
- * settings (stream, device outputs, no host sync).
+ * the run's log messages and on its failure status, the per-run profile
+ * switch, and the CUDA run settings (stream, device outputs, no host
+ * sync).
  *
  * Ownership: the options belong to the caller; runs borrow them for the
  * call. Thread-safety: the cancel flag is a C11 atomic, set from any thread
@@ -22,6 +23,10 @@
 void *tx_run_cuda_stream(const teexec_run_options *o);
 bool tx_run_device_outputs(const teexec_run_options *o);
 bool tx_run_no_sync(const teexec_run_options *o);
+
+/* Whether the run times its own work (set_profile; false for NULL
+ * options): exec/run_profile.h. */
+bool tx_run_profiled(const teexec_run_options *o);
 
 /* Whether a cancel was asked (false for NULL options). */
 bool tx_run_cancelled(const teexec_run_options *o);

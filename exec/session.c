@@ -491,6 +491,8 @@ void teexec_session_destroy(teexec_session *s)
     free(s->sc_outs);
     free(s->sc_out_vals);
     free(s->trace);
+    tx_run_profile_free(&s->run_prof);
+    tx_run_profile_free(&s->run_prof_work);
     if (s->has_delayed) tx_delayed_free(&s->delayed);
     if (s->be.vt && s->be.state) s->be.vt->destroy(s->be.state);
     free(s);
@@ -500,6 +502,22 @@ const char *teexec_session_device_name(const teexec_session *s)
 {
     if (s && s->cuda) return "cuda";
     return s && s->be.vt ? s->be.vt->name : "none";
+}
+
+teexec_status *teexec_session_run_profile(const teexec_session *s, char **out_text)
+{
+    if (!out_text) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "out_text is NULL");
+    *out_text = NULL;
+    if (!s) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "session is NULL");
+    if (!s->has_run_prof)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "no run of this session has asked for a profile (run options "
+                        "set_profile) and succeeded");
+    return tx_run_profile_text(&s->run_prof, teexec_session_device_name(s),
+                               s->cuda ? "event time of each kernel; the run was launched "
+                                         "kernel by kernel, not replayed as its CUDA graph"
+                                       : "wall time of each fuser group and standard node",
+                               out_text);
 }
 
 size_t teexec_session_plan_count(const teexec_session *s)
@@ -702,6 +720,22 @@ static teexec_status *cancelled_at(const tx_ir_graph *g, size_t i)
     return tx_run_cancelled_status(where, n->label);
 }
 
+/* One row of a CPU run's own profile (run options set_profile): a fuser
+ * group by its first node, or a standard node, with its wall time. */
+static teexec_status *profile_step(teexec_session *s, const tx_plan *p, size_t i, bool group,
+                                   double ms)
+{
+    const tx_ir_node *n = &s->g->nodes[i];
+    int32_t gid = p->fplan && p->fplan->group_of_node ? p->fplan->group_of_node[i] : -1;
+    char name[96];
+    if (group && gid >= 0)
+        snprintf(name, sizeof name, "fuser group of %d ops (%.60s..)",
+                 (int)p->fplan->groups[gid].n_nodes, n->label);
+    else
+        snprintf(name, sizeof name, "%s(%.70s)", n->op_type, n->label);
+    return tx_run_profile_add(&s->run_prof_work, name, gid, false, ms);
+}
+
 static teexec_status *execute(teexec_session *s, const teexec_run_options *ro, tx_plan *p,
                               const tx_tensor **bound, const tx_tensor **cur, tx_tensor *store)
 {
@@ -715,6 +749,7 @@ static teexec_status *execute(teexec_session *s, const teexec_run_options *ro, t
     tx_infer_value *dyn = s->sc_out_vals;
     s->n_trace = 0;
     s->last_fplan = p->fplan;
+    const bool prof = tx_run_profiled(ro);
     for (size_t i = 0; i < g->n_nodes; i++) {
         if (p->typed.skip[i]) continue;
         int role = tx_sgroups_role(p, i);
@@ -722,8 +757,10 @@ static teexec_status *execute(teexec_session *s, const teexec_run_options *ro, t
         /* one atomic load per node or fuser group: the cancel point of a
          * CPU run */
         if (tx_run_cancelled(ro)) return cancelled_at(g, i);
+        const double t0 = prof ? tx_run_profile_now_ms() : 0.0;
         if (role > 0) {
             TX_TRY(tx_sgroups_run(s, p, i, cur, store));
+            if (prof) TX_TRY(profile_step(s, p, i, true, tx_run_profile_now_ms() - t0));
             continue;
         }
         TX_TRY(tx_sgroups_trace_node(s, p, i));
@@ -761,6 +798,7 @@ static teexec_status *execute(teexec_session *s, const teexec_run_options *ro, t
         tx_op_call call = {.node = n, .file = s->model->file, .n_in = n->n_inputs, .in = ins,
                            .n_out = n->n_outputs, .out = outs};
         TX_TRY(s->be.vt->run_node(s->be.state, s->fns[i], &call));
+        if (prof) TX_TRY(profile_step(s, p, i, false, tx_run_profile_now_ms() - t0));
     }
     tx_sgroups_after_run(s);
     s->n_runs++;
@@ -978,6 +1016,9 @@ static teexec_status *session_run(teexec_session *s, const teexec_run_options *r
     if (!st && tx_log_enabled(TEEXEC_LOG_DEBUG))
         tx_log(TEEXEC_LOG_DEBUG, "session run started (%s, %zu nodes)",
                teexec_session_device_name(s), g->n_nodes);
+    const bool profiled = tx_run_profiled(ro);
+    const double run_t0 = profiled ? tx_run_profile_now_ms() : 0.0;
+    if (profiled) tx_run_profile_reset(&s->run_prof_work);
     if (!st && s->cuda)
         st = tx_session_cuda_run(s, ro, reuse ? NULL : bound, reuse ? NULL : in_dev, n_outputs,
                                  want, into, out_tensors);
@@ -1009,6 +1050,14 @@ static teexec_status *session_run(teexec_session *s, const teexec_run_options *r
     }
     if (!st && n_bb) st = cut_outputs(s, bb, n_bb, n_outputs, want, out_tensors);
     if (!st && into) st = fill_bound(s, n_outputs, want, out_tensors, into);
+    if (!st && profiled) {
+        /* the run's profile replaces the last one only when the run succeeded */
+        tx_run_profile_set_wall(&s->run_prof_work, tx_run_profile_now_ms() - run_t0);
+        tx_run_profile t = s->run_prof;
+        s->run_prof = s->run_prof_work;
+        s->run_prof_work = t;
+        s->has_run_prof = true;
+    }
     if (store)
         for (size_t v = 0; v < g->n_values; v++) tx_tensor_release(&store[v]);
     for (size_t i = 0; padded && i < s->n_in; i++) tx_tensor_release(&padded[i]);

@@ -494,6 +494,8 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *
             st = tx_error(TEEXEC_ERR_DEVICE, "cuda kernel failed: injected fault (test seam)");
         } else {
             st = tx_gpu_graph_run(g, bound, &io, n_outputs ? outs : NULL, mask);
+            /* the run's own profile, timed by its executor */
+            if (!st && tx_run_profiled(ro)) st = tx_gpu_graph_run_profile(g, &s->run_prof_work);
         }
         tx_gpu_graph_set_run_options(g, NULL);
         s->cuda_host_copies += io.host_copies;

@@ -33,6 +33,7 @@
 #include "exec/backend.h"
 #include "exec/model_internal.h"
 #include "exec/recipe_delayed.h"
+#include "exec/run_profile.h"
 #include "exec/session_state.h"
 #include "exec/shape_buckets.h"
 #include "exec/value_plan.h"
@@ -129,6 +130,12 @@ struct teexec_session {
     tx_run_kernel *trace;
     size_t n_trace, cap_trace;
     const tx_fuser_plan *last_fplan;   /* the plan of the last run (borrowed) */
+    /* Per-run profiles (run options set_profile, exec/run_profile.h): the
+     * run in progress fills run_prof_work (the CPU here, a CUDA run from
+     * its executor); a run that succeeds swaps it into run_prof, which
+     * teexec_session_run_profile reads. */
+    tx_run_profile run_prof, run_prof_work;
+    bool has_run_prof;
     teexec_comm *comm;       /* tensor-parallel group the te.ops collectives use (borrowed) */
     /* Types and folds every plan's values (exec/value_plan.h); owns the
      * decoded initializers. */

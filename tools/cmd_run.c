@@ -580,6 +580,20 @@ int cmd_run(int argc, char **argv)
         state_free(&r);
         return rc;
     }
+    /* --profile on the CPU: every run profiles itself (run options
+     * set_profile) and the last one's table is printed; a CUDA session
+     * made with --profile keeps its own, summed over the runs */
+    teexec_run_options *ro = NULL;
+    bool run_profile = a.ex.profile && strcmp(teexec_session_device_name(r.session), "cpu") == 0;
+    if (run_profile) {
+        st = teexec_run_options_create(&ro);
+        if (!st) st = teexec_run_options_set_profile(ro, 1);
+        if (st) {
+            teexec_run_options_destroy(ro);
+            state_free(&r);
+            return cli_report(st, a.model);
+        }
+    }
     long total = a.iters_given ? a.iters + 1 : 1;
     for (long it = 0; it < total; it++) {
         for (size_t o = 0; o < r.n_out; o++) {
@@ -587,16 +601,19 @@ int cmd_run(int argc, char **argv)
             r.outputs[o] = NULL;
         }
         double t0 = now_ms();
-        st = teexec_session_run(r.session, r.n_in, r.in_names,
-                                (const teexec_tensor *const *)r.inputs, r.n_out, NULL, r.outputs);
+        st = teexec_session_run_with(r.session, ro, r.n_in, r.in_names,
+                                     (const teexec_tensor *const *)r.inputs, r.n_out, NULL,
+                                     r.outputs);
         double t1 = now_ms();
         if (st) {
+            teexec_run_options_destroy(ro);
             state_free(&r);
             return cli_report(st, a.model);
         }
         long slot = a.iters_given ? it - 1 : it; /* the warm-up run is not timed */
         if (slot >= 0) r.times[slot] = t1 - t0;
     }
+    teexec_run_options_destroy(ro);
     if (a.output_dir) {
         rc = write_outputs(&a, &r);
         if (rc >= 0) {
@@ -607,7 +624,8 @@ int cmd_run(int argc, char **argv)
     rc = report(&a, &r);
     if (rc == CLI_EXIT_OK && a.ex.profile) {
         char *text = NULL;
-        st = teexec_session_profile(r.session, &text);
+        st = run_profile ? teexec_session_run_profile(r.session, &text)
+                         : teexec_session_profile(r.session, &text);
         rc = exec_options_print_profile(CMD, teexec_session_device_name(r.session), st, text);
     }
     state_free(&r);

@@ -25,10 +25,13 @@ const char exec_options_help[] =
     "                           scheduling (also: TEEXEC_DETERMINISTIC=1)\n"
     "  --no-graphs              launch every kernel each run instead of\n"
     "                           replaying a captured CUDA graph\n"
-    "  --profile                time every fuser group and kernel (GPU) and print\n"
-    "                           the table to stderr after the runs (the first\n"
-    "                           call's one-time setup left out), with the device\n"
-    "                           memory used and the fusions not run, and why\n";
+    "  --profile                time every fuser group and kernel and print the\n"
+    "                           table to stderr after the runs: on the GPU summed\n"
+    "                           over the runs (the first call's one-time setup\n"
+    "                           left out), with the device memory used and the\n"
+    "                           fusions not run, and why; on the CPU the wall time\n"
+    "                           of each fuser group and standard node of one run\n"
+    "                           (run: the last; bench: one more, untimed)\n";
 
 void exec_options_init(exec_options *o)
 {
@@ -155,11 +158,13 @@ const char *exec_options_dtype_name(teexec_dtype dtype)
 int exec_options_print_profile(const char *cmd, const char *device, teexec_status *st,
                                char *text)
 {
-    if (st && device && strcmp(device, "cpu") == 0) {
+    if (st && device && strcmp(device, "cpu") == 0 &&
+        teexec_status_code(st) == TEEXEC_ERR_INVALID_ARGUMENT) {
+        /* trainers and the generator keep no CPU profile */
         teexec_status_destroy(st);
         teexec_string_free(text);
-        fprintf(stderr, "teexec: %s: --profile: no per-kernel profile on the cpu device (it "
-                        "times CUDA kernels)\n", cmd);
+        fprintf(stderr, "teexec: %s: --profile: no profile of this command on the cpu device "
+                        "(run and bench have one)\n", cmd);
         return CLI_EXIT_OK;
     }
     if (st) return cli_report(st, NULL);

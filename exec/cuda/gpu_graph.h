@@ -43,6 +43,7 @@
 
 typedef struct tx_gpu_graph tx_gpu_graph;
 struct tx_ws_lease;
+struct tx_run_profile;
 
 typedef struct tx_gpu_graph_config {
     tx_recipe recipe;
@@ -114,7 +115,9 @@ teexec_status *tx_gpu_graph_wait(tx_gpu_graph *g) TX_NODISCARD;
 int tx_gpu_graph_device(const tx_gpu_graph *g);
 
 /* The run options (may be NULL; borrowed until replaced) that the next
- * runs check for a cancel: before every node's kernels when the run is not
+ * runs read: whether a run profiles itself (set_profile: it then runs
+ * uncaptured, each kernel timed with events, tx_gpu_graph_run_profile),
+ * and the cancel flag, checked before every node's kernels when the run is not
  * captured (CUDA graphs off, the profile, the first tuning call) and before
  * a graph launch, never during a capture. A cancelled run waits for the
  * work already queued and returns TEEXEC_ERR_CANCELLED naming the node.
@@ -161,6 +164,10 @@ teexec_status *tx_gpu_graph_grad(const tx_gpu_graph *g, const char *name,
  * lowered layout (the CPU trainer's mirror of the device's parameters). */
 teexec_status *tx_gpu_graph_param_lowered(const tx_gpu_graph *g, const char *name,
                                           tx_tensor *out) TX_NODISCARD;
+
+/* The last run's own profile (run options set_profile, read through
+ * tx_gpu_graph_set_run_options): a copy into *out (its old rows freed). */
+teexec_status *tx_gpu_graph_run_profile(const tx_gpu_graph *g, struct tx_run_profile *out) TX_NODISCARD;
 
 /* The --profile table (teexec_session_profile's format); caller frees. */
 teexec_status *tx_gpu_graph_profile(const tx_gpu_graph *g, char **out_text) TX_NODISCARD;

@@ -1163,6 +1163,7 @@ void tx_gpu_graph_destroy(tx_gpu_graph *g)
     free(g->out_staging);
     free(g->in_values);
     free(g->prof);
+    tx_run_profile_free(&g->run_prof);
     if (g->own_sources) tx_param_sources_free(g->sources, g->n_sources);
     if (g->n_delayed) tx_delayed_free(&g->delayed);
     if (g->arena) cudaFree(g->arena);

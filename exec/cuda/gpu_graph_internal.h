@@ -17,6 +17,7 @@
 #include "exec/cuda/std_cuda.h"
 #include "exec/cuda/te_cuda.h"
 #include "exec/recipe_delayed.h"
+#include "exec/run_profile.h"
 #include "exec/value_plan.h"
 #include "import/lower.h"
 #include "kernels/cuda/optim.h"
@@ -213,9 +214,13 @@ struct tx_gpu_graph {
     uint64_t steps;
     bool stepped;
     bool inputs_bound, target_bound; /* on the device from an earlier call */
-    /* profile */
+    /* profile: prof is the session-wide table (cfg.profile, every run);
+     * run_prof the current run's alone when its run options ask for one
+     * (run_prof_on, set for that run: it runs uncaptured) */
     prof_row *prof;
     size_t n_prof;
+    tx_run_profile run_prof;
+    bool run_prof_on;
     /* wall time of the executor's setup phases (tx_gpu_graph_create), for
      * the profile: a new input shape pays all of them once */
     double setup_ms[GX_SETUP_PHASES];

@@ -37,20 +37,26 @@ static prof_row *prof_find(tx_gpu_graph *g, const char *name, int32_t group, boo
     return r;
 }
 
+/* Whether this call times its kernels: the session-wide profile, or this
+ * run's own (run options set_profile). */
+static bool profiling(const tx_gpu_graph *g) { return g->cfg.profile || g->run_prof_on; }
+
 static teexec_status *prof_begin(tx_gpu_graph *g)
 {
-    if (!g->cfg.profile) return NULL;
+    if (!profiling(g)) return NULL;
     CU(cudaEventRecord(g->ev[0], g->stream), "profile event");
     return NULL;
 }
 
 static teexec_status *prof_end(tx_gpu_graph *g, const char *name, int32_t group, bool bwd)
 {
-    if (!g->cfg.profile) return NULL;
+    if (!profiling(g)) return NULL;
     CU(cudaEventRecord(g->ev[1], g->stream), "profile event");
     CU(cudaEventSynchronize(g->ev[1]), "profile event");
     float ms = 0.0f;
     CU(cudaEventElapsedTime(&ms, g->ev[0], g->ev[1]), "profile event");
+    if (g->run_prof_on) TX_TRY(tx_run_profile_add(&g->run_prof, name, group, bwd, ms));
+    if (!g->cfg.profile) return NULL;
     prof_row *r = prof_find(g, name, group, bwd);
     if (!r) return tx_oom();
     r->calls++;
@@ -121,7 +127,7 @@ static teexec_status *run_forward(tx_gpu_graph *g)
         TX_TRY(check_cancel(g, n->ir));
         if (g->cfg.training) n->fa.rng_offset = tx_train_rng_offset(g->topt.seed, step, g->n_nodes, i);
         char name[128];
-        if (g->cfg.profile) kernel_name(g, n, false, name, sizeof name);
+        if (profiling(g)) kernel_name(g, n, false, name, sizeof name);
         TX_TRY(prof_begin(g));
         teexec_status *st = NULL;
         if (n->fwd_fused >= 0) {
@@ -182,7 +188,7 @@ static teexec_status *run_backward(tx_gpu_graph *g)
         gnode *n = &g->nodes[i];
         if (n->kind == GN_FOLDED || !n->needs_bwd || n->bwd_covered) continue;
         char name[128];
-        if (g->cfg.profile) kernel_name(g, n, true, name, sizeof name);
+        if (profiling(g)) kernel_name(g, n, true, name, sizeof name);
         TX_TRY(prof_begin(g));
         teexec_status *st = NULL;
         if (n->bwd_fused >= 0) {
@@ -248,7 +254,8 @@ static teexec_status *launch(tx_gpu_graph *g)
          * (the profile leaves that call out) */
         return run_body(g);
     }
-    if (!g->cfg.cuda_graphs || !g->graph_ok || g->cfg.profile) return run_body(g);
+    /* a profiled call times kernel by kernel, which a replay cannot */
+    if (!g->cfg.cuda_graphs || !g->graph_ok || profiling(g)) return run_body(g);
     if (!g->graph_exec) {
         cudaGraph_t graph = NULL;
         CU(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal), "graph capture");
@@ -445,6 +452,10 @@ static teexec_status *download(tx_gpu_graph *g, const tx_tensor *dev, teexec_dty
     return st;
 }
 
+static teexec_status *run_launched(tx_gpu_graph *g, const tx_tensor *const *inputs,
+                                   tx_gpu_run_io *io, tx_tensor *outputs, const bool *want,
+                                   cudaStream_t caller);
+
 teexec_status *tx_gpu_graph_run(tx_gpu_graph *g, const tx_tensor *const *inputs,
                                 tx_gpu_run_io *io, tx_tensor *outputs, const bool *want)
 {
@@ -463,6 +474,26 @@ teexec_status *tx_gpu_graph_run(tx_gpu_graph *g, const tx_tensor *const *inputs,
     cudaStream_t caller = (cudaStream_t)io->stream;
     if (caller == g->stream) caller = NULL; /* the session's stream is the caller's already */
     if (caller) TX_TRY(join_caller(g, caller));
+    /* this run's own profile (run options set_profile): rows of this run
+     * only, the run launched uncaptured (launch) */
+    if (tx_run_profiled(g->run_opts)) {
+        /* an executor made without the session-wide profile has no timing
+         * events yet */
+        if (!g->ev[0]) CU(cudaEventCreate(&g->ev[0]), "profile events");
+        if (!g->ev[1]) CU(cudaEventCreate(&g->ev[1]), "profile events");
+        tx_run_profile_reset(&g->run_prof);
+        g->run_prof_on = true;
+    }
+    teexec_status *st = run_launched(g, inputs, io, outputs, want, caller);
+    g->run_prof_on = false;
+    return st;
+}
+
+static teexec_status *run_launched(tx_gpu_graph *g, const tx_tensor *const *inputs,
+                                   tx_gpu_run_io *io, tx_tensor *outputs, const bool *want,
+                                   cudaStream_t caller)
+{
+    const tx_ir_graph *ir = g->ir;
     if (inputs) {
         TX_TRY(upload_inputs(g, inputs, io->in_device, &io->host_copies));
         g->inputs_bound = true;
@@ -499,6 +530,11 @@ teexec_status *tx_gpu_graph_run(tx_gpu_graph *g, const tx_tensor *const *inputs,
      * not to wait */
     if (!io->no_sync) CU(cudaStreamSynchronize(g->stream), "running the model");
     return NULL;
+}
+
+teexec_status *tx_gpu_graph_run_profile(const tx_gpu_graph *g, tx_run_profile *out)
+{
+    return tx_run_profile_copy(out, &g->run_prof);
 }
 
 teexec_status *tx_gpu_graph_wait(tx_gpu_graph *g)

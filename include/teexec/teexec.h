@@ -654,6 +654,16 @@ TEEXEC_API teexec_status *teexec_run_options_set_device_outputs(teexec_run_optio
  * Default 0: a run returns when the device has finished. */
 TEEXEC_API teexec_status *teexec_run_options_set_no_sync(teexec_run_options *options,
                                                          int enabled);
+/* A per-run profile: the run times its own work, read after it with
+ * teexec_session_run_profile. On the CPU, the wall time of each fuser
+ * group and standard node; on CUDA, the event time of each kernel, the run
+ * launched kernel by kernel (waiting for each) instead of replayed as its
+ * CUDA graph, so it is slower than an unprofiled run and the next
+ * unprofiled run replays (or first captures) the graph as usual; outputs
+ * are the same either way. Any session, created with or without
+ * options_set_profile. Training steps ignore it. Default 0. */
+TEEXEC_API teexec_status *teexec_run_options_set_profile(teexec_run_options *options,
+                                                         int enabled);
 /* 1 while the cancel flag is set, else 0 (also for NULL). Any thread. */
 TEEXEC_API int teexec_run_options_is_cancelled(const teexec_run_options *options);
 
@@ -720,6 +730,17 @@ TEEXEC_API size_t teexec_session_plan_count(const teexec_session *session);
  * TEEXEC_ERR_INVALID_ARGUMENT when the session was not created with
  * profiling. */
 TEEXEC_API teexec_status *teexec_session_profile(const teexec_session *session, char **out_text);
+
+/* The profile of the session's last successful run made with run options
+ * set_profile: a text table, one row per fuser group or kernel (in the
+ * order first run) with its calls, total and mean milliseconds and share,
+ * then the rows' sum and the run's wall time; `*out_text` is owned by the
+ * caller (teexec_string_free). A later profiled run replaces it; runs
+ * without the option and failed runs leave it. TEEXEC_ERR_INVALID_ARGUMENT
+ * when no profiled run has succeeded yet. The session-wide profile
+ * (teexec_session_profile) is another table, summed over every run. */
+TEEXEC_API teexec_status *teexec_session_run_profile(const teexec_session *session,
+                                                     char **out_text);
 
 /* Waits until every run queued on a CUDA session (runs with
  * set_no_sync) has finished on the device; returns at once for a CPU

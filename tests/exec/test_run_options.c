@@ -4,8 +4,11 @@
  * at the run's start, cancels it: the run stops before a node), the session
  * correct afterwards (bit-identical to a fresh session), the tag on log
  * messages and on a failed run's status, and trainer steps cancelled
- * without touching a parameter. The cross-thread cancel is in
- * test_threads.c (run under ThreadSanitizer). Model: models/mlp. */
+ * without touching a parameter, and the per-run profile (set_profile,
+ * teexec_session_run_profile): one row per fuser group and standard node
+ * run, replaced by the next profiled run only, outputs unchanged. The
+ * cross-thread cancel is in test_threads.c (run under ThreadSanitizer).
+ * Models: models/mlp, and models/zoo/gpt2_dynamo for the profile. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -378,6 +381,113 @@ static void trainer_step_cancelled_keeps_parameters(void **state)
     free_mlp(&f);
 }
 
+/* Rows of a run profile's table: the lines between the column header and
+ * the closing "rows:" line. */
+static int profile_rows(const char *text)
+{
+    const char *p = strstr(text, "\ngroup  pass");
+    if (!p) return -1;
+    p = strchr(p + 1, '\n');
+    int rows = 0;
+    while (p && p[1] && strncmp(p + 1, "rows: ", 6) != 0) {
+        rows++;
+        p = strchr(p + 1, '\n');
+    }
+    return rows;
+}
+
+/* The per-run profile on the CPU. models/mlp plans one fuser group of 7
+ * ops: one row, run once. gpt2_dynamo (18 groups, 11 of them standard)
+ * gives a row per chain group and per standard node it runs, each named
+ * and timed once; a second profiled run replaces the table (calls stay
+ * 1); an unprofiled run and a failed profiled run leave it; outputs are
+ * bit-identical to unprofiled runs. */
+static void per_run_profile(void **state)
+{
+    (void)state;
+    fixture f = {0};
+    load_mlp(&f);
+    teexec_tensor *want = reference(&f);
+    teexec_session *s = cpu_session(f.model);
+    char *text = NULL;
+    expect_code(teexec_session_run_profile(s, &text), TEEXEC_ERR_INVALID_ARGUMENT,
+                "no run of this session has asked for a profile");
+    assert_null(text);
+    expect_code(teexec_session_run_profile(s, NULL), TEEXEC_ERR_INVALID_ARGUMENT, "out_text");
+    expect_code(teexec_session_run_profile(NULL, &text), TEEXEC_ERR_INVALID_ARGUMENT, NULL);
+    expect_code(teexec_run_options_set_profile(NULL, 1), TEEXEC_ERR_INVALID_ARGUMENT, NULL);
+    teexec_run_options *ro = NULL;
+    ok(teexec_run_options_create(&ro));
+    ok(teexec_run_options_set_profile(ro, 1));
+    teexec_tensor *y = NULL;
+    ok(run(s, ro, f.x, &y));
+    assert_same_bits(y, want);
+    teexec_tensor_destroy(y);
+    ok(teexec_session_run_profile(s, &text));
+    fprintf(stderr, "%s", text);
+    assert_non_null(strstr(text, "run profile (cpu, wall time of each fuser group"));
+    assert_int_equal(profile_rows(text), 1);
+    assert_non_null(strstr(text, "fuser group of 7 ops (/ln/LayerNormalization_1..)"));
+    assert_non_null(strstr(text, "the run: "));
+    teexec_string_free(text);
+    /* an unprofiled run and a failed profiled one leave the table */
+    ok(run(s, NULL, f.x, &y));
+    teexec_tensor_destroy(y);
+    const char *bad = "no_such_input";
+    expect_code(teexec_session_run_with(s, ro, 1, &bad, (const teexec_tensor *const *)&f.x, 1,
+                                        NULL, &y),
+                TEEXEC_ERR_INVALID_ARGUMENT, "no_such_input");
+    ok(teexec_session_run_profile(s, &text));
+    assert_int_equal(profile_rows(text), 1);
+    teexec_string_free(text);
+    teexec_session_destroy(s);
+    teexec_tensor_destroy(want);
+    free_mlp(&f);
+
+    /* a model with standard nodes between its groups */
+    const char *root = getenv("TEEXEC_SOURCE_ROOT");
+    char path[2048];
+    snprintf(path, sizeof path, "%s/models/zoo/gpt2_dynamo/model.onnx", root ? root : ".");
+    teexec_model *m = NULL;
+    ok(teexec_model_load_file(path, NULL, &m));
+    snprintf(path, sizeof path, "%s/models/zoo/gpt2_dynamo/inputs/input_ids.npy",
+             root ? root : ".");
+    teexec_tensor *ids = NULL;
+    ok(teexec_tensor_load_file(path, &ids));
+    s = cpu_session(m);
+    const char *in = "input_ids";
+    teexec_tensor *plain = NULL, *profiled = NULL;
+    ok(teexec_session_run_with(s, NULL, 1, &in, (const teexec_tensor *const *)&ids, 1, NULL,
+                               &plain));
+    for (int k = 0; k < 2; k++) {
+        teexec_tensor_destroy(profiled);
+        profiled = NULL;
+        ok(teexec_session_run_with(s, ro, 1, &in, (const teexec_tensor *const *)&ids, 1, NULL,
+                                   &profiled));
+        assert_same_bits(profiled, plain);
+        ok(teexec_session_run_profile(s, &text));
+        int rows = profile_rows(text);
+        if (k == 0) fprintf(stderr, "gpt2_dynamo: %d rows\n%s", rows, text);
+        /* 7 chain groups, and at least one row per standard group */
+        assert_true(rows >= 18);
+        /* each row ran once in this run (the second run replaced the first) */
+        for (const char *p = strstr(text, "\ngroup  pass"); (p = strchr(p + 1, '\n'));) {
+            if (!p[1] || !strncmp(p + 1, "rows: ", 6)) break;
+            /* fixed columns: group 6, pass 4, kernel 60, then calls */
+            unsigned long long calls = 0;
+            assert_int_equal(sscanf(p + 1 + 6 + 1 + 4 + 1 + 60, "%llu", &calls), 1);
+            if (calls != 1) fail_msg("a row ran %llu times in one run: %.80s", calls, p + 1);
+        }
+        teexec_string_free(text);
+    }
+    teexec_tensor_destroy(plain);
+    teexec_tensor_destroy(profiled);
+    teexec_tensor_destroy(ids);
+    teexec_session_destroy(s);
+    teexec_model_destroy(m);
+    teexec_run_options_destroy(ro);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -386,6 +496,7 @@ int main(void)
         cmocka_unit_test(cancel_in_flight_then_correct),
         cmocka_unit_test(tag_on_log_and_status),
         cmocka_unit_test(trainer_step_cancelled_keeps_parameters),
+        cmocka_unit_test(per_run_profile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

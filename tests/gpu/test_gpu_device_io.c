@@ -17,7 +17,9 @@
  *   - shape buckets: 30 random batch sizes through at most 4 executors,
  *     each against a fresh session at that size; and variable traffic in
  *     two dims, 50 random (batch, sequence) shapes through 4 bucket pairs,
- *     with one executor (one CUDA graph capture) per pair met.
+ *     with one executor (one CUDA graph capture) per pair met;
+ *   - a per-run profile (run options set_profile) on a captured session:
+ *     launched kernel by kernel, outputs bit-identical to the replays.
  * The model is built here: x [N, 1024] -> 2 x (MatMul 1024x1024, Relu). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -681,6 +683,54 @@ static void test_two_dims_of_random_traffic_on_cuda(void **state)
     teexec_model_destroy(m);
 }
 
+/* A per-run profile on a CUDA session made without profiling (its
+ * executor captures a CUDA graph): the profiled run is launched kernel by
+ * kernel and timed, its outputs bit-identical to the replayed runs before
+ * and after it; every row ran once; the session-wide profile stays
+ * refused (the session was not created with it). */
+static void test_run_profile_on_cuda(void **state)
+{
+    (void)state;
+    teexec_session *s = session();
+    float *x = host_x(N);
+    teexec_tensor *y0 = host_run(s, x), *y1 = NULL, *y2 = NULL, *xt = NULL;
+    ok(teexec_tensor_create_copy(TEEXEC_DTYPE_FLOAT, 2, kDims, x, BYTES, &xt), "x");
+    const teexec_tensor *ins[1] = {xt};
+    teexec_run_options *ro = NULL;
+    ok(teexec_run_options_create(&ro), "run options");
+    ok(teexec_run_options_set_profile(ro, 1), "profile");
+    ok(teexec_session_run_with(s, ro, 1, kIn, ins, 1, kOut, &y1), "profiled run");
+    ok(teexec_session_run(s, 1, kIn, ins, 1, kOut, &y2), "replayed run");
+    assert_memory_equal(teexec_tensor_data_const(y1), teexec_tensor_data_const(y0), BYTES);
+    assert_memory_equal(teexec_tensor_data_const(y2), teexec_tensor_data_const(y0), BYTES);
+    char *text = NULL;
+    ok(teexec_session_run_profile(s, &text), "reading the run profile");
+    fprintf(stderr, "%s", text);
+    assert_non_null(strstr(text, "run profile (cuda, event time of each kernel"));
+    int rows = 0;
+    for (const char *p = strstr(text, "\ngroup  pass"); p && (p = strchr(p + 1, '\n'));) {
+        if (!p[1] || !strncmp(p + 1, "rows: ", 6)) break;
+        unsigned long long calls = 0;
+        assert_int_equal(sscanf(p + 1 + 6 + 1 + 4 + 1 + 60, "%llu", &calls), 1);
+        assert_int_equal(calls, 1);
+        rows++;
+    }
+    assert_true(rows >= LAYERS);
+    char detail[96];
+    snprintf(detail, sizeof detail, "%d kernel rows, outputs bit-identical to replays", rows);
+    tg_record("run_profile_cuda", 1, detail);
+    teexec_string_free(text);
+    expect(teexec_session_profile(s, &text), TEEXEC_ERR_INVALID_ARGUMENT,
+           "not created with profiling");
+    teexec_run_options_destroy(ro);
+    teexec_tensor_destroy(y0);
+    teexec_tensor_destroy(y1);
+    teexec_tensor_destroy(y2);
+    teexec_tensor_destroy(xt);
+    free(x);
+    teexec_session_destroy(s);
+}
+
 int main(void)
 {
     tg_require_gpu("test_gpu_device_io");
@@ -693,6 +743,7 @@ int main(void)
         cmocka_unit_test(test_timing_host_against_device),
         cmocka_unit_test(test_buckets_on_cuda),
         cmocka_unit_test(test_two_dims_of_random_traffic_on_cuda),
+        cmocka_unit_test(test_run_profile_on_cuda),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
