@@ -90,6 +90,13 @@ teexec_status *tx_gpu_graph_grad(const tx_gpu_graph *g, const char *name, tx_ten
     return none();
 }
 
+teexec_status *tx_gpu_graph_run_profile(const tx_gpu_graph *g, struct tx_run_profile *out)
+{
+    (void)g;
+    (void)out;
+    return none();
+}
+
 teexec_status *tx_gpu_graph_profile(const tx_gpu_graph *g, char **out_text)
 {
     (void)g;
