@@ -15,6 +15,9 @@
 #define TE_PASS
 #include "kernels/cpu/te_common.h"
 #include "kernels/cpu/te_impl.h"
+/* the float pass's exp and its row loops' vector clones */
+#include "kernels/cpu/fastmath.h"
+#include "kernels/cpu/kcommon.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -144,7 +147,21 @@ teexec_status *tx_te_cpu_activation_bwd(const tx_te_bwd_args *a)
 #else /* a REAL pass */
 #include "kernels/cpu/te_real.h"
 
-static REAL FN(sigmoid)(REAL x) { return K(1) / (K(1) + R_EXP(-x)); }
+#if !TE_F64
+/* The float pass takes fastmath's exp, erf and tanh (within 4e-7 relative
+ * of libm's): straight-line code, so the row loops below vectorize, where
+ * libm's are one call per element. Every float path of these activations
+ * (the rows, the table, the backward) goes through the same always-inlined
+ * functions, so they agree bit for bit. The FP64 pass keeps libm's. */
+#undef R_EXP
+#undef R_ERF
+#undef R_TANH
+#define R_EXP tx_expf_fast
+#define R_ERF tx_erff_fast
+#define R_TANH tx_tanhf_fast
+#endif
+
+TX_FM_INLINE REAL FN(sigmoid)(REAL x) { return K(1) / (K(1) + R_EXP(-x)); }
 
 /* Each scalar function writes f(x) and f'(x); p is alpha for QGELU. */
 /* 0.5 x (1 + tanh u) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3):
@@ -152,7 +169,7 @@ static REAL FN(sigmoid)(REAL x) { return K(1) / (K(1) + R_EXP(-x)); }
  * time of a GPT-2 forward), and exact in relative terms where 1 + tanh u
  * cancels (x << 0); f' = s + 2 x s (1 - s) u'; 1.59576912 is twice the 0.79788456
  * used for u before, so 2u is the same float. */
-static void FN(f_gelu_tanh)(REAL x, REAL p, REAL *f, REAL *df)
+TX_FM_INLINE void FN(f_gelu_tanh)(REAL x, REAL p, REAL *f, REAL *df)
 {
     (void)p;
     REAL s = FN(sigmoid)(K(1.59576912) * x * (K(1) + K(0.044715) * x * x));
@@ -160,7 +177,7 @@ static void FN(f_gelu_tanh)(REAL x, REAL p, REAL *f, REAL *df)
     *df = K(2) * x * s * (K(1) - s) * (K(0.79788456) + K(0.1070322243) * x * x) + s;
 }
 
-static void FN(f_gelu_erf)(REAL x, REAL p, REAL *f, REAL *df)
+TX_FM_INLINE void FN(f_gelu_erf)(REAL x, REAL p, REAL *f, REAL *df)
 {
     (void)p;
     REAL c = K(0.5) * (K(1) + R_ERF(x * K(0.70710678118654752440)));
@@ -168,28 +185,28 @@ static void FN(f_gelu_erf)(REAL x, REAL p, REAL *f, REAL *df)
     *df = c + x * K(0.39894228040143267794) * R_EXP(K(-0.5) * x * x);
 }
 
-static void FN(f_qgelu)(REAL x, REAL p, REAL *f, REAL *df)
+TX_FM_INLINE void FN(f_qgelu)(REAL x, REAL p, REAL *f, REAL *df)
 {
     REAL s = FN(sigmoid)(p * x);
     *f = x * s;
     *df = p * x * s * (K(1) - s) + s;
 }
 
-static void FN(f_relu)(REAL x, REAL p, REAL *f, REAL *df)
+TX_FM_INLINE void FN(f_relu)(REAL x, REAL p, REAL *f, REAL *df)
 {
     (void)p;
     *f = x > K(0) ? x : K(0);
     *df = x > K(0) ? K(1) : K(0);
 }
 
-static void FN(f_srelu)(REAL x, REAL p, REAL *f, REAL *df)
+TX_FM_INLINE void FN(f_srelu)(REAL x, REAL p, REAL *f, REAL *df)
 {
     (void)p;
     *f = x > K(0) ? x * x : K(0);
     *df = x > K(0) ? K(2) * x : K(0);
 }
 
-static void FN(f_silu)(REAL x, REAL p, REAL *f, REAL *df)
+TX_FM_INLINE void FN(f_silu)(REAL x, REAL p, REAL *f, REAL *df)
 {
     (void)p;
     REAL s = FN(sigmoid)(x);
@@ -197,7 +214,7 @@ static void FN(f_silu)(REAL x, REAL p, REAL *f, REAL *df)
     *df = x * s * (K(1) - s) + s;
 }
 
-static void FN(f_sigmoid)(REAL x, REAL p, REAL *f, REAL *df)
+TX_FM_INLINE void FN(f_sigmoid)(REAL x, REAL p, REAL *f, REAL *df)
 {
     (void)p;
     REAL s = FN(sigmoid)(x);
@@ -206,7 +223,7 @@ static void FN(f_sigmoid)(REAL x, REAL p, REAL *f, REAL *df)
 }
 
 /* SiTU's gate: β1·tanh(x/β1)·σ(x); p is β1. */
-static void FN(f_situ)(REAL x, REAL p, REAL *f, REAL *df)
+TX_FM_INLINE void FN(f_situ)(REAL x, REAL p, REAL *f, REAL *df)
 {
     REAL t = R_TANH(x / p), s = FN(sigmoid)(x);
     *f = p * t * s;
@@ -230,6 +247,9 @@ static void (*const FN(act_table)[ACT_COUNT])(REAL, REAL, REAL *, REAL *) = {
         y[j] = f;                                                                   \
     }                                                                               \
     break
+#if !TE_F64
+TX_SIMD_CLONES
+#endif
 static void FN(act_row_f)(act_kind act, const REAL *x, REAL *y, int64_t n, REAL p)
 {
     switch (act) {
@@ -244,6 +264,28 @@ static void FN(act_row_f)(act_kind act, const REAL *x, REAL *y, int64_t n, REAL 
     }
 }
 #undef FN_ROW
+
+/* f and f' over a row, for the backward: as act_row_f, both outputs. */
+#define FN_ROW_FDF(fn)                                                              \
+    for (int64_t j = 0; j < n; j++) fn(x[j], p, &f[j], &df[j]);                     \
+    break
+#if !TE_F64
+TX_SIMD_CLONES
+#endif
+static void FN(act_row_fdf)(act_kind act, const REAL *x, REAL *f, REAL *df, int64_t n, REAL p)
+{
+    switch (act) {
+    case TX_TE_ACT_GELU: FN_ROW_FDF(FN(f_gelu_tanh));
+    case ACT_GELU_ERF: FN_ROW_FDF(FN(f_gelu_erf));
+    case TX_TE_ACT_QGELU: FN_ROW_FDF(FN(f_qgelu));
+    case TX_TE_ACT_RELU: FN_ROW_FDF(FN(f_relu));
+    case TX_TE_ACT_SRELU: FN_ROW_FDF(FN(f_srelu));
+    case TX_TE_ACT_SILU: FN_ROW_FDF(FN(f_silu));
+    case TX_TE_ACT_SIGMOID: FN_ROW_FDF(FN(f_sigmoid));
+    default: FN_ROW_FDF(FN(act_table)[act]);
+    }
+}
+#undef FN_ROW_FDF
 
 /* The cap's attributes: CLAMP limit, alpha, offset; SOFTCAP β1, β2. */
 typedef struct FN(clamp_params) {
@@ -312,6 +354,17 @@ static teexec_status *FN(act_fwd)(const tx_te_fwd_args *a, act_desc d)
                     for (int64_t j = 0; j < wo; j++) yr[j] *= s;
                 continue;
             }
+            if (d.cap == TX_TE_CAP_NONE) {
+                /* f(a) over the gate half in the vectorized row loop (the
+                 * table's function, so the same bits as FN(gate)), then
+                 * times b */
+                FN(act_row_f)(d.act, xr, yr, wo, K(1.702));
+                for (int64_t j = 0; j < wo; j++) {
+                    yr[j] = yr[j] * xr[wo + j];
+                    if (d.scaled) yr[j] *= s;
+                }
+                continue;
+            }
             for (int64_t j = 0; j < wo; j++) {
                 REAL f, df, bt, dbt;
                 FN(gate)(d, &c, xr[j], xr[wo + j], &f, &df, &bt, &dbt);
@@ -339,7 +392,9 @@ static teexec_status *FN(act_bwd)(const tx_te_bwd_args *a, act_desc d)
     REAL *xb = NULL, *dyb = NULL, *sb = NULL;
     REAL *dxb = tx_te_malloc((size_t)x->numel, sizeof(REAL));
     REAL *dsb = tx_te_malloc((size_t)rows, sizeof(REAL));
-    teexec_status *st = dxb && dsb ? NULL : tx_oom();
+    /* one row's f and f' (uncapped activations: act_row_fdf) */
+    REAL *fr = tx_te_malloc((size_t)(2 * wo), sizeof(REAL)), *dfr = fr ? fr + wo : NULL;
+    teexec_status *st = dxb && dsb && fr ? NULL : tx_oom();
     if (!st) st = te_load(x, &xb);
     if (!st) st = te_load(a->grad_output, &dyb);
     if (!st && d.scaled && dx) st = te_load(a->saved[1], &sb);
@@ -349,6 +404,24 @@ static teexec_status *FN(act_bwd)(const tx_te_bwd_args *a, act_desc d)
         REAL *dxr = dxb + r * w;
         REAL s = sb ? sb[r] : K(1);
         double dsacc = 0.0;
+        if (d.cap == TX_TE_CAP_NONE) {
+            /* the same f and f' as the table gives (the same inlined
+             * functions), computed by the vectorized row loop */
+            FN(act_row_fdf)(d.act, xr, fr, dfr, wo, K(1.702));
+            for (int64_t j = 0; j < wo; j++) {
+                if (d.gated) {
+                    REAL bt = xr[wo + j], g = dyr[j] * s;
+                    dxr[j] = g * bt * dfr[j];
+                    dxr[wo + j] = g * fr[j] * K(1);
+                    dsacc += (double)dyr[j] * fr[j] * bt;
+                } else {
+                    dxr[j] = dyr[j] * s * dfr[j];
+                    dsacc += (double)dyr[j] * fr[j];
+                }
+            }
+            dsb[r] = (REAL)dsacc;
+            continue;
+        }
         for (int64_t j = 0; j < wo; j++) {
             REAL f, df;
             if (d.gated) {
@@ -374,6 +447,7 @@ done:
     free(sb);
     free(dxb);
     free(dsb);
+    free(fr);
     return st;
 }
 
