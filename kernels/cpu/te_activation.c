@@ -237,9 +237,22 @@ static void (*const FN(act_table)[ACT_COUNT])(REAL, REAL, REAL *, REAL *) = {
     [TX_TE_ACT_SIGMOID] = FN(f_sigmoid), [TX_TE_ACT_SITU] = FN(f_situ),
 };
 
-/* y[j] = f(x[j]) over a row, f only: the switch sits outside the loop so
- * each loop inlines its function (no call per element) and the unused f'
- * is never computed; the same function, so the same bits as the table. */
+/* The row loops: the switch sits outside the loop so each loop inlines
+ * its function (no call per element); the same functions as the table, so
+ * the same bits. ACT_ROWS(ROW) is the one list of inlined cases. */
+#define ACT_ROWS(ROW)                                                               \
+    switch (act) {                                                                  \
+    case TX_TE_ACT_GELU: ROW(FN(f_gelu_tanh));                                      \
+    case ACT_GELU_ERF: ROW(FN(f_gelu_erf));                                         \
+    case TX_TE_ACT_QGELU: ROW(FN(f_qgelu));                                         \
+    case TX_TE_ACT_RELU: ROW(FN(f_relu));                                           \
+    case TX_TE_ACT_SRELU: ROW(FN(f_srelu));                                         \
+    case TX_TE_ACT_SILU: ROW(FN(f_silu));                                           \
+    case TX_TE_ACT_SIGMOID: ROW(FN(f_sigmoid));                                     \
+    default: ROW(FN(act_table)[act]);                                               \
+    }
+
+/* y[j] = f(x[j]) over a row, f only (the unused f' is never stored). */
 #define FN_ROW(fn)                                                                  \
     for (int64_t j = 0; j < n; j++) {                                               \
         REAL f, df;                                                                 \
@@ -252,20 +265,11 @@ TX_SIMD_CLONES
 #endif
 static void FN(act_row_f)(act_kind act, const REAL *x, REAL *y, int64_t n, REAL p)
 {
-    switch (act) {
-    case TX_TE_ACT_GELU: FN_ROW(FN(f_gelu_tanh));
-    case ACT_GELU_ERF: FN_ROW(FN(f_gelu_erf));
-    case TX_TE_ACT_QGELU: FN_ROW(FN(f_qgelu));
-    case TX_TE_ACT_RELU: FN_ROW(FN(f_relu));
-    case TX_TE_ACT_SRELU: FN_ROW(FN(f_srelu));
-    case TX_TE_ACT_SILU: FN_ROW(FN(f_silu));
-    case TX_TE_ACT_SIGMOID: FN_ROW(FN(f_sigmoid));
-    default: FN_ROW(FN(act_table)[act]);
-    }
+    ACT_ROWS(FN_ROW)
 }
 #undef FN_ROW
 
-/* f and f' over a row, for the backward: as act_row_f, both outputs. */
+/* f and f' over a row, for the backward. */
 #define FN_ROW_FDF(fn)                                                              \
     for (int64_t j = 0; j < n; j++) fn(x[j], p, &f[j], &df[j]);                     \
     break
@@ -274,18 +278,10 @@ TX_SIMD_CLONES
 #endif
 static void FN(act_row_fdf)(act_kind act, const REAL *x, REAL *f, REAL *df, int64_t n, REAL p)
 {
-    switch (act) {
-    case TX_TE_ACT_GELU: FN_ROW_FDF(FN(f_gelu_tanh));
-    case ACT_GELU_ERF: FN_ROW_FDF(FN(f_gelu_erf));
-    case TX_TE_ACT_QGELU: FN_ROW_FDF(FN(f_qgelu));
-    case TX_TE_ACT_RELU: FN_ROW_FDF(FN(f_relu));
-    case TX_TE_ACT_SRELU: FN_ROW_FDF(FN(f_srelu));
-    case TX_TE_ACT_SILU: FN_ROW_FDF(FN(f_silu));
-    case TX_TE_ACT_SIGMOID: FN_ROW_FDF(FN(f_sigmoid));
-    default: FN_ROW_FDF(FN(act_table)[act]);
-    }
+    ACT_ROWS(FN_ROW_FDF)
 }
 #undef FN_ROW_FDF
+#undef ACT_ROWS
 
 /* The cap's attributes: CLAMP limit, alpha, offset; SOFTCAP β1, β2. */
 typedef struct FN(clamp_params) {
