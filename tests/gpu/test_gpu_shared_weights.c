@@ -416,9 +416,12 @@ static void test_memory_limit(void **state)
     tg_record("device_memory_limit", 1, NULL);
 }
 
-int main(void)
+/* argv[1], where given, is a cmocka test filter (a glob over the names
+ * below): a long sanitizer run can take the tests in parts */
+int main(int argc, char **argv)
 {
     tg_require_gpu("test_gpu_shared_weights");
+    if (argc > 1) cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_eight_sessions_one_copy),
         cmocka_unit_test(test_threads_create_one_copy),
