@@ -155,12 +155,13 @@ static teexec_status *shape_rule(const tx_cuda_lin_operand *o, const tx_quant_co
                             WHAT, M, K);
         return NULL;
     case TX_QKIND_NVFP4:
-        /* stricter than the format's rule (even dims, 16 with RHT / 2-D
-         * tiles): the GPU quantizer works on 32 x 32 tiles */
-        if (M % 32 || K % 32)
+        /* the planner's rule (M, N, K multiples of 16), which the GPU
+         * quantizer keeps: cols % 16, rows % 16 where a columnwise or 2-D
+         * copy is made (quant_nvfp4.cu) */
+        if (K % 16 || ((col || c->block_2d) && M % 16))
             return tx_error(TEEXEC_ERR_UNSUPPORTED,
-                            "%s: NVFP4 operands need both dims to be multiples of 32 on the GPU, "
-                            "got [%zu, %zu]", WHAT, M, K);
+                            "%s: NVFP4 operands need cols%s to be multiples of 16 on the GPU, got "
+                            "[%zu, %zu]", WHAT, col || c->block_2d ? " and rows" : "", M, K);
         return NULL;
     }
     return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: unknown quantization kind %d", WHAT,
@@ -882,9 +883,12 @@ teexec_status *tx_cuda_lin_gemm(tx_lin_gemm kind, const tx_cuda_lin_ref *a,
         bool refused;
         teexec_status *st = native(kind, p, a, b, &d, out, out_dtype, epi, scratch, scratch_bytes,
                                    env, &refused);
-        /* FP8 block: cuBLASLt refuses some (2-D x 2-D, epilogues, off sm_90):
-         * the exact emulation runs those */
-        if (!st || !refused || a->op->q.cfg.kind != TX_QKIND_FP8_BLOCK) return st;
+        /* FP8 block: cuBLASLt refuses some (2-D x 2-D, epilogues, off sm_90);
+         * NVFP4: its FP4 GEMM wants k % 32, the format k % 16. The exact
+         * emulation runs those. */
+        if (!st || !refused ||
+            (a->op->q.cfg.kind != TX_QKIND_FP8_BLOCK && a->op->q.cfg.kind != TX_QKIND_NVFP4))
+            return st;
         teexec_status_destroy(st);
     }
     return emulate(kind, a, b, &d, out, out_dtype, epi, scratch, scratch_bytes, env);

@@ -7,7 +7,14 @@
  * MXFP8 kernel: rowwise blocks are 2 lanes of 8 elements each, columnwise
  * blocks are 16 rows of one column read back from shared memory, and a
  * thread's 32 rows of one column are 16 contiguous bytes of the
- * transposed output. */
+ * transposed output.
+ *
+ * Shapes: cols % 16 == 0 (a 16-element block is two whole lanes), and
+ * rows % 16 == 0 where a columnwise or 2-D copy is made (its blocks run
+ * down 16 rows), any row count rowwise only: that is the planner's rule
+ * (M, N, K multiples of 16). The last tile's rows past the end load as
+ * zeros and store nothing; where it holds 16 rows only, its columnwise
+ * thread writes the first 8 of its 16 bytes and the first scale. */
 #include "kernels/cuda/quant_nvfp4.h"
 
 #include "kernels/cuda/cuda_check.h"
@@ -171,13 +178,16 @@ __global__ void __launch_bounds__(NT) nvfp4_kernel(Params p)
     const size_t M = p.rows, K = p.cols;
     const T *x = static_cast<const T *>(p.x);
     const size_t c = c0 + (size_t)lane * 8;
-    const bool cin = c < K; /* K % 32 == 0: 2-lane blocks are whole */
+    const bool cin = c < K; /* K % 16 == 0: 2-lane blocks are whole */
+    /* rows of this tile inside the tensor: 32, or 16 (col / 2-D), or any
+     * count (rowwise only) in the last tile */
+    const size_t rows_in = M - r0 < (size_t)TR ? M - r0 : (size_t)TR;
 
     float v[4][8];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         const size_t r = r0 + warp * 4 + i;
-        if (cin) txq::load8(x + r * K + c, v[i]);
+        if (cin && r < M) txq::load8(x + r * K + c, v[i]);
         else
 #pragma unroll
             for (int j = 0; j < 8; j++) v[i][j] = 0.0f;
@@ -232,7 +242,7 @@ __global__ void __launch_bounds__(NT) nvfp4_kernel(Params p)
             }
             const uint32_t sb = block_scale_code(grow, amax);
             const float m = block_mult(grow, sb);
-            if (!cin) continue;
+            if (!cin || r >= M) continue;
             uint4 d = make_uint4(0, 0, 0, 0);
             if (p.sr) d = philox(p.seed, 0, (r * K + c) / 16 + p.offset);
             uint32_t packed = 0;
@@ -259,7 +269,8 @@ __global__ void __launch_bounds__(NT) nvfp4_kernel(Params p)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const uint32_t sb = block_scale_code(grow, tam[h][tid / 16]);
-            if (ccin) p.col_scales[soff(p.swz, cc, r0 / 16 + h, p.col_ld)] = (uint8_t)sb;
+            if (ccin && 16 * (size_t)h < rows_in)
+                p.col_scales[soff(p.swz, cc, r0 / 16 + h, p.col_ld)] = (uint8_t)sb;
 #pragma unroll
             for (int w = 0; w < 2; w++) {
                 uint32_t packed = 0;
@@ -285,7 +296,8 @@ __global__ void __launch_bounds__(NT) nvfp4_kernel(Params p)
             for (int r = 0; r < 16; r++) amax = fmaxf(amax, fabsf(y[r]));
             const uint32_t sb = block_scale_code(gcol, amax);
             const float m = block_mult(gcol, sb);
-            if (ccin) p.col_scales[soff(p.swz, cc, r0 / 16 + h, p.col_ld)] = (uint8_t)sb;
+            if (ccin && 16 * (size_t)h < rows_in)
+                p.col_scales[soff(p.swz, cc, r0 / 16 + h, p.col_ld)] = (uint8_t)sb;
             uint4 d = make_uint4(0, 0, 0, 0);
             if (p.sr && ccin) d = philox(p.seed, 1, (cc * M + r0 + 16 * h) / 16 + p.offset);
 #pragma unroll
@@ -302,8 +314,16 @@ __global__ void __launch_bounds__(NT) nvfp4_kernel(Params p)
             }
         }
     }
-    if (ccin)
-        *reinterpret_cast<uint4 *>(p.col_data + (cc * M + r0) / 2) = make_uint4(out[0], out[1], out[2], out[3]);
+    if (!ccin) return;
+    /* column cc starts at byte cc * M / 2: 16-byte aligned when M % 32 == 0,
+     * 8-byte aligned when M % 16 == 0 */
+    uint8_t *dst = p.col_data + (cc * M + r0) / 2;
+    if (M % TR == 0) {
+        *reinterpret_cast<uint4 *>(dst) = make_uint4(out[0], out[1], out[2], out[3]);
+    } else {
+        *reinterpret_cast<uint2 *>(dst) = make_uint2(out[0], out[1]);
+        if (rows_in == (size_t)TR) *reinterpret_cast<uint2 *>(dst + 8) = make_uint2(out[2], out[3]);
+    }
 }
 
 /* amax of RHT(X^T): a thread transforms 2 columns x 16 rows. */
@@ -375,11 +395,12 @@ extern "C" teexec_status *tx_cuda_nvfp4_quantize(const tx_cuda_nvfp4_args *a, vo
     if (a->x_dtype != TEEXEC_DTYPE_BFLOAT16 && a->x_dtype != TEEXEC_DTYPE_FLOAT)
         return tx_error(TEEXEC_ERR_UNSUPPORTED, "%s: input dtype %d is not bf16 or fp32", what,
                         (int)a->x_dtype);
-    if (a->rows % 32 || a->cols % 32)
-        return tx_error(TEEXEC_ERR_UNSUPPORTED,
-                        "%s: the GPU kernel needs both dims to be multiples of 32, got [%zu, %zu]",
-                        what, a->rows, a->cols);
     const bool row = a->row_data != NULL, col = a->col_data != NULL;
+    if (a->cols % 16 || ((col || a->two_d) && a->rows % 16))
+        return tx_error(TEEXEC_ERR_UNSUPPORTED,
+                        "%s: the GPU kernel needs cols %% 16 == 0%s, got [%zu, %zu]", what,
+                        col || a->two_d ? " and rows % 16 == 0 (columnwise or 2-D)" : "",
+                        a->rows, a->cols);
     if ((row && !a->row_scales) || (col && !a->col_scales))
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: data without a scale buffer", what);
     if (((uintptr_t)a->x | (uintptr_t)a->row_data | (uintptr_t)a->col_data) % 16)
@@ -437,7 +458,7 @@ extern "C" teexec_status *tx_cuda_nvfp4_quantize(const tx_cuda_nvfp4_args *a, vo
     p.offset = a->sr_offset;
     p.sr = a->stochastic != 0;
     p.swz = a->swizzled != 0;
-    const size_t blocks = (a->rows / TR) * p.ncb;
+    const size_t blocks = (a->rows + TR - 1) / TR * p.ncb;
     if (blocks > 0x7fffffffu)
         return tx_error(TEEXEC_ERR_LIMIT, "%s: tensor too large for one launch", what);
     if (bf16) launch<__nv_bfloat16>(p, row, col, a->two_d != 0, rht, (unsigned)blocks, s);

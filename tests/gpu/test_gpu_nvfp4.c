@@ -1,7 +1,9 @@
 /* GPU test: the CUDA NVFP4 quantizer equals the CPU one byte for byte:
  * packed E2M1 data, E4M3 block scales (compact and swizzled), global
  * amaxes; round-to-nearest and stochastic rounding (Philox), 16x16 2-D,
- * Hadamard-transformed columnwise; dequantization too. */
+ * Hadamard-transformed columnwise; dequantization too. Shapes down to
+ * the planner's rule (cols % 16; rows % 16 for a columnwise or 2-D copy,
+ * any rows rowwise). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,6 +35,15 @@ static const tg_case cases[] = {
     {"nvfp4_1d_rn_tiny_bf16", 1024, 2048, BF16, TG_TINY, 68, 0, FP4(false, false, false, SWZ, 0)},
     {"nvfp4_1d_rht_columnwise_only", 1024, 2048, BF16, TG_PLAIN, 69, 0, FP4(false, true, false, CPT, TX_QUSAGE_COLUMNWISE)},
     {"nvfp4_2d_rowwise_only_fp32", 1024, 1024, F32, TG_SPECIALS, 70, 0, FP4(true, false, false, SWZ, TX_QUSAGE_ROWWISE)},
+    /* shapes that are multiples of 16 but not 32 (the planner's rule): a
+     * last tile of 16 rows, columns past a 256-column tile's end */
+    {"nvfp4_1d_rn_rows48_cols80_bf16", 48, 80, BF16, TG_PLAIN, 72, 0, FP4(false, false, false, CPT, 0)},
+    {"nvfp4_1d_rht_sr_rows16_fp32", 16, 48, F32, TG_SPECIALS, 73, 0, FP4(false, true, true, SWZ, 0)},
+    {"nvfp4_2d_rn_rows80_cols272_bf16", 80, 272, BF16, TG_PLAIN, 74, 0, FP4(true, false, false, CPT, 0)},
+    {"nvfp4_2d_sr_rows16_swizzled_bf16", 16, 16, BF16, TG_PLAIN, 75, 0, FP4(true, false, true, SWZ, 0)},
+    /* rowwise only: any row count */
+    {"nvfp4_1d_rn_rowwise_rows7_bf16", 7, 32, BF16, TG_PLAIN, 76, 0, FP4(false, false, false, CPT, TX_QUSAGE_ROWWISE)},
+    {"nvfp4_1d_sr_rowwise_rows33_fp32", 33, 64, F32, TG_SPECIALS, 77, 0, FP4(false, false, true, SWZ, TX_QUSAGE_ROWWISE)},
     {"nvfp4_given_amax_bf16",
      1024, 4096, BF16, TG_PLAIN, 71, 0,
      {.kind = TX_QKIND_NVFP4, .use_given_amax = true, .given_amax_row = 1000.0f, .given_amax_col = 3.0f}},

@@ -122,7 +122,16 @@ static void test_shape_rules(void **state)
     expect_code("mxfp8 rows 40", tx_cuda_lin_operand_init(&o, &q, 40, 64, ROW, 90), TEEXEC_ERR_UNSUPPORTED);
     q.cfg.kind = TX_QKIND_NVFP4;
     q.cfg.fmt = FP4;
-    expect_code("nvfp4 rows 48", tx_cuda_lin_operand_init(&o, &q, 48, 64, COL, 90), TEEXEC_ERR_UNSUPPORTED);
+    /* the planner's rule: cols % 16, rows % 16 for a columnwise or 2-D copy */
+    assert_null(tx_cuda_lin_operand_init(&o, &q, 48, 80, COL, 90));
+    expect_code("nvfp4 cols 40", tx_cuda_lin_operand_init(&o, &q, 48, 40, ROW, 90), TEEXEC_ERR_UNSUPPORTED);
+    expect_code("nvfp4 columnwise rows 40", tx_cuda_lin_operand_init(&o, &q, 40, 64, COL, 90),
+                TEEXEC_ERR_UNSUPPORTED);
+    assert_null(tx_cuda_lin_operand_init(&o, &q, 7, 64, ROW, 90)); /* rowwise: any rows */
+    q.cfg.block_2d = true;
+    expect_code("nvfp4 2-D rows 40", tx_cuda_lin_operand_init(&o, &q, 40, 64, ROW, 90),
+                TEEXEC_ERR_UNSUPPORTED);
+    q.cfg.block_2d = false;
     q.cfg.kind = TX_QKIND_FP8_TENSOR;
     q.cfg.fmt = E4;
     expect_code("fp8 cols 24", tx_cuda_lin_operand_init(&o, &q, 32, 24, ROW, 90), TEEXEC_ERR_UNSUPPORTED);
