@@ -36,6 +36,11 @@
  *   train_bf16 / train_fp8 / train_mxfp8
  *              5 bf16 training steps (recipes none, fp8-current, mxfp8):
  *              every loss finite and the last below the first
+ *   recipes    inference under every recipe, CUDA against the CPU
+ *              (check_recipes_run says by how much)
+ *   recipes_train
+ *              one training step under MXFP8 and NVFP4, CUDA against the
+ *              CPU (loss 1e-5, gradients 1e-4)
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -208,8 +213,8 @@ static bool load_inputs(const char *dir, io *in)
 
 /* Runs `model` on `dev` in `dtype` (UNDEFINED: the model's own); *out
  * gets its first output. */
-static teexec_status *run_on(const teexec_model *model, teexec_device dev, teexec_dtype dtype,
-                             const io *in, teexec_tensor **out)
+static teexec_status *run_recipe(const teexec_model *model, teexec_device dev, teexec_dtype dtype,
+                                 const char *recipe, const io *in, teexec_tensor **out)
 {
     *out = NULL;
     teexec_session_options *o;
@@ -217,6 +222,7 @@ static teexec_status *run_on(const teexec_model *model, teexec_device dev, teexe
     if (st) return st;
     st = teexec_session_options_set_device(o, dev);
     if (!st && dtype != TEEXEC_DTYPE_UNDEFINED) st = teexec_session_options_set_dtype(o, dtype);
+    if (!st && recipe) st = teexec_session_options_set_recipe(o, recipe);
     teexec_session *s = NULL;
     if (!st) st = teexec_session_create(model, o, &s);
     teexec_session_options_destroy(o);
@@ -231,6 +237,13 @@ static teexec_status *run_on(const teexec_model *model, teexec_device dev, teexe
     *out = outs[0];
     for (size_t i = 1; i < n_out; i++) teexec_tensor_destroy(outs[i]);
     return NULL;
+}
+
+/* The same, under recipe none. */
+static teexec_status *run_on(const teexec_model *model, teexec_device dev, teexec_dtype dtype,
+                             const io *in, teexec_tensor **out)
+{
+    return run_recipe(model, dev, dtype, NULL, in, out);
 }
 
 static teexec_status *run_cpu(const teexec_model *model, const io *in, teexec_tensor **out)
@@ -409,12 +422,12 @@ static void batch_free(batch *b)
     b->n = 0;
 }
 
-static teexec_status *trainer_as(export_ctx *x, double lr, double wd, teexec_dtype dtype,
-                                 const char *recipe, teexec_trainer **t)
+static teexec_status *trainer_on(export_ctx *x, teexec_device dev, double lr, double wd,
+                                 teexec_dtype dtype, const char *recipe, teexec_trainer **t)
 {
     teexec_train_options o;
     teexec_train_options_init(&o);
-    o.device = device;
+    o.device = dev;
     o.loss = x->decoder ? TEEXEC_LOSS_CROSS_ENTROPY : TEEXEC_LOSS_MSE;
     o.lr = lr;
     o.weight_decay = wd;
@@ -423,9 +436,51 @@ static teexec_status *trainer_as(export_ctx *x, double lr, double wd, teexec_dty
     return teexec_trainer_create(x->model, &o, t);
 }
 
+static teexec_status *trainer_as(export_ctx *x, double lr, double wd, teexec_dtype dtype,
+                                 const char *recipe, teexec_trainer **t)
+{
+    return trainer_on(x, device, lr, wd, dtype, recipe, t);
+}
+
 static teexec_status *trainer_for(export_ctx *x, double lr, double wd, teexec_trainer **t)
 {
     return trainer_as(x, lr, wd, TEEXEC_DTYPE_UNDEFINED, NULL, t);
+}
+
+/* The relative L2 error of a trainer's gradient `got` against `want`,
+ * measured on at least `floor` (a gradient that is zero in exact
+ * arithmetic is rounding noise on both sides). A token the exporter
+ * repeated over the batch ("broadcast" in meta.json) trains as one tensor
+ * (import/lower_unbroadcast.c): every copy holds the parameter's whole
+ * gradient, which is PyTorch's (the sum over the copies). */
+static double grad_error(const teexec_tensor *got, const teexec_tensor *want, double floor)
+{
+    double num = 0, den = 0;
+    int32_t rank = teexec_tensor_rank(want);
+    bool copied = !same_shape(got, want) && rank == teexec_tensor_rank(got) && rank > 0 &&
+                  teexec_tensor_dims(want)[0] == 1;
+    uint64_t n = teexec_tensor_element_count(want);
+    if (!same_shape(got, want) && !copied) return INFINITY;
+    uint64_t copies = copied ? (uint64_t)teexec_tensor_dims(got)[0] : 1;
+    for (uint64_t c = 0; c < copies; c++)
+        for (uint64_t k = 0; k < n; k++) {
+            double d = elem(got, c * n + k) - elem(want, k);
+            num += d * d;
+            den += elem(want, k) * elem(want, k);
+        }
+    double e = sqrt(num) / fmax(sqrt(den), floor);
+    return isnan(e) ? INFINITY : e;
+}
+
+/* The comparison floor for a set of gradients: a thousandth of the
+ * average one's L2 norm. */
+static double grad_floor(const teexec_tensor *const *grads, size_t n)
+{
+    double total = 0;
+    for (size_t i = 0; i < n; i++)
+        for (uint64_t k = 0; k < teexec_tensor_element_count(grads[i]); k++)
+            total += elem(grads[i], k) * elem(grads[i], k);
+    return 1e-3 * sqrt(total) / sqrt((double)(n ? n : 1));
 }
 
 static void check_grads(export_ctx *x, const teexec_dataset *ds)
@@ -450,15 +505,12 @@ static void check_grads(export_ctx *x, const teexec_dataset *ds)
     double loss_err = st ? INFINITY : fabs(loss - elem(want_loss, 0)) / fabs(elem(want_loss, 0));
     teexec_status_destroy(st);
     teexec_tensor_destroy(want_loss);
-    /* the comparison floor: a thousandth of the average parameter's grad */
-    double total = 0;
     size_t n_ref = teexec_dataset_count(ref);
-    for (size_t i = 0; i < n_ref; i++) {
-        const teexec_tensor *w = teexec_dataset_tensor(ref, i);
-        for (uint64_t k = 0; k < teexec_tensor_element_count(w); k++)
-            total += elem(w, k) * elem(w, k);
-    }
-    double floor = 1e-3 * sqrt(total) / sqrt((double)(n_ref ? n_ref : 1));
+    const teexec_tensor **refs = malloc((n_ref ? n_ref : 1) * sizeof *refs);
+    assert_non_null(refs);
+    for (size_t i = 0; i < n_ref; i++) refs[i] = teexec_dataset_tensor(ref, i);
+    double floor = grad_floor(refs, n_ref);
+    free(refs);
     double worst = 0;
     char worst_name[256] = "", missing[1400] = "";
     for (size_t i = 0; i < n_ref; i++) {
@@ -472,27 +524,7 @@ static void check_grads(export_ctx *x, const teexec_dataset *ds)
             worst = INFINITY;
             continue;
         }
-        /* a token the exporter repeated over the batch ("broadcast" in
-         * meta.json) trains as one tensor (import/lower_unbroadcast.c):
-         * every copy holds the parameter's whole gradient, which is
-         * PyTorch's (the sum over the copies) */
-        double num = 0, den = 0;
-        int32_t rank = teexec_tensor_rank(want);
-        bool copied = !same_shape(got, want) && rank == teexec_tensor_rank(got) && rank > 0 &&
-                      teexec_tensor_dims(want)[0] == 1;
-        uint64_t n = teexec_tensor_element_count(want);
-        if (!same_shape(got, want) && !copied) {
-            num = INFINITY;
-        } else {
-            uint64_t copies = copied ? (uint64_t)teexec_tensor_dims(got)[0] : 1;
-            for (uint64_t c = 0; c < copies; c++)
-                for (uint64_t k = 0; k < n; k++) {
-                    double d = elem(got, c * n + k) - elem(want, k);
-                    num += d * d;
-                    den += elem(want, k) * elem(want, k);
-                }
-        }
-        double e = sqrt(num) / fmax(sqrt(den), floor);
+        double e = grad_error(got, want, floor);
         if (!(e <= worst)) {
             worst = isnan(e) ? INFINITY : e;
             snprintf(worst_name, sizeof worst_name, "%s", name);
@@ -540,6 +572,138 @@ static void check_adamw(export_ctx *x, const teexec_dataset *ds)
     teexec_tensor_destroy(want);
 }
 
+/* Every recipe on the CUDA backend against the same recipe on the CPU.
+ * Both devices run the same plan with the same bit-exact quantizers, so
+ * where sm_90 emulates the recipe (MXFP8, NVFP4: FP32 GEMMs on the
+ * dequantized operands, as the CPU's) they differ by FP32 summation order
+ * alone: inference within 1e-5, and one training step (fp32 model, lr 0)
+ * with its loss within 1e-5 and every gradient within 1e-4 of the CPU's.
+ * Per-tensor FP8 and FP8 block run native FP8 GEMMs on sm_90, whose
+ * accumulator keeps fewer bits than FP32 (bench/gpu/fp8_accum_study:
+ * 2e-4 rel-L2 per GEMM against FP64 with split accumulation, 1e-3 with
+ * fast); every later re-quantization turns that into whole E4M3 steps for
+ * about 1% of the elements, so two runs of the recipe that differ anywhere
+ * end a fixed distance apart, about 0.6 of the recipe's own effect (the
+ * CPU alone, with 1e-6 noise on its GEMMs, shows it:
+ * bench/results/fp8_sensitivity_2026-12-03.md). For those the CUDA output
+ * must be closer to the CPU's than the recipe's own output is to recipe
+ * none's, and within 0.1 (about one E4M3 step): a wrong scale, layout or
+ * format is off by far more. */
+static const struct {
+    const char *name;
+    bool emulated; /* on sm_90 */
+} zoo_recipes[] = {
+    {"fp8-delayed", false}, {"fp8-current", false}, {"fp8-block", false},
+    {"mxfp8", true},        {"nvfp4", true},
+};
+
+static void check_recipes_run(export_ctx *x, const teexec_tensor *cpu_none)
+{
+    char why[1024] = "";
+    int len = 0;
+    bool good = true;
+    for (size_t r = 0; r < sizeof zoo_recipes / sizeof *zoo_recipes && good; r++) {
+        const char *rn = zoo_recipes[r].name;
+        teexec_tensor *c = NULL, *g = NULL;
+        teexec_status *st = run_recipe(x->model, TEEXEC_DEVICE_CPU, TEEXEC_DTYPE_UNDEFINED, rn,
+                                       &x->in, &c);
+        if (st) {
+            snprintf(why, sizeof why, "%s on the CPU: %.900s", rn, status_text(st));
+            good = false;
+            break;
+        }
+        st = run_recipe(x->model, TEEXEC_DEVICE_CUDA, TEEXEC_DTYPE_UNDEFINED, rn, &x->in, &g);
+        if (st) {
+            snprintf(why, sizeof why, "%s on CUDA: %.900s", rn, status_text(st));
+            teexec_tensor_destroy(c);
+            good = false;
+            break;
+        }
+        double diff = rel_l2(g, c), move = rel_l2(c, cpu_none);
+        /* (a recipe that quantizes nothing here moves nothing: 1e-5 then) */
+        good = diff <= 1e-5 || (!zoo_recipes[r].emulated && diff <= 0.1 && diff < move);
+        if (len < (int)sizeof why - 1)
+            len += snprintf(why + len, sizeof why - (size_t)len, "%s%s %.1e (recipe %.1e)",
+                            r ? ", " : "", rn, diff, move);
+        teexec_tensor_destroy(c);
+        teexec_tensor_destroy(g);
+    }
+    outcome(x->name, "recipes", good, "cuda vs cpu: %s", why);
+}
+
+/* One training step per emulated recipe on both devices (see above). */
+static void check_recipes_train(export_ctx *x, const teexec_dataset *ds)
+{
+    char why[1024] = "", err[1024] = "";
+    int len = 0;
+    bool good = true;
+    batch b = {0};
+    teexec_status *st = make_batch(ds, 0, &b);
+    if (st) {
+        outcome(x->name, "recipes_train", false, "%s", status_text(st));
+        return;
+    }
+    for (size_t r = 0; r < sizeof zoo_recipes / sizeof *zoo_recipes && good; r++) {
+        if (!zoo_recipes[r].emulated) continue;
+        const char *rn = zoo_recipes[r].name;
+        teexec_trainer *t[2] = {NULL, NULL};
+        double loss[2] = {NAN, NAN};
+        static const teexec_device devs[2] = {TEEXEC_DEVICE_CPU, TEEXEC_DEVICE_CUDA};
+        for (int d = 0; d < 2 && !err[0]; d++) {
+            st = trainer_on(x, devs[d], 0.0, 0.0, TEEXEC_DTYPE_UNDEFINED, rn, &t[d]);
+            if (!st)
+                st = teexec_trainer_step(t[d], b.n, b.names, (const teexec_tensor *const *)b.ts,
+                                         &loss[d]);
+            if (st) /* status_text takes st */
+                snprintf(err, sizeof err, "%s on %s: %.900s", rn, d ? "CUDA" : "the CPU",
+                         status_text(st));
+            st = NULL;
+        }
+        size_t n = err[0] ? 0 : teexec_trainer_param_count(t[0]);
+        teexec_tensor **want = calloc(n ? n : 1, sizeof *want);
+        assert_non_null(want);
+        for (size_t i = 0; i < n && !st; i++)
+            st = teexec_trainer_grad(t[0], teexec_trainer_param_name(t[0], i), &want[i]);
+        double worst = 0;
+        char worst_name[256] = "";
+        if (!st) {
+            double floor = grad_floor((const teexec_tensor *const *)want, n);
+            for (size_t i = 0; i < n && !st; i++) {
+                teexec_tensor *got = NULL;
+                const char *name = teexec_trainer_param_name(t[0], i);
+                st = teexec_trainer_grad(t[1], name, &got);
+                /* a broadcast token may be held as one copy on one device
+                 * and as the batch's copies on the other (grad_error) */
+                bool one_copy = !st && !same_shape(got, want[i]) && teexec_tensor_rank(got) > 0 &&
+                                teexec_tensor_dims(got)[0] == 1;
+                double e = st ? INFINITY
+                           : one_copy ? grad_error(want[i], got, floor)
+                                      : grad_error(got, want[i], floor);
+                if (!(e <= worst)) {
+                    worst = e;
+                    snprintf(worst_name, sizeof worst_name, "%s", name);
+                }
+                teexec_tensor_destroy(got);
+            }
+        }
+        if (st) snprintf(err, sizeof err, "%s: %.900s", rn, status_text(st));
+        st = NULL;
+        double loss_err = fabs(loss[1] - loss[0]) / fabs(loss[0]);
+        good = !err[0] && worst <= 1e-4 && loss_err <= 1e-5;
+        if (!err[0] && len < (int)sizeof why - 1)
+            len += snprintf(why + len, sizeof why - (size_t)len,
+                            "%s%s loss %.1e, worst grad %.1e (%s)", len ? ", " : "", rn, loss_err,
+                            worst, worst_name);
+        for (size_t i = 0; i < n; i++) teexec_tensor_destroy(want[i]);
+        free(want);
+        teexec_trainer_destroy(t[0]);
+        teexec_trainer_destroy(t[1]);
+    }
+    batch_free(&b);
+    outcome(x->name, "recipes_train", good, "cuda vs cpu: %s%s%s", why, why[0] && err[0] ? "; " : "",
+            err);
+}
+
 /* A few low-precision training steps on the device: the loss stays finite
  * and goes down. */
 static void check_train_recipe(export_ctx *x, const teexec_dataset *ds, const char *check,
@@ -576,7 +740,8 @@ static void check_export(void **state)
     if (st) {
         const char *m = status_text(st);
         const char *checks = device == TEEXEC_DEVICE_CUDA
-                                 ? "run run_bf16 grads adamw train_bf16 train_fp8 train_mxfp8"
+                                 ? "run run_bf16 grads adamw train_bf16 train_fp8 train_mxfp8 "
+                                   "recipes recipes_train"
                                  : "run convert plan attention grads adamw";
         for (const char *c = checks; *c;) {
             char check[32];
@@ -603,6 +768,12 @@ static void check_export(void **state)
         check_train_recipe(x, ds, "train_bf16", "none");
         check_train_recipe(x, ds, "train_fp8", "fp8-current");
         check_train_recipe(x, ds, "train_mxfp8", "mxfp8");
+        teexec_tensor *none = NULL;
+        teexec_status *nst = run_cpu(x->model, &x->in, &none);
+        if (nst) outcome(x->name, "recipes", false, "recipe none on the CPU: %s", status_text(nst));
+        else check_recipes_run(x, none);
+        teexec_tensor_destroy(none);
+        check_recipes_train(x, ds);
     } else {
         check_convert(x);
         check_plans(x);
