@@ -194,6 +194,13 @@ static const char *pattern_mismatch(const tx_gx_group *g, const tx_plan_kernel *
                    ? NULL : "pattern is MakeExtraOutput, LayerNorm|RMSNorm";
     case TX_FUSION_BWD_BIAS_QUANTIZE:
         return c == 1 && OP(0) == TX_TE_BIAS ? NULL : "pattern is Bias";
+    case TX_FUSION_BWD_DACT_DBIAS:
+        return c == 2 && OP(0) == TX_TE_BIAS && tx_te_op_is_elementwise_act(OP(1)) &&
+                       tx_fused_act_supported(OP(1))
+                   ? NULL : "pattern is Bias, a plain activation";
+    case TX_FUSION_BWD_LINEAR_DGELU_BIAS:
+        return "a cuBLASLt GEMM epilogue: the CPU has no kernel for it (the planner declines it "
+               "on the CPU)";
     default: return "unknown fusion";
     }
 #undef OP
@@ -1030,7 +1037,10 @@ static teexec_status *set_dval_q(tx_gx_run *r, int32_t i)
     return NULL;
 }
 
-static teexec_status *bwd_act_bias(tx_gx_run *r, const tx_plan_kernel *k)
+/* dact + dbias of Bias at k->first and the activation after it; `hand`:
+ * also write the quantized grad for the Linear before (BackwardActivationBias),
+ * else only the high-precision grads (BackwardDactDbias). */
+static teexec_status *bwd_act_bias(tx_gx_run *r, const tx_plan_kernel *k, bool hand_over)
 {
     int32_t i = k->first; /* Bias at i, activation at i + 1 */
     const tx_gx_op *act = op_at(r, i + 1);
@@ -1046,7 +1056,7 @@ static teexec_status *bwd_act_bias(tx_gx_run *r, const tx_plan_kernel *k)
     tx_tensor *const *dp = dparams_of(r, i, pp);
     teexec_status *st = dp ? NULL : tx_oom();
     tx_fused_q fq = prev_grad_q(r, i);
-    bool hand = fq.on && r->need_dx[i] && fq.cfg.usage;
+    bool hand = hand_over && fq.on && r->need_dx[i] && fq.cfg.usage;
     set_dval_q(r, i);
     if (!st)
         st = tx_fused_dact_dbias(act->op, act->attrs, &r->dval[i + 2], act_x, r->vinfo[i + 1].dtype,
@@ -1205,7 +1215,8 @@ teexec_status *tx_gx_backward(tx_gx_run *r, const tx_plan_kernel *layout, int32_
         teexec_status *st;
         switch (k->fusion) {
         case TX_FUSION_NONE: st = bwd_unfused(r, k->first, gxo); break;
-        case TX_FUSION_BWD_ACT_BIAS: st = bwd_act_bias(r, k); break;
+        case TX_FUSION_BWD_ACT_BIAS: st = bwd_act_bias(r, k, true); break;
+        case TX_FUSION_BWD_DACT_DBIAS: st = bwd_act_bias(r, k, false); break;
         case TX_FUSION_BWD_BIAS_QUANTIZE: st = bwd_bias_quantize(r, k); break;
         case TX_FUSION_BWD_LINEAR_ADD: st = bwd_linear_add(r, k, gxo); break;
         case TX_FUSION_BWD_LINEAR_SCALE: st = bwd_linear_scale(r, k); break;

@@ -149,6 +149,8 @@ typedef enum tx_fusion_id {
     TX_FUSION_BWD_ACT_BIAS,        /* Bias, GELU|ReLU|SiLU...: dact + dbias (+ grad quantize) */
     TX_FUSION_BWD_ADD_NORM,        /* MakeExtraOutput, RMSNorm|LayerNorm: norm bwd + extra grad */
     TX_FUSION_BWD_BIAS_QUANTIZE,   /* Bias: dbias + quantize dy for the previous Linear */
+    TX_FUSION_BWD_LINEAR_DGELU_BIAS, /* Bias, GELU(tanh), Linear: dgrad GEMM's dGELU+dbias epilogue */
+    TX_FUSION_BWD_DACT_DBIAS,      /* Bias, activation: dact + dbias, grads in high precision */
     TX_FUSION_COUNT
 } tx_fusion_id;
 
@@ -168,6 +170,7 @@ typedef struct tx_fusion_info {
     bool deterministic;     /* same bits run to run (no float atomics) */
     bool grad_e4m3_only;    /* a quantized grad it writes is E4M3 (never E5M2) */
     bool needs_native_gemm; /* only where the recipe's GEMM is native */
+    bool cuda_only;         /* a GPU kernel (a cuBLASLt epilogue); the CPU declines it */
 } tx_fusion_info;
 
 /* Static; NULL when out of range. */

@@ -308,6 +308,7 @@ static teexec_status *prepare_nodes(tx_gpu_graph *g)
         n->index = (int32_t)i;
         n->fwd_fused = n->bwd_fused = -1;
         n->dgelu_act = n->dgelu_bias = -1;
+        n->dgelu_plan_group = n->dgelu_plan_first = -1;
         bool all_known = true;
         for (size_t j = 0; j < n->ir->n_outputs; j++) {
             int32_t o = n->ir->outputs[j];
@@ -439,6 +440,14 @@ static teexec_status *prepare_fusions(tx_gpu_graph *g)
                     tn[j] = n->te;
                 }
                 if (!ok) continue;
+                if (ks[k].fusion == TX_FUSION_BWD_LINEAR_DGELU_BIAS) {
+                    /* no fused object: the Linear's dgrad takes the epilogue,
+                     * bound after the backward is wired (bind_dgelu_epilogues) */
+                    gnode *lin = &g->nodes[idx[ks[k].count - 1]];
+                    lin->dgelu_plan_group = (int32_t)gi;
+                    lin->dgelu_plan_first = ks[k].first;
+                    continue;
+                }
                 tx_cuda_fused *f = NULL;
                 tx_gpu_handoff_bind(g, ks[k].fusion, &g->nodes[idx[0]]);
                 teexec_status *st = tx_cuda_fused_prepare(ks[k].fusion, bwd, descs, tn,
@@ -538,91 +547,65 @@ static bool te_bwd_unfused(const gnode *n, tx_te_op_id op)
            !n->bwd_covered && n->dgelu_act < 0;
 }
 
-/* A Bias followed by its activation whose backward the plan left unfused
- * (the planner's BackwardActivationBias exists to hand the Linear before
- * a quantized grad, so it is not planned under recipe none): the GPU's
- * dact+dbias kernel (te_cuda_basic_fused.c, one pass, the same bits as the
- * two unfused kernels) runs them as one. Deterministic. */
-static teexec_status *fuse_act_bias_backward(tx_gpu_graph *g, gnode *bias, gnode *act)
+/* Why the plan's BackwardLinearDGeluBias over Bias -> GELU -> `lin` cannot
+ * run as planned, or NULL. The planner checked recipe, device,
+ * determinism, dtype and width; what it cannot see is checked here: the
+ * Linear's operands as prepared, and the wiring (the GELU's output and the
+ * Bias's output read by the next op alone, their grads written directly,
+ * no fan-out temporary). */
+static const char *dgelu_mismatch(tx_gpu_graph *g, gnode *lin, int32_t *pa, int32_t *pb)
 {
-    const tx_cuda_te_desc *descs[2] = {&bias->desc, &act->desc};
-    tx_cuda_te_node *tn[2] = {bias->te, act->te};
-    tx_cuda_fused *f = NULL;
-    teexec_status *st = tx_cuda_fused_prepare(TX_FUSION_BWD_ACT_BIAS, true, descs, tn, 2, &f);
-    if (st && teexec_status_code(st) == TEEXEC_ERR_UNSUPPORTED) {
-        /* no such kernel for these ops: they stay unfused */
-        teexec_status_destroy(st);
-        return NULL;
-    }
-    TX_TRY(st);
-    int32_t idx[2] = {bias->index, act->index};
-    return add_fused(g, f, TX_FUSION_BWD_ACT_BIAS, true, idx, 2);
+    if (!te_bwd_unfused(lin, TX_TE_LINEAR) || lin->ir->n_inputs < 1)
+        return "the Linear's backward is taken by another kernel";
+    const tx_cuda_linear *l = tx_cuda_te_node_priv(lin->te);
+    if (!l || tx_cuda_linear_quantized(l)) return "the Linear's dgrad operands are quantized";
+    if (l->x_dt != TEEXEC_DTYPE_BFLOAT16 && l->x_dt != TEEXEC_DTYPE_FLOAT16)
+        return "the Linear's operands are not bf16 or fp16";
+    int32_t v = lin->ir->inputs[0];
+    *pa = v >= 0 ? g->ir->values[v].producer : -1;
+    if (*pa < 0 || sole_consumer(g, v) != lin || lin->gin[0] != &g->vals[v].grad)
+        return "the GELU's output has another reader or its grad is summed from several";
+    gnode *act = &g->nodes[*pa];
+    if (!te_bwd_unfused(act, TX_TE_GELU) ||
+        act->attrs[TX_TE_A_GELU_APPROX].i != TX_TE_GELU_TANH || act->ir->n_inputs < 1)
+        return "the op before the Linear is not a tanh GELU running its own backward";
+    int32_t u = act->ir->inputs[0];
+    *pb = u >= 0 ? g->ir->values[u].producer : -1;
+    if (*pb < 0 || sole_consumer(g, u) != act || act->gout[0] != &g->vals[v].grad ||
+        act->gin[0] != &g->vals[u].grad)
+        return "the Bias's output has another reader or its grad is summed from several";
+    gnode *bias = &g->nodes[*pb];
+    if (!te_bwd_unfused(bias, TX_TE_BIAS) || bias->gout[0] != &g->vals[u].grad)
+        return "the op before the GELU is not a Bias running its own backward";
+    const tx_tensor *dx = bias->gin[0];
+    const tx_tensor *db = bias->n_params > 0 ? bias->gin[1 + bias->s->n_extra_inputs] : NULL;
+    if (!dx || !db || dx->dtype != l->x_dt || db->dtype != l->x_dt ||
+        g->vals[u].dev.dtype != l->x_dt || (size_t)dx->numel != l->T * l->K ||
+        (size_t)db->numel != l->K)
+        return "the Bias's input grad or dbias is not in the Linear's dtype and shape";
+    return NULL;
 }
 
-/* Bias -> GELU(tanh) -> Linear in the forward, with nothing else reading
- * the two values in between, under a recipe that leaves the Linear's dgrad
- * operands in bf16/fp16: the Linear's dgrad runs with cuBLASLt's
- * DGELU_BGRAD epilogue and writes the Bias's input grad and dbias itself,
- * and the GELU's and the Bias's backward kernels do not run. This is what
- * Transformer Engine's LayerNormMLP does in its backward (the planner's
- * BackwardActivationBias covers the quantized recipes with its own
- * kernel). Not in deterministic mode: the epilogue's bias reduction is
- * cuBLASLt's, which does not promise a fixed order.
- * The Bias -> activation pairs left after that run as one dact+dbias
- * kernel (fuse_act_bias_backward). */
-static teexec_status *plan_dgelu_epilogues(tx_gpu_graph *g)
+/* The plan's BackwardLinearDGeluBias kernels (planner/fuse_catalog.c): the
+ * Linear's dgrad runs with cuBLASLt's DGELU_BGRAD epilogue and writes the
+ * Bias's input grad and dbias itself; the GELU's and the Bias's backward
+ * kernels do not run. One the wiring does not allow runs unfused, with a
+ * decline in the plan saying why (--profile shows it). */
+static teexec_status *bind_dgelu_epilogues(tx_gpu_graph *g)
 {
-    for (size_t i = 0; i < g->n_nodes && !g->cfg.deterministic; i++) {
-        gnode *lin = &g->nodes[i];
-        if (!te_bwd_unfused(lin, TX_TE_LINEAR) || lin->ir->n_inputs < 1) continue;
-        const tx_cuda_linear *l = tx_cuda_te_node_priv(lin->te);
-        if (!l || tx_cuda_linear_quantized(l)) continue;
-        if (l->x_dt != TEEXEC_DTYPE_BFLOAT16 && l->x_dt != TEEXEC_DTYPE_FLOAT16) continue;
-        /* cuBLASLt's aux rule; and measured on the H200 (2026-11-30): with
-         * 8192 output columns (GPT-2 block, h=2048) the epilogue saved the
-         * GELU and bias-grad kernels (0.43 ms a step), with 16384 (MLP
-         * block, ffn=16384) the dgrad with DGELU_BGRAD ran ~1 ms slower
-         * than dgrad + GELU + bias grad, so wider outputs stay unfused */
-        if (l->K % 8 || l->K > 8192) continue;
-        int32_t v = lin->ir->inputs[0];
-        if (v < 0) continue;
-        int32_t pa = g->ir->values[v].producer;
-        /* v's grad written by this dgrad alone (no fan-out temporary) */
-        if (pa < 0 || sole_consumer(g, v) != lin || lin->gin[0] != &g->vals[v].grad)
-            continue;
-        gnode *act = &g->nodes[pa];
-        if (!te_bwd_unfused(act, TX_TE_GELU) ||
-            act->attrs[TX_TE_A_GELU_APPROX].i != TX_TE_GELU_TANH || act->ir->n_inputs < 1)
-            continue;
-        int32_t u = act->ir->inputs[0];
-        int32_t pb = u >= 0 ? g->ir->values[u].producer : -1;
-        if (pb < 0 || sole_consumer(g, u) != act || act->gout[0] != &g->vals[v].grad ||
-            act->gin[0] != &g->vals[u].grad)
-            continue;
-        gnode *bias = &g->nodes[pb];
-        if (!te_bwd_unfused(bias, TX_TE_BIAS) || bias->gout[0] != &g->vals[u].grad) continue;
-        const tx_tensor *dx = bias->gin[0];
-        const tx_tensor *db = bias->n_params > 0 ? bias->gin[1 + bias->s->n_extra_inputs] : NULL;
-        if (!dx || !db || dx->dtype != l->x_dt || db->dtype != l->x_dt ||
-            g->vals[u].dev.dtype != l->x_dt || (size_t)dx->numel != l->T * l->K ||
-            (size_t)db->numel != l->K)
-            continue;
-        lin->dgelu_act = (int32_t)pa;
-        lin->dgelu_bias = (int32_t)pb;
-        act->bwd_covered = bias->bwd_covered = true;
-    }
-    /* the Bias -> activation pairs the epilogue did not take: dact+dbias */
     for (size_t i = 0; i < g->n_nodes; i++) {
-        gnode *act = &g->nodes[i];
-        if (act->kind != GN_TE || !act->needs_bwd || act->bwd_fused >= 0 || act->bwd_covered ||
-            !tx_cuda_basic_act_plain(act->s->id) || act->ir->n_inputs < 1 || act->ir->inputs[0] < 0)
+        gnode *lin = &g->nodes[i];
+        if (lin->dgelu_plan_group < 0) continue;
+        int32_t pa = -1, pb = -1;
+        const char *why = dgelu_mismatch(g, lin, &pa, &pb);
+        if (why) {
+            TX_TRY(tx_plan_add_decline(g->fplan, lin->dgelu_plan_group, lin->dgelu_plan_first,
+                                       TX_FUSION_BWD_LINEAR_DGELU_BIAS, why));
             continue;
-        int32_t u = act->ir->inputs[0];
-        int32_t pb = g->ir->values[u].producer;
-        if (pb < 0 || sole_consumer(g, u) != act || act->gin[0] != &g->vals[u].grad) continue;
-        gnode *bias = &g->nodes[pb];
-        if (!te_bwd_unfused(bias, TX_TE_BIAS) || bias->gout[0] != &g->vals[u].grad) continue;
-        TX_TRY(fuse_act_bias_backward(g, bias, act));
+        }
+        lin->dgelu_act = pa;
+        lin->dgelu_bias = pb;
+        g->nodes[pa].bwd_covered = g->nodes[pb].bwd_covered = true;
     }
     return NULL;
 }
@@ -880,7 +863,7 @@ static teexec_status *place_memory(tx_gpu_graph *g)
     }
     if (!st && g->cfg.training) {
         st = wire_backward(g);
-        if (!st) st = plan_dgelu_epilogues(g);
+        if (!st) st = bind_dgelu_epilogues(g);
     }
     if (!st) st = life_steps_init(g, &ls);
     if (!st) st = value_lifetimes(g, &ls, alias_of, vlo, vhi, glo, ghi);

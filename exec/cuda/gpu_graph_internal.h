@@ -112,6 +112,10 @@ typedef struct gnode {
      * Bias before it (cuBLASLt's DGELU_BGRAD epilogue): their node indices,
      * or -1; those two nodes are then bwd_covered */
     int32_t dgelu_act, dgelu_bias;
+    /* where the plan has a BackwardLinearDGeluBias kernel ending at this
+     * Linear: its group and first op (group -1: none); bound to
+     * dgelu_act/dgelu_bias once the backward is wired */
+    int32_t dgelu_plan_group, dgelu_plan_first;
     bool fwd_covered, bwd_covered;
     uint64_t rng_base;
 } gnode;

@@ -164,7 +164,8 @@ static teexec_status *zero_grads(tx_gpu_graph *g)
 }
 
 /* A Linear's backward with the GELU and Bias before it in its dgrad's
- * epilogue (plan_dgelu_epilogues in gpu_graph_build.c). */
+ * epilogue (the plan's BackwardLinearDGeluBias, bound by bind_dgelu_epilogues
+ * in gpu_graph_build.c). */
 static teexec_status *linear_dgelu_backward(tx_gpu_graph *g, gnode *n)
 {
     gnode *act = &g->nodes[n->dgelu_act], *bias = &g->nodes[n->dgelu_bias];

@@ -10,6 +10,9 @@
  *    te_cuda_handoff.c, consulted first, runs dact + dbias + the quantize;
  *    what reaches this file leaves dx in high precision, and the Linear
  *    quantizes its grad_output itself (same bytes, one more pass).
+ *  - BackwardDactDbias (Bias, an elementwise activation): the same kernel
+ *    chain, planned where no quantized grad is handed over (recipe none,
+ *    or the recipes BackwardActivationBias declines).
  *  - BackwardAddNorm (MakeExtraOutput, LayerNorm|RMSNorm): the norm's
  *    backward adding the fork's grad into dx in the same pass (FP32 sum,
  *    one rounding). The unfused path rounds the norm's dx to bf16/fp16
@@ -212,6 +215,7 @@ teexec_status *tx_cuda_fused_basic_prepare(tx_fusion_id fusion, bool backward,
                         "no fused CUDA kernel yet: the Bias backward writes dx and dbias and the "
                         "Linear before quantizes its grad_output itself (same bytes, one more pass)");
     case TX_FUSION_BWD_ACT_BIAS:
+    case TX_FUSION_BWD_DACT_DBIAS:
     case TX_FUSION_BWD_ADD_NORM: break;
     default: return NULL; /* not this family's */
     }
@@ -223,14 +227,15 @@ teexec_status *tx_cuda_fused_basic_prepare(tx_fusion_id fusion, bool backward,
     p->fusion = fusion;
     snprintf(p->label, sizeof p->label, "%s over op %s..%s", fusion_name(fusion),
              node_name(descs[0]), node_name(descs[1]));
-    teexec_status *st = fusion == TX_FUSION_BWD_ACT_BIAS ? prepare_act_bias(p, descs, n, scratch_bytes)
-                                                        : prepare_add_norm(p, descs, n, scratch_bytes);
+    const bool act_bias = fusion != TX_FUSION_BWD_ADD_NORM;
+    teexec_status *st = act_bias ? prepare_act_bias(p, descs, n, scratch_bytes)
+                                 : prepare_add_norm(p, descs, n, scratch_bytes);
     if (st) {
         fused_free(p);
         *scratch_bytes = 0;
         return st;
     }
-    *impl = fusion == TX_FUSION_BWD_ACT_BIAS ? &act_bias_impl : &add_norm_impl;
+    *impl = act_bias ? &act_bias_impl : &add_norm_impl;
     *priv = p;
     return NULL;
 }

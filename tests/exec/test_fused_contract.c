@@ -378,6 +378,9 @@ static int fits(const built_group *b, tx_fusion_id f, int at, bool quantized, in
             operand_quantized(b, at - 1, TX_QOP_GRAD_OUTPUT))
             counts[nc++] = 1;
         break;
+    case TX_FUSION_BWD_DACT_DBIAS:
+        if (OPX(0) == TX_TE_BIAS && plain_act(OPX(1))) counts[nc++] = 2;
+        break;
     default: break;
     }
 #undef OPX
@@ -429,9 +432,10 @@ static void enumerate(const built_group *b, bool forward, bool quantized, const 
                                        TX_FUSION_FWD_LINEAR_SCALE_ADD, TX_FUSION_FWD_ACT_QUANTIZE};
     static const tx_fusion_id bwd[] = {TX_FUSION_BWD_LINEAR_ADD, TX_FUSION_BWD_LINEAR_SCALE,
                                        TX_FUSION_BWD_ACT_BIAS, TX_FUSION_BWD_ADD_NORM,
-                                       TX_FUSION_BWD_BIAS_QUANTIZE};
+                                       TX_FUSION_BWD_BIAS_QUANTIZE, TX_FUSION_BWD_DACT_DBIAS};
     const tx_fusion_id *list = forward ? fwd : bwd;
-    for (int f = 0; f < 5; f++) {
+    const int n_list = forward ? (int)(sizeof fwd / sizeof *fwd) : (int)(sizeof bwd / sizeof *bwd);
+    for (int f = 0; f < n_list; f++) {
         int counts[4];
         fits(b, list[f], at, quantized, counts);
         for (int c = 0; counts[c]; c++) {
@@ -593,8 +597,10 @@ static void all_groups_all_layouts(tx_recipe_kind kind)
     }
     print_message("recipe %d: %ld forward x backward combinations byte-identical\n", (int)kind,
                   stats.runs);
-    /* every catalog fusion was exercised (the quantize ones need a recipe) */
+    /* every catalog fusion the CPU runs was exercised (the quantize ones
+     * need a recipe) */
     for (int f = 1; f < TX_FUSION_COUNT; f++) {
+        if (tx_fusion_info_of((tx_fusion_id)f)->cuda_only) continue;
         bool needs_recipe = f == TX_FUSION_FWD_NORM_QUANTIZE || f == TX_FUSION_FWD_ACT_QUANTIZE ||
                             f == TX_FUSION_BWD_ACT_BIAS || f == TX_FUSION_BWD_BIAS_QUANTIZE;
         if (kind == TX_RECIPE_NONE && needs_recipe) continue;

@@ -193,6 +193,55 @@ static void shape_divisibility_is_named(void **state)
     mb_free_all();
 }
 
+/* teexec's own backward fusions under recipe none: the dgrad's dGELU+dbias
+ * epilogue where the device has it (CUDA, bf16/fp16, not deterministic,
+ * 8..8192 in features in multiples of 8), dact+dbias everywhere else. */
+static void dgelu_epilogue_or_dact_dbias(void **state)
+{
+    (void)state;
+    fx f;
+    mlp_model(&f, 2, 32, 64, 256, "GELU", NULL);
+    fx_plan(&f, &(fx_req){.recipe = "none,dtype=bf16", .device = "sm_90", .training = true});
+    assert_string_equal(bwd(&f), "unfused(ln) unfused(fc1) BackwardLinearDGeluBias(b1 act fc2) "
+                                 "unfused(b2) unfused(add)");
+    fx_plan(&f, &(fx_req){.recipe = "none,dtype=bf16", .device = "cpu", .training = true});
+    expect_reason(&f, TX_FUSION_BWD_LINEAR_DGELU_BIAS, "b1", "device cpu");
+    assert_string_equal(bwd(&f), "unfused(ln) unfused(fc1) BackwardDactDbias(b1 act) unfused(fc2) "
+                                 "unfused(b2) unfused(add)");
+    fx_plan(&f, &(fx_req){.recipe = "none,dtype=bf16", .device = "sm_90", .training = true,
+                          .deterministic = true});
+    expect_reason(&f, TX_FUSION_BWD_LINEAR_DGELU_BIAS, "b1", "deterministic mode");
+    assert_string_equal(bwd(&f), "unfused(ln) unfused(fc1) BackwardDactDbias(b1 act) unfused(fc2) "
+                                 "unfused(b2) unfused(add)");
+    fx_plan(&f, &(fx_req){.recipe = "none", .device = "sm_90", .training = true});
+    expect_reason(&f, TX_FUSION_BWD_LINEAR_DGELU_BIAS, "b1", "compute dtype float");
+    /* a quantized recipe hands fc1 its grad from BackwardActivationBias */
+    fx_plan(&f, &(fx_req){.recipe = "fp8-current", .device = "sm_90", .training = true});
+    assert_string_equal(bwd(&f), "unfused(ln) unfused(fc1) BackwardActivationBias(b1 act) "
+                                 "unfused(fc2) BackwardBiasQuantize(b2) unfused(add)");
+    /* ... or, where that declines (no native MXFP8 on sm_90), dact+dbias */
+    fx_plan(&f, &(fx_req){.recipe = "mxfp8", .device = "sm_90", .training = true});
+    expect_reason(&f, TX_FUSION_BWD_LINEAR_DGELU_BIAS, "b1", "recipe mxfp8");
+    assert_string_equal(bwd(&f), "unfused(ln) unfused(fc1) BackwardDactDbias(b1 act) unfused(fc2) "
+                                 "unfused(b2) unfused(add)");
+    fx_free(&f);
+    mlp_model(&f, 2, 32, 64, 8200, "GELU", NULL);
+    fx_plan(&f, &(fx_req){.recipe = "none,dtype=bf16", .device = "sm_90", .training = true});
+    expect_reason(&f, TX_FUSION_BWD_LINEAR_DGELU_BIAS, "b1", "above 8192");
+    fx_free(&f);
+    mlp_model(&f, 2, 32, 64, 260, "GELU", NULL);
+    fx_plan(&f, &(fx_req){.recipe = "none,dtype=bf16", .device = "sm_90", .training = true});
+    expect_reason(&f, TX_FUSION_BWD_LINEAR_DGELU_BIAS, "b1", "multiple of 8");
+    fx_free(&f);
+    /* erf GELU: no epilogue, dact+dbias */
+    mlp_model(&f, 2, 32, 64, 256, "GELU", "none");
+    fx_plan(&f, &(fx_req){.recipe = "none,dtype=bf16", .device = "sm_90", .training = true});
+    assert_string_equal(bwd(&f), "unfused(ln) unfused(fc1) BackwardDactDbias(b1 act) unfused(fc2) "
+                                 "unfused(b2) unfused(add)");
+    fx_free(&f);
+    mb_free_all();
+}
+
 /* fork, fc, b, add(res): forward ForwardLinearBiasAdd(fc b add), backward
  * BackwardLinearAdd(fork fc): the two share fc. */
 static void linear_add_forward_and_backward_overlap(void **state)
@@ -449,6 +498,7 @@ int main(void)
         cmocka_unit_test(hybrid_refuses_e4m3_only_backward_activation_bias),
         cmocka_unit_test(no_native_gemm_declines_handoffs),
         cmocka_unit_test(shape_divisibility_is_named),
+        cmocka_unit_test(dgelu_epilogue_or_dact_dbias),
         cmocka_unit_test(linear_add_forward_and_backward_overlap),
         cmocka_unit_test(frozen_prefix_runs_no_backward),
         cmocka_unit_test(dense_mlp_joint),
