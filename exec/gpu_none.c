@@ -105,6 +105,16 @@ teexec_status *tx_gpu_graph_profile(const tx_gpu_graph *g, char **out_text)
 }
 
 size_t tx_gpu_graph_device_bytes(const tx_gpu_graph *g) { (void)g; return 0; }
+
+teexec_status *tx_gpu_graph_kernels(const tx_gpu_graph *g, tx_run_kernel **out, size_t *n,
+                                    size_t *n_forward, const tx_fuser_plan **plan)
+{
+    (void)g;
+    *out = NULL;
+    *n = *n_forward = 0;
+    if (plan) *plan = NULL;
+    return none();
+}
 const struct tx_ws_lease *tx_gpu_graph_weights(const tx_gpu_graph *g) { (void)g; return NULL; }
 
 /* ---- device memory of public device tensors (exec/device_mem.h) ---- */

@@ -296,6 +296,15 @@ static teexec_status *poison(teexec_session *s, teexec_status *st)
 
 size_t tx_session_cuda_plan_count(const teexec_session *s) { return tx_plan_cache_size(s->gpu); }
 
+teexec_status *tx_session_cuda_kernels(const teexec_session *s, tx_run_kernel **out, size_t *n,
+                                       size_t *n_forward, const tx_fuser_plan **plan)
+{
+    if (!s || !s->last_gpu)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "no CUDA run yet: the kernels are those of the last run's executor");
+    return tx_gpu_graph_kernels(s->last_gpu, out, n, n_forward, plan);
+}
+
 teexec_status *teexec_session_device_memory(const teexec_session *s, size_t *weight_bytes,
                                             size_t *own_bytes)
 {

@@ -85,13 +85,6 @@ struct teexec_session_options {
 
 struct tx_gpu_graph;
 
-/* One kernel a CPU run executed for a CHAIN group: the group's id in the
- * fuser plan and the kernel (fusion, first op, op count) -- the debug
- * record that tests compare with the plan's forward layouts. */
-typedef struct tx_run_kernel {
-    int32_t group;
-    tx_plan_kernel k;
-} tx_run_kernel;
 
 struct teexec_session {
     /* What runs: the user's model's lowered copy (exec/prepare.h), which
@@ -190,6 +183,17 @@ const tx_run_kernel *tx_session_last_kernels(const teexec_session *s, size_t *n,
  * step. */
 const tx_run_kernel *tx_trainer_last_kernels(const teexec_trainer *t, size_t *n,
                                              const tx_fuser_plan **plan);
+
+/* The same for CUDA: the kernels of the executor that ran the session's
+ * last run, or that the trainer's last step used (forward kernels in
+ * forward order, then backward kernels as they run), from
+ * tx_gpu_graph_kernels; *out is malloc'ed (free it), the first
+ * *n_forward entries the forward's, *plan borrowed.
+ * INVALID_ARGUMENT before the first run or step, or on another device. */
+teexec_status *tx_session_cuda_kernels(const teexec_session *s, tx_run_kernel **out, size_t *n,
+                                       size_t *n_forward, const tx_fuser_plan **plan) TX_NODISCARD;
+teexec_status *tx_trainer_cuda_kernels(const teexec_trainer *t, tx_run_kernel **out, size_t *n,
+                                       size_t *n_forward, const tx_fuser_plan **plan) TX_NODISCARD;
 
 /* Debug switch for tests: the CPU trainer (recipe none) drops its plan and
  * runs every node with its own kernel and backward rule, as before the

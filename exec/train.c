@@ -957,6 +957,15 @@ const tx_run_kernel *tx_trainer_last_kernels(const teexec_trainer *t, size_t *n,
     return t ? t->trace : NULL;
 }
 
+teexec_status *tx_trainer_cuda_kernels(const teexec_trainer *t, tx_run_kernel **out, size_t *n,
+                                       size_t *n_forward, const tx_fuser_plan **plan)
+{
+    if (!t || !t->cuda || !t->gpu)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "no CUDA step yet: the kernels are those of the trainer's executor");
+    return tx_gpu_graph_kernels(t->gpu, out, n, n_forward, plan);
+}
+
 teexec_status *tx_trainer_debug_node_by_node(teexec_trainer *t)
 {
     if (!t || t->cuda) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "not a CPU trainer");

@@ -192,6 +192,14 @@ typedef struct tx_plan_kernel {
     int32_t count;
 } tx_plan_kernel;
 
+/* One kernel an executor ran for a CHAIN group: the group's id in the
+ * fuser plan and the kernel (fusion, first op, op count) -- the debug
+ * record that tests compare with the plan's layouts. */
+typedef struct tx_run_kernel {
+    int32_t group;
+    tx_plan_kernel k;
+} tx_run_kernel;
+
 typedef struct tx_plan_group {
     int32_t id;
     tx_group_kind kind;

@@ -175,6 +175,19 @@ teexec_status *tx_gpu_graph_profile(const tx_gpu_graph *g, char **out_text) TX_N
  * state), and the shared weights it reads (NULL for a trainer, whose
  * parameters are in its own allocation). */
 size_t tx_gpu_graph_device_bytes(const tx_gpu_graph *g);
+
+/* Debug query for tests (exec/cuda/gpu_graph_trace.c): the kernels this
+ * executor runs for the fuser plan's CHAIN groups, as (group, fusion,
+ * first op, op count): the forward in run order, then, for a training
+ * executor, the backward in run order. A planned fusion the GPU has no
+ * kernel for, or a dGELU epilogue its wiring refused, appears as its ops
+ * unfused; the plan (*plan, borrowed) then holds a decline saying why. A
+ * te.ops op that only aliases its input (Reshape, Identity,
+ * MakeExtraOutput) counts as its unfused kernel: it runs as planned,
+ * without a launch. *out is malloc'ed (free it); its first *n_forward
+ * entries are the forward's. */
+teexec_status *tx_gpu_graph_kernels(const tx_gpu_graph *g, tx_run_kernel **out, size_t *n,
+                                    size_t *n_forward, const tx_fuser_plan **plan) TX_NODISCARD;
 const struct tx_ws_lease *tx_gpu_graph_weights(const tx_gpu_graph *g);
 
 #endif

@@ -1,0 +1,318 @@
+/* GPU test: the CUDA executor runs the fuser plan it shows (issue 16). For
+ * every sample model and zoo export with stored inputs:
+ *   - an inference session (the model's dtype, recipe none): the kernels
+ *     its executor ran for each CHAIN group (tx_session_cuda_kernels) are
+ *     the plan's forward layout;
+ *   - a bf16 training step under recipe none and fp8-current (the
+ *     quantized hand-offs, BackwardActivationBias) on the models with
+ *     train.npz: the forward and backward kernels are the plan's forward
+ *     and backward layouts.
+ * The one allowed difference: a planned fusion the executor could not
+ * prepare (no CUDA kernel for it, or a dGELU epilogue its wiring refused)
+ * runs as its ops unfused, and then the plan holds the executor's decline
+ * at that place saying why (what --profile and --explain print). Those are
+ * counted and listed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "exec/session_internal.h"
+#include "teexec/teexec.h"
+#include "tests/gpu/gpu_harness.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_IO 8
+#define BATCH 2
+
+static char root[1024];
+
+typedef struct io {
+    const char *names[MAX_IO];
+    teexec_tensor *ts[MAX_IO];
+    char storage[MAX_IO][128];
+    size_t n;
+} io;
+
+static void io_free(io *x)
+{
+    for (size_t i = 0; i < x->n; i++) teexec_tensor_destroy(x->ts[i]);
+    x->n = 0;
+}
+
+static void ok(teexec_status *st, const char *what)
+{
+    if (st) fail_msg("%s: %s", what, teexec_status_message(st));
+}
+
+/* Every inputs/<name>.npy of a model directory; false when it has none. */
+static bool load_inputs(const char *dir, io *in)
+{
+    memset(in, 0, sizeof *in);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/inputs", dir);
+    DIR *d = opendir(path);
+    if (!d) return false;
+    struct dirent *e;
+    while ((e = readdir(d)) && in->n < MAX_IO) {
+        size_t len = strlen(e->d_name);
+        if (len < 5 || strcmp(e->d_name + len - 4, ".npy")) continue;
+        snprintf(in->storage[in->n], sizeof in->storage[0], "%.*s", (int)(len - 4), e->d_name);
+        snprintf(path, sizeof path, "%s/inputs/%s", dir, e->d_name);
+        ok(teexec_tensor_load_file(path, &in->ts[in->n]), path);
+        in->names[in->n] = in->storage[in->n];
+        in->n++;
+    }
+    closedir(d);
+    return in->n > 0;
+}
+
+/* Rows [0, BATCH) of every array of the dataset. */
+static void first_rows(const teexec_dataset *ds, io *b)
+{
+    memset(b, 0, sizeof *b);
+    for (size_t i = 0; i < teexec_dataset_count(ds) && b->n < MAX_IO; i++) {
+        const teexec_tensor *t = teexec_dataset_tensor(ds, i);
+        int32_t rank = teexec_tensor_rank(t);
+        int64_t dims[8];
+        memcpy(dims, teexec_tensor_dims(t), sizeof(int64_t) * (size_t)rank);
+        size_t row = teexec_tensor_byte_size(t) / (size_t)dims[0];
+        if (dims[0] > BATCH) dims[0] = BATCH;
+        ok(teexec_tensor_create_copy(teexec_tensor_dtype(t), rank, dims,
+                                     teexec_tensor_data_const(t), row * (size_t)dims[0],
+                                     &b->ts[b->n]),
+           "batch");
+        b->names[b->n++] = teexec_dataset_name(ds, i);
+    }
+}
+
+typedef struct tally {
+    int checked, declined;
+    char declines[4096];
+    size_t at;
+} tally;
+
+static bool has_decline(const tx_fuser_plan *fp, int32_t group, const tx_plan_kernel *k)
+{
+    for (size_t d = 0; d < fp->n_declines; d++)
+        if (fp->declines[d].group == group && fp->declines[d].first_op == k->first &&
+            fp->declines[d].fusion == k->fusion)
+            return true;
+    return false;
+}
+
+static const char *decline_reason(const tx_fuser_plan *fp, int32_t group, const tx_plan_kernel *k)
+{
+    const char *r = "";
+    for (size_t d = 0; d < fp->n_declines; d++)
+        if (fp->declines[d].group == group && fp->declines[d].first_op == k->first &&
+            fp->declines[d].fusion == k->fusion)
+            r = fp->declines[d].reason; /* the last: the executor's, added after planning */
+    return r;
+}
+
+/* The run's kernels of one group and pass against the plan's layout. */
+static void check_group(const char *what, const tx_fuser_plan *fp, int32_t g, bool backward,
+                        const tx_run_kernel *run, size_t n_run, tally *t)
+{
+    const tx_plan_group *pg = &fp->groups[g];
+    const tx_plan_kernel *lay = backward ? pg->backward : pg->forward;
+    int32_t n_lay = backward ? pg->n_backward : pg->n_forward;
+    /* this group's run kernels by first op (each op in at most one) */
+    int32_t *at = malloc((size_t)(pg->n_nodes ? pg->n_nodes : 1) * sizeof *at);
+    assert_non_null(at);
+    for (int32_t j = 0; j < pg->n_nodes; j++) at[j] = -1;
+    size_t mine = 0;
+    for (size_t i = 0; i < n_run; i++) {
+        if (run[i].group != g) continue;
+        mine++;
+        const tx_plan_kernel *k = &run[i].k;
+        if (k->first < 0 || k->first >= pg->n_nodes || at[k->first] >= 0)
+            fail_msg("%s: group %d %s: a second kernel at op %d", what, (int)g,
+                     backward ? "backward" : "forward", (int)k->first);
+        at[k->first] = (int32_t)i;
+    }
+    size_t matched = 0;
+    for (int32_t j = 0; j < n_lay; j++) {
+        const tx_plan_kernel *e = &lay[j];
+        int32_t r = at[e->first];
+        if (r >= 0 && run[r].k.fusion == e->fusion && run[r].k.count == e->count) {
+            matched++;
+            continue;
+        }
+        /* declined while the executor was prepared: its ops ran unfused */
+        bool unfused = e->fusion != TX_FUSION_NONE;
+        for (int32_t o = e->first; unfused && o < e->first + e->count; o++)
+            unfused = at[o] >= 0 && run[at[o]].k.fusion == TX_FUSION_NONE && run[at[o]].k.count == 1;
+        if (unfused && has_decline(fp, g, e)) {
+            matched += (size_t)e->count;
+            t->declined++;
+            const tx_fusion_info *fi = tx_fusion_info_of(e->fusion);
+            if (t->at < sizeof t->declines)
+                t->at += (size_t)snprintf(t->declines + t->at, sizeof t->declines - t->at,
+                                          "  %s: %s at group %d op %d: %s\n", what, fi->name,
+                                          (int)g, (int)e->first, decline_reason(fp, g, e));
+            continue;
+        }
+        const tx_fusion_info *fi = tx_fusion_info_of(e->fusion);
+        fail_msg("%s: group %d %s: the plan has %s over ops %d+%d; the GPU ran %s", what, (int)g,
+                 backward ? "backward" : "forward", fi ? fi->name : "?", (int)e->first,
+                 (int)e->count,
+                 r < 0 ? "nothing at that op" : tx_fusion_info_of(run[r].k.fusion)->name);
+    }
+    if (matched != mine)
+        fail_msg("%s: group %d %s: the GPU ran %zu kernels, the plan accounts for %zu", what,
+                 (int)g, backward ? "backward" : "forward", mine, matched);
+    free(at);
+    t->checked++;
+}
+
+static void check_trace(const char *what, const tx_run_kernel *k, size_t n, size_t n_fwd,
+                        const tx_fuser_plan *fp, bool training, tally *t)
+{
+    assert_non_null(fp);
+    for (size_t g = 0; g < fp->n_groups; g++) {
+        if (fp->groups[g].kind != TX_GROUP_CHAIN) continue;
+        check_group(what, fp, (int32_t)g, false, k, n_fwd, t);
+        if (training) check_group(what, fp, (int32_t)g, true, k + n_fwd, n - n_fwd, t);
+    }
+    if (!training && n != n_fwd) fail_msg("%s: an inference run ran backward kernels", what);
+}
+
+static void check_session(const char *name, const teexec_model *m, const io *in, tally *t)
+{
+    teexec_session_options *o = NULL;
+    ok(teexec_session_options_create(&o), "options");
+    ok(teexec_session_options_set_device(o, TEEXEC_DEVICE_CUDA), "device");
+    teexec_session *s = NULL;
+    ok(teexec_session_create(m, o, &s), name);
+    teexec_session_options_destroy(o);
+    size_t n_out = teexec_model_output_count(m);
+    teexec_tensor *outs[MAX_IO] = {0};
+    assert_true(n_out <= MAX_IO);
+    ok(teexec_session_run(s, in->n, in->names, (const teexec_tensor *const *)in->ts, n_out, NULL,
+                          outs),
+       name);
+    for (size_t i = 0; i < n_out; i++) teexec_tensor_destroy(outs[i]);
+    tx_run_kernel *k = NULL;
+    size_t n = 0, nf = 0;
+    const tx_fuser_plan *fp = NULL;
+    ok(tx_session_cuda_kernels(s, &k, &n, &nf, &fp), name);
+    char what[300];
+    snprintf(what, sizeof what, "%s inference", name);
+    check_trace(what, k, n, nf, fp, false, t);
+    free(k);
+    teexec_session_destroy(s);
+}
+
+static void check_trainer(const char *name, const teexec_model *m, const teexec_dataset *ds,
+                          const char *recipe, tally *t)
+{
+    bool decoder = false;
+    for (size_t i = 0; i < teexec_dataset_count(ds); i++)
+        if (!strcmp(teexec_dataset_name(ds, i), "labels")) decoder = true;
+    teexec_train_options o;
+    teexec_train_options_init(&o);
+    o.device = TEEXEC_DEVICE_CUDA;
+    o.loss = decoder ? TEEXEC_LOSS_CROSS_ENTROPY : TEEXEC_LOSS_MSE;
+    o.dtype = TEEXEC_DTYPE_BFLOAT16;
+    o.recipe = recipe;
+    o.lr = 1e-3;
+    teexec_trainer *tr = NULL;
+    char what[300];
+    snprintf(what, sizeof what, "%s training (bf16, %s)", name, recipe);
+    ok(teexec_trainer_create(m, &o, &tr), what);
+    io b;
+    first_rows(ds, &b);
+    double loss = 0;
+    ok(teexec_trainer_step(tr, b.n, b.names, (const teexec_tensor *const *)b.ts, &loss), what);
+    io_free(&b);
+    tx_run_kernel *k = NULL;
+    size_t n = 0, nf = 0;
+    const tx_fuser_plan *fp = NULL;
+    ok(tx_trainer_cuda_kernels(tr, &k, &n, &nf, &fp), what);
+    check_trace(what, k, n, nf, fp, true, t);
+    free(k);
+    teexec_trainer_destroy(tr);
+}
+
+/* One model directory: inference, and training where it has train.npz. */
+static void check_dir(const char *dir, const char *name, tally *t)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    struct stat sb;
+    if (stat(path, &sb) != 0) return;
+    io in;
+    if (!load_inputs(dir, &in)) return;
+    teexec_model *m = NULL;
+    ok(teexec_model_load_file(path, NULL, &m), path);
+    check_session(name, m, &in, t);
+    io_free(&in);
+    snprintf(path, sizeof path, "%s/train.npz", dir);
+    teexec_dataset *ds = NULL;
+    if (access(path, R_OK) == 0) {
+        ok(teexec_dataset_load_npz(path, &ds), path);
+        check_trainer(name, m, ds, "none", t);
+        check_trainer(name, m, ds, "fp8-current", t);
+        teexec_dataset_destroy(ds);
+    }
+    teexec_model_destroy(m);
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void check_tree(const char *rel, tally *t)
+{
+    char base[1100];
+    snprintf(base, sizeof base, "%s/%s", root, rel);
+    DIR *d = opendir(base);
+    if (!d) fail_msg("no %s", base);
+    char *names[256];
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 256)
+        if (e->d_name[0] != '.') names[n++] = strdup(e->d_name);
+    closedir(d);
+    qsort(names, n, sizeof *names, name_cmp);
+    for (size_t i = 0; i < n; i++) {
+        char dir[1400];
+        snprintf(dir, sizeof dir, "%s/%s", base, names[i]);
+        check_dir(dir, names[i], t);
+        free(names[i]);
+    }
+}
+
+static void gpu_runs_the_plan(void **state)
+{
+    (void)state;
+    tally t;
+    memset(&t, 0, sizeof t);
+    check_tree("models", &t);
+    check_tree("models/zoo", &t);
+    print_message("%d group layouts checked; %d planned fusions declined by the executor:\n%s",
+                  t.checked, t.declined, t.declines);
+    char detail[160];
+    snprintf(detail, sizeof detail, "%d group layouts as planned, %d executor declines",
+             t.checked, t.declined);
+    tg_record("gpu_runs_the_plan", 1, detail);
+    assert_true(t.checked > 100);
+}
+
+int main(void)
+{
+    tg_require_gpu("test_gpu_plan_trace");
+    const char *r = getenv("TEEXEC_SOURCE_ROOT");
+    snprintf(root, sizeof root, "%s", r ? r : ".");
+    const struct CMUnitTest tests[] = {cmocka_unit_test(gpu_runs_the_plan)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
