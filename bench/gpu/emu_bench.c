@@ -35,22 +35,8 @@
 static int g_reps = 20;
 static int g_failed;
 
-static void die_cuda(cudaError_t e, const char *what)
-{
-    if (e != cudaSuccess) {
-        fprintf(stderr, "emu_bench: %s: %s\n", what, cudaGetErrorString(e));
-        exit(1);
-    }
-}
-
-static void die_status(teexec_status *st, const char *what)
-{
-    if (st) {
-        fprintf(stderr, "emu_bench: %s: %s\n", what, teexec_status_message(st));
-        teexec_status_destroy(st);
-        exit(1);
-    }
-}
+#define BENCH_NAME "emu_bench"
+#include "bench/gpu/bench_die.h"
 
 static void *dalloc(size_t n)
 {

@@ -29,22 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void die_cuda(cudaError_t e, const char *what)
-{
-    if (e != cudaSuccess) {
-        fprintf(stderr, "fp8_accum_study: %s: %s\n", what, cudaGetErrorString(e));
-        exit(1);
-    }
-}
-
-static void die_status(teexec_status *st, const char *what)
-{
-    if (st) {
-        fprintf(stderr, "fp8_accum_study: %s: %s\n", what, teexec_status_message(st));
-        teexec_status_destroy(st);
-        exit(1);
-    }
-}
+#define BENCH_NAME "fp8_accum_study"
+#include "bench/gpu/bench_die.h"
 
 static uint64_t rng = 12345;
 static uint8_t random_e4m3(void)

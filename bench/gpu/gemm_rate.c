@@ -24,22 +24,8 @@
 #define REPS 20
 #define WARMUP 3
 
-static void die_cuda(cudaError_t e, const char *what)
-{
-    if (e != cudaSuccess) {
-        fprintf(stderr, "gemm_rate: %s: %s\n", what, cudaGetErrorString(e));
-        exit(1);
-    }
-}
-
-static void die_status(teexec_status *st, const char *what)
-{
-    if (st) {
-        fprintf(stderr, "gemm_rate: %s: %s\n", what, teexec_status_message(st));
-        teexec_status_destroy(st);
-        exit(1);
-    }
-}
+#define BENCH_NAME "gemm_rate"
+#include "bench/gpu/bench_die.h"
 
 static uint64_t rng = 12345;
 static uint32_t rnd(void)

@@ -29,22 +29,8 @@
 
 #define MIB ((size_t)1 << 20)
 
-static void die_cuda(cudaError_t e, const char *what)
-{
-    if (e != cudaSuccess) {
-        fprintf(stderr, "gemm_study: %s: %s\n", what, cudaGetErrorString(e));
-        exit(1);
-    }
-}
-
-static void die_status(teexec_status *st, const char *what)
-{
-    if (st) {
-        fprintf(stderr, "gemm_study: %s: %s\n", what, teexec_status_message(st));
-        teexec_status_destroy(st);
-        exit(1);
-    }
-}
+#define BENCH_NAME "gemm_study"
+#include "bench/gpu/bench_die.h"
 
 static uint64_t rng = 987654321;
 static uint32_t rnd(void)

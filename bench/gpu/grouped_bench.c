@@ -41,22 +41,8 @@
 
 enum { G = 8 };
 
-static void die_cuda(cudaError_t e, const char *what)
-{
-    if (e != cudaSuccess) {
-        fprintf(stderr, "grouped_bench: %s: %s\n", what, cudaGetErrorString(e));
-        exit(1);
-    }
-}
-
-static void die_status(teexec_status *st, const char *what)
-{
-    if (st) {
-        fprintf(stderr, "grouped_bench: %s: %s\n", what, teexec_status_message(st));
-        teexec_status_destroy(st);
-        exit(1);
-    }
-}
+#define BENCH_NAME "grouped_bench"
+#include "bench/gpu/bench_die.h"
 
 static uint64_t rng = 2026;
 static uint32_t rnd(void)

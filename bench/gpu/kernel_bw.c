@@ -45,22 +45,8 @@ static int handoff_only; /* --handoff-only: only bench_handoff */
 static void *flush_buf;
 static const size_t flush_bytes = (size_t)256 << 20;
 
-static void die_cuda(cudaError_t e, const char *what)
-{
-    if (e != cudaSuccess) {
-        fprintf(stderr, "kernel_bw: %s: %s\n", what, cudaGetErrorString(e));
-        exit(1);
-    }
-}
-
-static void die_status(teexec_status *st, const char *what)
-{
-    if (st) {
-        fprintf(stderr, "kernel_bw: %s: %s\n", what, teexec_status_message(st));
-        teexec_status_destroy(st);
-        exit(1);
-    }
-}
+#define BENCH_NAME "kernel_bw"
+#include "bench/gpu/bench_die.h"
 
 static void *xmalloc(size_t n)
 {

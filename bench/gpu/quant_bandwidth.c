@@ -25,22 +25,8 @@
 #define REPS 20
 #define WARMUP 3
 
-static void die_cuda(cudaError_t e, const char *what)
-{
-    if (e != cudaSuccess) {
-        fprintf(stderr, "quant_bandwidth: %s: %s\n", what, cudaGetErrorString(e));
-        exit(1);
-    }
-}
-
-static void die_status(teexec_status *st, const char *what)
-{
-    if (st) {
-        fprintf(stderr, "quant_bandwidth: %s: %s\n", what, teexec_status_message(st));
-        teexec_status_destroy(st);
-        exit(1);
-    }
-}
+#define BENCH_NAME "quant_bandwidth"
+#include "bench/gpu/bench_die.h"
 
 static void *dalloc(size_t n)
 {
