@@ -195,14 +195,16 @@ teexec_status *tx_fused_linear_fwd(const tx_fused_linear_fwd_args *a)
                         "fused Linear: output, bias or residual does not fit [%lld, %lld]",
                         (long long)m, (long long)n);
     TX_TRY(tx_te_check_blas(TX_TE_LINEAR, m, n, k));
-    float *xb = NULL, *wb = NULL, *bb = NULL, *eb = NULL, *pre = NULL;
+    /* FLOAT operands are read in place (no copy of the weight per call) */
+    const float *xb = NULL, *wb = NULL, *bb = NULL, *eb = NULL;
+    float *xo = NULL, *wo = NULL, *bo = NULL, *eo = NULL, *pre = NULL;
     float *yb = tx_te_malloc((size_t)(m * n), sizeof(float));
     if (d.ok) pre = tx_te_malloc((size_t)(m * n), sizeof(float));
     teexec_status *st = yb && (!d.ok || pre) ? NULL : tx_oom();
-    if (!st) st = tx_te_load_f32(x, &xb);
-    if (!st) st = tx_te_load_f32(w, &wb);
-    if (!st && a->bias) st = tx_te_load_f32(a->bias, &bb);
-    if (!st && a->residual) st = tx_te_load_f32(a->residual, &eb);
+    if (!st) st = tx_te_view_f32(x, &xb, &xo);
+    if (!st) st = tx_te_view_f32(w, &wb, &wo);
+    if (!st && a->bias) st = tx_te_view_f32(a->bias, &bb, &bo);
+    if (!st && a->residual) st = tx_te_view_f32(a->residual, &eb, &eo);
     if (st) goto done;
     tx_te_gemm_f32(false, true, m, n, k, K(1), xb, k, wb, k, K(0), yb, n);
     float s = (float)a->scale;
@@ -227,10 +229,10 @@ teexec_status *tx_fused_linear_fwd(const tx_fused_linear_fwd_args *a)
     if (d.ok) tx_te_store_f32(a->act_input, pre);
     tx_te_store_f32(a->out, yb);
 done:
-    free(xb);
-    free(wb);
-    free(bb);
-    free(eb);
+    free(xo);
+    free(wo);
+    free(bo);
+    free(eo);
     free(pre);
     free(yb);
     return st;
