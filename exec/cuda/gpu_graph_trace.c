@@ -66,12 +66,18 @@ teexec_status *tx_gpu_graph_kernels(const tx_gpu_graph *g, tx_run_kernel **out, 
     /* forward */
     for (size_t i = 0; !st && i < g->n_nodes; i++) {
         const gnode *nd = &g->nodes[i];
-        if (nd->kind != GN_TE || grp[i] < 0) continue;
+        if (grp[i] < 0) continue;
+        if (nd->kind == GN_FOLDED) {
+            /* known when the executor was made (or unused): computed then,
+             * once, as the op's own kernel */
+            st = push(&t, grp[i], TX_FUSION_NONE, op[i], 1);
+            continue;
+        }
+        if (nd->kind != GN_TE) continue;
         if (nd->fwd_fused >= 0) {
             const gfused *f = &g->fused[nd->fwd_fused];
             st = push(&t, grp[i], f->fusion, op[i], f->n);
         } else if (!nd->fwd_covered) {
-            /* a folded te.ops node ran once when the executor was made */
             st = push(&t, grp[i], TX_FUSION_NONE, op[i], 1);
         }
     }
