@@ -76,23 +76,6 @@ static bool gelu_erf(const tx_te_attr_value *attrs)
     return attrs && attrs[TX_TE_A_GELU_APPROX].i == TX_TE_GELU_ERF;
 }
 
-/* The act.h kind of an op, when act.h has it. */
-static bool act_kind(tx_te_op_id op, const tx_te_attr_value *attrs, tx_cuda_act *out)
-{
-    switch (op) {
-    case TX_TE_GELU: *out = gelu_erf(attrs) ? TX_CUDA_ACT_GELU_ERF : TX_CUDA_ACT_GELU_TANH; return true;
-    case TX_TE_RELU: *out = TX_CUDA_ACT_RELU; return true;
-    case TX_TE_SILU: *out = TX_CUDA_ACT_SILU; return true;
-    case TX_TE_SWIGLU: *out = TX_CUDA_ACT_SWIGLU; return true;
-    case TX_TE_GEGLU:
-        if (gelu_erf(attrs)) return false; /* act.h's GEGLU is the tanh form */
-        *out = TX_CUDA_ACT_GEGLU;
-        return true;
-    case TX_TE_REGLU: *out = TX_CUDA_ACT_REGLU; return true;
-    default: return false;
-    }
-}
-
 /* act_ext.h's function for a schema act fn (the CUDA math's own ids). */
 static bool actx_fn(tx_te_act_fn fn, const tx_te_attr_value *attrs, tx_cuda_actx_fn *out)
 {
@@ -154,17 +137,6 @@ teexec_status *tx_cuda_basic_act_backward(tx_te_op_id op, const tx_te_attr_value
     tx_cuda_basic_rows(dy, 1, &rows, &cols);
     if (dbias && (!dx || !tx_cuda_basic_act_plain(op)))
         return tx_error(TEEXEC_ERR_INTERNAL, "activation backward: dbias needs a plain activation and dx");
-    tx_cuda_act kind;
-    if (!tx_cuda_basic_act_scaled(op) && act_kind(op, attrs, &kind)) {
-        if (!dx) return NULL;
-        tx_cuda_act_args a = {.act = kind, .rows = rows, .cols = cols, .x = x->data,
-                              .x_dtype = x->dtype, .dy = dy->data, .dy_dtype = dy->dtype,
-                              .dx = dx->data, .dx_dtype = dx->dtype,
-                              .dbias = dbias ? dbias->data : NULL,
-                              .dbias_dtype = dbias ? dbias->dtype : TEEXEC_DTYPE_FLOAT,
-                              .workspace = colsum_ws};
-        return tx_cuda_act_backward(&a, stream);
-    }
     tx_cuda_actx_args a = actx_of(op, attrs);
     a.rows = rows;
     a.cols = cols;
@@ -184,10 +156,12 @@ teexec_status *tx_cuda_basic_act_backward(tx_te_op_id op, const tx_te_attr_value
         a.dscales = dscales->data;
         a.dscales_dtype = dscales->dtype;
     }
+    if (dbias) {
+        a.dbias = dbias->data;
+        a.dbias_dtype = dbias->dtype;
+        a.workspace = colsum_ws;
+    }
     TX_TRY(tx_cuda_actx_backward(&a, stream));
-    if (dbias)
-        return tx_cuda_bias_grad(dx->data, dx->dtype, rows, cols, dbias->data, dbias->dtype,
-                                 colsum_ws, stream);
     return NULL;
 }
 
@@ -546,12 +520,6 @@ static teexec_status *act_fwd(const basic_priv *p, const tx_te_fwd_args *a, void
     tx_cuda_actx_args e = actx_of(a->op, a->attrs);
     if ((uint64_t)rows * cols * (e.gated ? 2u : 1u) != x->numel)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: y does not fit x", p->label);
-    tx_cuda_act kind;
-    if (!tx_cuda_basic_act_scaled(a->op) && act_kind(a->op, a->attrs, &kind)) {
-        tx_cuda_act_args k = {.act = kind, .rows = rows, .cols = cols, .x = x->data,
-                              .x_dtype = x->dtype, .y = y->data, .y_dtype = y->dtype};
-        return tx_cuda_act_forward(&k, stream);
-    }
     e.rows = rows;
     e.cols = cols;
     e.x = x->data;

@@ -1,9 +1,11 @@
 /*
- * act.h - activations on the GPU, forward and backward (the te.ops GELU,
- * ReLU, SiLU, SwiGLU, GEGLU, ReGLU; CPU reference kernels/cpu/te_activation.c,
- * same formulas and constants, FP32 math), the fused dact + dbias of a
- * Bias followed by an activation (BackwardActivationBias), and the plain
- * bias gradient (column sums of dy).
+ * act.h - the vectorized kernels of the common activations, forward and
+ * backward (the te.ops GELU, ReLU, SiLU, SwiGLU, GEGLU, ReGLU; CPU
+ * reference kernels/cpu/te_activation.c, same formulas and constants, FP32
+ * math), the fused dact + dbias of a Bias followed by an activation, and
+ * the plain bias gradient (column sums of dy). The te.ops nodes reach
+ * these through act_ext.h, the one entry point for every activation, which
+ * hands them what they cover; the Linear epilogues use them directly.
  *
  * Tensors [rows, cols] row-major, FLOAT / BFLOAT16 / FLOAT16 each. Gated
  * ops read x = [a | b] with 2*cols_out columns and write cols_out.

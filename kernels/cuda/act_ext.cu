@@ -1,13 +1,17 @@
-/* act_ext.cu - the activations act.h lacks, forward/backward (act_ext.h). */
+/* act_ext.cu - every te.ops activation, forward/backward (act_ext.h): the
+ * general kernels, and the hand-over to act.h's vectorized ones where it
+ * has the function. */
 #include "kernels/cuda/act_fn.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elem_io.cuh"
 
 extern "C" {
 #include "kernels/cuda/act_ext.h"
+#include "kernels/cuda/act.h"
 }
 
 #include <math.h>
+#include <string.h>
 
 namespace {
 
@@ -136,11 +140,46 @@ static teexec_status *check(const tx_cuda_actx_args *a)
     return NULL;
 }
 
+/* The act.h kind with the same function, where act.h has it. */
+static bool fast_kind(const tx_cuda_actx_args *a, tx_cuda_act *out)
+{
+    if (a->scales || a->dscales || a->clamped || a->softcap) return false;
+    switch (a->fn) {
+    case TX_CUDA_ACTX_GELU_TANH: *out = a->gated ? TX_CUDA_ACT_GEGLU : TX_CUDA_ACT_GELU_TANH; return true;
+    case TX_CUDA_ACTX_GELU_ERF:
+        if (a->gated) return false; /* act.h's GEGLU is the tanh form */
+        *out = TX_CUDA_ACT_GELU_ERF;
+        return true;
+    case TX_CUDA_ACTX_RELU: *out = a->gated ? TX_CUDA_ACT_REGLU : TX_CUDA_ACT_RELU; return true;
+    case TX_CUDA_ACTX_SILU: *out = a->gated ? TX_CUDA_ACT_SWIGLU : TX_CUDA_ACT_SILU; return true;
+    default: return false;
+    }
+}
+
+static tx_cuda_act_args act_args(const tx_cuda_actx_args *a, tx_cuda_act k)
+{
+    tx_cuda_act_args f;
+    memset(&f, 0, sizeof f);
+    f.act = k;
+    f.rows = a->rows;
+    f.cols = a->cols;
+    f.x = a->x;
+    f.x_dtype = a->x_dtype;
+    return f;
+}
+
 extern "C" teexec_status *tx_cuda_actx_forward(const tx_cuda_actx_args *a, void *stream)
 {
     teexec_status *st = check(a);
     if (st) return st;
     if (!tx_io_dtype_ok(a->y_dtype)) return bad("bad y dtype");
+    tx_cuda_act k;
+    if (fast_kind(a, &k)) {
+        tx_cuda_act_args f = act_args(a, k);
+        f.y = a->y;
+        f.y_dtype = a->y_dtype;
+        return tx_cuda_act_forward(&f, stream);
+    }
     size_t n = a->rows * a->cols;
     if (!n) return NULL;
     actx_fwd_kernel<<<grid_for(n), kThreads, 0, (cudaStream_t)stream>>>(*a);
@@ -155,7 +194,21 @@ extern "C" teexec_status *tx_cuda_actx_backward(const tx_cuda_actx_args *a, void
     if (!tx_io_dtype_ok(a->dy_dtype) || (a->dx && !tx_io_dtype_ok(a->dx_dtype)) ||
         (a->dscales && !tx_io_dtype_ok(a->dscales_dtype)))
         return bad("bad dy / dx / dscales dtype");
+    if (a->dbias && (!a->dx || a->gated || a->scales || !a->workspace))
+        return bad("dbias needs dx, a workspace and a plain (not gated, not scaled) activation");
     if (!a->dx && !a->dscales) return NULL;
+    tx_cuda_act k;
+    if (fast_kind(a, &k)) {
+        tx_cuda_act_args f = act_args(a, k);
+        f.dy = a->dy;
+        f.dy_dtype = a->dy_dtype;
+        f.dx = a->dx;
+        f.dx_dtype = a->dx_dtype;
+        f.dbias = a->dbias;
+        f.dbias_dtype = a->dbias ? a->dbias_dtype : TEEXEC_DTYPE_FLOAT;
+        f.workspace = a->workspace;
+        return tx_cuda_act_backward(&f, stream);
+    }
     size_t n = a->rows * a->cols;
     cudaStream_t s = (cudaStream_t)stream;
     if (a->scales || a->dscales) {
@@ -168,5 +221,7 @@ extern "C" teexec_status *tx_cuda_actx_backward(const tx_cuda_actx_args *a, void
     if (!n) return NULL;
     actx_bwd_kernel<<<grid_for(n), kThreads, 0, s>>>(*a);
     TX_CUDA_LAUNCHED("activation backward (act_ext)");
-    return NULL;
+    if (!a->dbias) return NULL;
+    return tx_cuda_bias_grad(a->dx, a->dx_dtype, a->rows, a->cols, a->dbias, a->dbias_dtype,
+                             a->workspace, stream);
 }

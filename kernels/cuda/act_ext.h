@@ -1,11 +1,14 @@
 /*
- * act_ext.h - the te.ops activations that act.h does not cover, forward
- * and backward on the GPU: QGELU, SReLU, GLU (sigmoid gate), GEGLU with
- * the erf GELU, QGEGLU, SReGLU, ClampedSwiGLU, and the row-scaled
- * ScaledSwiGLU / ScaledSReLU with the grad of their scales. The formulas,
- * constants and operation order are the CPU reference's
- * (kernels/cpu/te_activation.c, float path); any activation of that file
- * can be expressed here, so a caller may also use it for the ones act.h has.
+ * act_ext.h - every te.ops activation on the GPU, forward and backward: the
+ * one entry point the te.ops nodes call. The general kernels here cover
+ * what act.h does not (QGELU, SReLU, GLU with its sigmoid gate, GEGLU with
+ * the erf GELU, QGEGLU, SReGLU, ClampedSwiGLU, SiTU, and the row-scaled
+ * ScaledSwiGLU / ScaledSReLU with the grad of their scales); where act.h
+ * has a vectorized kernel for the description (GELU tanh or erf, ReLU,
+ * SiLU, SwiGLU, GEGLU with tanh, ReGLU; unscaled, no caps) that kernel
+ * runs instead, the way a per-arch override replaces a C reference. Both
+ * follow the CPU reference's formulas, constants and operation order
+ * (kernels/cpu/te_activation.c, float path).
  *
  * Tensors [rows, cols] row-major, FLOAT / BFLOAT16 / FLOAT16 each (its own
  * dtype); gated kinds read x = [a | b] with 2*cols columns (a = gate) and
@@ -56,6 +59,11 @@ typedef struct tx_cuda_actx_args {
     const void *dy;     teexec_dtype dy_dtype;     /* backward */
     void *dx;           teexec_dtype dx_dtype;     /* backward; may be NULL */
     void *dscales;      teexec_dtype dscales_dtype; /* backward; may be NULL */
+    /* backward, plain activations only (not gated, not scaled): also the
+     * grad of the Bias before, the column sums of dx as stored (act.h's
+     * deterministic order); workspace: tx_cuda_colsum_workspace_floats */
+    void *dbias;        teexec_dtype dbias_dtype;   /* may be NULL */
+    float *workspace;
 } tx_cuda_actx_args;
 
 teexec_status *tx_cuda_actx_forward(const tx_cuda_actx_args *a, void *stream);
