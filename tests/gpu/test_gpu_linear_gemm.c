@@ -643,7 +643,11 @@ static void test_refusals(void **state)
                 TEEXEC_ERR_UNSUPPORTED);
     q.cfg.kind = TX_QKIND_NVFP4;
     q.cfg.fmt = FP4;
-    expect_code("nvfp4 48 rows", tx_cuda_lin_operand_init(&o, &q, 48, 64, ROW, 90),
+    /* the planner's rule: cols % 16, and rows % 16 for a columnwise copy */
+    TG_OK(tx_cuda_lin_operand_init(&o, &q, 48, 64, ROW | COL, 90));
+    expect_code("nvfp4 40 cols", tx_cuda_lin_operand_init(&o, &q, 48, 40, ROW, 90),
+                TEEXEC_ERR_UNSUPPORTED);
+    expect_code("nvfp4 columnwise 24 rows", tx_cuda_lin_operand_init(&o, &q, 24, 64, COL, 90),
                 TEEXEC_ERR_UNSUPPORTED);
     q.cfg.kind = TX_QKIND_FP8_TENSOR;
     q.cfg.fmt = E4;

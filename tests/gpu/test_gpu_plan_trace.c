@@ -73,17 +73,37 @@ static bool load_inputs(const char *dir, io *in)
     return in->n > 0;
 }
 
-/* Rows [0, BATCH) of every array of the dataset. */
-static void first_rows(const teexec_dataset *ds, io *b)
+/* The model input's declared leading dim, or 0 when symbolic or absent
+ * (a training target). */
+static int64_t declared_rows(const teexec_model *m, const char *name)
+{
+    for (size_t i = 0; i < teexec_model_input_count(m); i++) {
+        const teexec_value_info *v = teexec_model_input(m, i);
+        if (v && v->name && !strcmp(v->name, name))
+            return v->rank > 0 && v->dims[0] > 0 ? v->dims[0] : 0;
+    }
+    return 0;
+}
+
+/* The first rows of every array of the dataset: as many as the model
+ * declares for that input (split_sizes of a GroupedLinear stay whole), else
+ * BATCH; a target takes the rows its model input's first array took. */
+static void first_rows(const teexec_model *m, const teexec_dataset *ds, io *b)
 {
     memset(b, 0, sizeof *b);
+    /* the rows of the first input the model fixes, for the targets */
+    int64_t batch = 0;
+    for (size_t i = 0; i < teexec_dataset_count(ds) && !batch; i++)
+        batch = declared_rows(m, teexec_dataset_name(ds, i));
     for (size_t i = 0; i < teexec_dataset_count(ds) && b->n < MAX_IO; i++) {
         const teexec_tensor *t = teexec_dataset_tensor(ds, i);
         int32_t rank = teexec_tensor_rank(t);
         int64_t dims[8];
         memcpy(dims, teexec_tensor_dims(t), sizeof(int64_t) * (size_t)rank);
         size_t row = teexec_tensor_byte_size(t) / (size_t)dims[0];
-        if (dims[0] > BATCH) dims[0] = BATCH;
+        int64_t want = declared_rows(m, teexec_dataset_name(ds, i));
+        if (!want) want = batch ? batch : BATCH;
+        if (dims[0] > want) dims[0] = want;
         ok(teexec_tensor_create_copy(teexec_tensor_dtype(t), rank, dims,
                                      teexec_tensor_data_const(t), row * (size_t)dims[0],
                                      &b->ts[b->n]),
@@ -229,7 +249,7 @@ static void check_trainer(const char *name, const teexec_model *m, const teexec_
     snprintf(what, sizeof what, "%s training (bf16, %s)", name, recipe);
     ok(teexec_trainer_create(m, &o, &tr), what);
     io b;
-    first_rows(ds, &b);
+    first_rows(m, ds, &b);
     double loss = 0;
     ok(teexec_trainer_step(tr, b.n, b.names, (const teexec_tensor *const *)b.ts, &loss), what);
     io_free(&b);

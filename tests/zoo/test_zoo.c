@@ -591,10 +591,11 @@ static void check_adamw(export_ctx *x, const teexec_dataset *ds)
  * format is off by far more. */
 static const struct {
     const char *name;
-    bool emulated; /* on sm_90 */
+    bool emulated;     /* on sm_90 */
+    bool global_scale; /* a per-tensor scale over its block scales (NVFP4) */
 } zoo_recipes[] = {
-    {"fp8-delayed", false}, {"fp8-current", false}, {"fp8-block", false},
-    {"mxfp8", true},        {"nvfp4", true},
+    {"fp8-delayed", false, false}, {"fp8-current", false, false}, {"fp8-block", false, false},
+    {"mxfp8", true, false},        {"nvfp4", true, true},
 };
 
 static void check_recipes_run(export_ctx *x, const teexec_tensor *cpu_none)
@@ -631,7 +632,14 @@ static void check_recipes_run(export_ctx *x, const teexec_tensor *cpu_none)
     outcome(x->name, "recipes", good, "cuda vs cpu: %s", why);
 }
 
-/* One training step per emulated recipe on both devices (see above). */
+/* One training step per emulated recipe on both devices (see above): loss
+ * within 1e-5, every gradient within 1e-4 of the CPU's. NVFP4 also scales
+ * each tensor by its global amax, so there, as with per-tensor FP8, an
+ * FP32-order difference in one amax requantizes a whole gradient tensor:
+ * its gradients may differ by up to a tenth of what the recipe itself moves
+ * them off recipe none on the CPU (measured on the H200: 2.4e-2 on one of
+ * roberta_dynamo's gradients, 3.3e-3 on one of gpt_neox_torchscript's; the
+ * other exports within 1e-4). */
 static void check_recipes_train(export_ctx *x, const teexec_dataset *ds)
 {
     char why[1024] = "", err[1024] = "";
@@ -643,9 +651,22 @@ static void check_recipes_train(export_ctx *x, const teexec_dataset *ds)
         outcome(x->name, "recipes_train", false, "%s", status_text(st));
         return;
     }
+    /* recipe none on the CPU: how far each recipe moves each gradient */
+    teexec_trainer *none = NULL;
+    double none_loss = NAN;
+    st = trainer_on(x, TEEXEC_DEVICE_CPU, 0.0, 0.0, TEEXEC_DTYPE_UNDEFINED, NULL, &none);
+    if (!st) st = teexec_trainer_step(none, b.n, b.names, (const teexec_tensor *const *)b.ts,
+                                      &none_loss);
+    if (st) {
+        outcome(x->name, "recipes_train", false, "recipe none on the CPU: %s", status_text(st));
+        teexec_trainer_destroy(none);
+        batch_free(&b);
+        return;
+    }
     for (size_t r = 0; r < sizeof zoo_recipes / sizeof *zoo_recipes && good; r++) {
         if (!zoo_recipes[r].emulated) continue;
         const char *rn = zoo_recipes[r].name;
+        const bool global_scale = zoo_recipes[r].global_scale;
         teexec_trainer *t[2] = {NULL, NULL};
         double loss[2] = {NAN, NAN};
         static const teexec_device devs[2] = {TEEXEC_DEVICE_CPU, TEEXEC_DEVICE_CUDA};
@@ -664,12 +685,12 @@ static void check_recipes_train(export_ctx *x, const teexec_dataset *ds)
         assert_non_null(want);
         for (size_t i = 0; i < n && !st; i++)
             st = teexec_trainer_grad(t[0], teexec_trainer_param_name(t[0], i), &want[i]);
-        double worst = 0;
+        double worst = 0, worst_bound = 1e-4, excess = 0;
         char worst_name[256] = "";
         if (!st) {
             double floor = grad_floor((const teexec_tensor *const *)want, n);
             for (size_t i = 0; i < n && !st; i++) {
-                teexec_tensor *got = NULL;
+                teexec_tensor *got = NULL, *g0 = NULL;
                 const char *name = teexec_trainer_param_name(t[0], i);
                 st = teexec_trainer_grad(t[1], name, &got);
                 /* a broadcast token may be held as one copy on one device
@@ -679,27 +700,39 @@ static void check_recipes_train(export_ctx *x, const teexec_dataset *ds)
                 double e = st ? INFINITY
                            : one_copy ? grad_error(want[i], got, floor)
                                       : grad_error(got, want[i], floor);
-                if (!(e <= worst)) {
+                double bound = 1e-4;
+                if (!st && global_scale) {
+                    st = teexec_trainer_grad(none, name, &g0);
+                    if (!st) {
+                        double move = grad_error(want[i], g0, floor);
+                        if (0.1 * move > bound) bound = 0.1 * move;
+                    }
+                }
+                if (!(e / bound <= excess)) {
+                    excess = e / bound;
                     worst = e;
+                    worst_bound = bound;
                     snprintf(worst_name, sizeof worst_name, "%s", name);
                 }
                 teexec_tensor_destroy(got);
+                teexec_tensor_destroy(g0);
             }
         }
         if (st) snprintf(err, sizeof err, "%s: %.900s", rn, status_text(st));
         st = NULL;
         double loss_err = fabs(loss[1] - loss[0]) / fabs(loss[0]);
-        good = !err[0] && worst <= 1e-4 && loss_err <= 1e-5;
+        good = !err[0] && excess <= 1.0 && loss_err <= 1e-5;
         if (!err[0] && len < (int)sizeof why - 1)
             len += snprintf(why + len, sizeof why - (size_t)len,
-                            "%s%s loss %.1e, worst grad %.1e (%s)", len ? ", " : "", rn, loss_err,
-                            worst, worst_name);
+                            "%s%s loss %.1e, worst grad %.1e (%s, bound %.1e)", len ? ", " : "",
+                            rn, loss_err, worst, worst_name, worst_bound);
         for (size_t i = 0; i < n; i++) teexec_tensor_destroy(want[i]);
         free(want);
         teexec_trainer_destroy(t[0]);
         teexec_trainer_destroy(t[1]);
     }
     batch_free(&b);
+    teexec_trainer_destroy(none);
     outcome(x->name, "recipes_train", good, "cuda vs cpu: %s%s%s", why, why[0] && err[0] ? "; " : "",
             err);
 }
