@@ -16,6 +16,7 @@
 
 #include "exec/session_internal.h"
 #include "teexec/teexec.h"
+#include "tests/model_inputs.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -25,18 +26,7 @@
 
 #define MAX_IO 8
 
-typedef struct io {
-    const char *names[MAX_IO];
-    teexec_tensor *ts[MAX_IO];
-    char storage[MAX_IO][128];
-    size_t n;
-} io;
-
-static void io_free(io *x)
-{
-    for (size_t i = 0; i < x->n; i++) teexec_tensor_destroy(x->ts[i]);
-    x->n = 0;
-}
+typedef tx_test_inputs io;
 
 static void model_dir(const char *rel, char *out, size_t size)
 {
@@ -46,23 +36,8 @@ static void model_dir(const char *rel, char *out, size_t size)
 
 static void load_inputs(const char *dir, io *in)
 {
-    memset(in, 0, sizeof *in);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/inputs", dir);
-    DIR *d = opendir(path);
-    assert_non_null(d);
-    struct dirent *e;
-    while ((e = readdir(d)) && in->n < MAX_IO) {
-        size_t len = strlen(e->d_name);
-        if (len < 5 || strcmp(e->d_name + len - 4, ".npy")) continue;
-        snprintf(in->storage[in->n], sizeof in->storage[0], "%.*s", (int)(len - 4), e->d_name);
-        snprintf(path, sizeof path, "%s/inputs/%s", dir, e->d_name);
-        teexec_status *st = teexec_tensor_load_file(path, &in->ts[in->n]);
-        if (st) fail_msg("%s: %s", path, teexec_status_message(st));
-        in->names[in->n] = in->storage[in->n];
-        in->n++;
-    }
-    closedir(d);
+    char why[600];
+    if (!tx_test_inputs_load(dir, in, why, sizeof why)) fail_msg("%s", why);
     assert_true(in->n > 0);
 }
 
@@ -203,7 +178,7 @@ static void check_model(const char *rel, bool must_quantize, double tol_scale)
         teexec_session_destroy(b);
     }
     teexec_tensor_destroy(ref);
-    io_free(&in);
+    tx_test_inputs_free(&in);
     teexec_model_destroy(m);
 }
 
@@ -240,7 +215,7 @@ static void delayed_state_rolls(void **state)
     teexec_tensor_destroy(y2);
     teexec_tensor_destroy(y3);
     teexec_session_destroy(s);
-    io_free(&in);
+    tx_test_inputs_free(&in);
     teexec_model_destroy(m);
 }
 
@@ -290,7 +265,7 @@ static void every_model_runs_its_plan(void **state)
             load_inputs(dir, &in);
             teexec_tensor *y = run_checked(s, &in, rel);
             teexec_tensor_destroy(y);
-            io_free(&in);
+            tx_test_inputs_free(&in);
             teexec_session_destroy(s);
             teexec_model_destroy(m);
             checked++;

@@ -19,6 +19,7 @@
 
 #include "exec/session_internal.h"
 #include "teexec/teexec.h"
+#include "tests/model_inputs.h"
 #include "tests/gpu/gpu_harness.h"
 
 #include <dirent.h>
@@ -33,43 +34,21 @@
 
 static char root[1024];
 
-typedef struct io {
-    const char *names[MAX_IO];
-    teexec_tensor *ts[MAX_IO];
-    char storage[MAX_IO][128];
-    size_t n;
-} io;
-
-static void io_free(io *x)
-{
-    for (size_t i = 0; i < x->n; i++) teexec_tensor_destroy(x->ts[i]);
-    x->n = 0;
-}
+typedef tx_test_inputs io;
 
 static void ok(teexec_status *st, const char *what)
 {
     if (st) fail_msg("%s: %s", what, teexec_status_message(st));
 }
 
-/* Every inputs/<name>.npy of a model directory; false when it has none. */
+/* The model directory's stored inputs; false when it has none. */
 static bool load_inputs(const char *dir, io *in)
 {
-    memset(in, 0, sizeof *in);
-    char path[4096];
+    char path[4200], why[600];
     snprintf(path, sizeof path, "%s/inputs", dir);
-    DIR *d = opendir(path);
-    if (!d) return false;
-    struct dirent *e;
-    while ((e = readdir(d)) && in->n < MAX_IO) {
-        size_t len = strlen(e->d_name);
-        if (len < 5 || strcmp(e->d_name + len - 4, ".npy")) continue;
-        snprintf(in->storage[in->n], sizeof in->storage[0], "%.*s", (int)(len - 4), e->d_name);
-        snprintf(path, sizeof path, "%s/inputs/%s", dir, e->d_name);
-        ok(teexec_tensor_load_file(path, &in->ts[in->n]), path);
-        in->names[in->n] = in->storage[in->n];
-        in->n++;
-    }
-    closedir(d);
+    struct stat sb;
+    if (stat(path, &sb) != 0) return false;
+    if (!tx_test_inputs_load(dir, in, why, sizeof why)) fail_msg("%s", why);
     return in->n > 0;
 }
 
@@ -96,18 +75,9 @@ static void first_rows(const teexec_model *m, const teexec_dataset *ds, io *b)
     for (size_t i = 0; i < teexec_dataset_count(ds) && !batch; i++)
         batch = declared_rows(m, teexec_dataset_name(ds, i));
     for (size_t i = 0; i < teexec_dataset_count(ds) && b->n < MAX_IO; i++) {
-        const teexec_tensor *t = teexec_dataset_tensor(ds, i);
-        int32_t rank = teexec_tensor_rank(t);
-        int64_t dims[8];
-        memcpy(dims, teexec_tensor_dims(t), sizeof(int64_t) * (size_t)rank);
-        size_t row = teexec_tensor_byte_size(t) / (size_t)dims[0];
         int64_t want = declared_rows(m, teexec_dataset_name(ds, i));
         if (!want) want = batch ? batch : BATCH;
-        if (dims[0] > want) dims[0] = want;
-        ok(teexec_tensor_create_copy(teexec_tensor_dtype(t), rank, dims,
-                                     teexec_tensor_data_const(t), row * (size_t)dims[0],
-                                     &b->ts[b->n]),
-           "batch");
+        ok(tx_test_rows(teexec_dataset_tensor(ds, i), 0, want, &b->ts[b->n]), "batch");
         b->names[b->n++] = teexec_dataset_name(ds, i);
     }
 }
@@ -252,7 +222,7 @@ static void check_trainer(const char *name, const teexec_model *m, const teexec_
     first_rows(m, ds, &b);
     double loss = 0;
     ok(teexec_trainer_step(tr, b.n, b.names, (const teexec_tensor *const *)b.ts, &loss), what);
-    io_free(&b);
+    tx_test_inputs_free(&b);
     tx_run_kernel *k = NULL;
     size_t n = 0, nf = 0;
     const tx_fuser_plan *fp = NULL;
@@ -274,7 +244,7 @@ static void check_dir(const char *dir, const char *name, tally *t)
     teexec_model *m = NULL;
     ok(teexec_model_load_file(path, NULL, &m), path);
     check_session(name, m, &in, t);
-    io_free(&in);
+    tx_test_inputs_free(&in);
     snprintf(path, sizeof path, "%s/train.npz", dir);
     teexec_dataset *ds = NULL;
     if (access(path, R_OK) == 0) {

@@ -48,6 +48,7 @@
 #include <cmocka.h>
 
 #include "teexec/teexec.h"
+#include "tests/model_inputs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -170,46 +171,7 @@ static double rel_l2(const teexec_tensor *got, const teexec_tensor *want)
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-typedef struct io {
-    const char *names[MAX_IO];
-    teexec_tensor *ts[MAX_IO];
-    char storage[MAX_IO][128];
-    size_t n;
-} io;
-
-static void io_free(io *x)
-{
-    for (size_t i = 0; i < x->n; i++) teexec_tensor_destroy(x->ts[i]);
-    x->n = 0;
-}
-
-/* Every inputs/<name>.npy of an export. */
-static bool load_inputs(const char *dir, io *in)
-{
-    memset(in, 0, sizeof *in);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/inputs", dir);
-    DIR *d = opendir(path);
-    if (!d) return false;
-    struct dirent *e;
-    bool good = true;
-    while ((e = readdir(d)) && in->n < MAX_IO) {
-        size_t len = strlen(e->d_name);
-        if (len < 5 || strcmp(e->d_name + len - 4, ".npy")) continue;
-        snprintf(in->storage[in->n], sizeof in->storage[0], "%.*s", (int)(len - 4), e->d_name);
-        snprintf(path, sizeof path, "%s/inputs/%s", dir, e->d_name);
-        teexec_status *st = teexec_tensor_load_file(path, &in->ts[in->n]);
-        if (st) {
-            teexec_status_destroy(st);
-            good = false;
-            break;
-        }
-        in->names[in->n] = in->storage[in->n];
-        in->n++;
-    }
-    closedir(d);
-    return good;
-}
+typedef tx_test_inputs io;
 
 /* Runs `model` on `dev` in `dtype` (UNDEFINED: the model's own); *out
  * gets its first output. */
@@ -400,16 +362,7 @@ static teexec_status *make_batch(const teexec_dataset *ds, int64_t first, batch 
 {
     memset(b, 0, sizeof *b);
     for (size_t i = 0; i < teexec_dataset_count(ds) && b->n < MAX_IO; i++) {
-        const teexec_tensor *t = teexec_dataset_tensor(ds, i);
-        int32_t rank = teexec_tensor_rank(t);
-        int64_t dims[8];
-        memcpy(dims, teexec_tensor_dims(t), sizeof(int64_t) * (size_t)rank);
-        size_t row = teexec_tensor_byte_size(t) / (size_t)dims[0];
-        dims[0] = BATCH;
-        teexec_status *st = teexec_tensor_create_copy(
-            teexec_tensor_dtype(t), rank, dims,
-            (const char *)teexec_tensor_data_const(t) + (size_t)first * row, row * BATCH,
-            &b->ts[b->n]);
+        teexec_status *st = tx_test_rows(teexec_dataset_tensor(ds, i), first, BATCH, &b->ts[b->n]);
         if (st) return st;
         b->names[b->n++] = teexec_dataset_name(ds, i);
     }
@@ -786,7 +739,7 @@ static void check_export(void **state)
         }
         return;
     }
-    assert_true(load_inputs(x->dir, &x->in));
+    assert_true(tx_test_inputs_load(x->dir, &x->in, NULL, 0));
     assert_null(teexec_tensor_load_file(x->expected_path, &x->expected));
     snprintf(path, sizeof path, "%s/train.npz", x->dir);
     teexec_dataset *ds = NULL;
@@ -815,7 +768,7 @@ static void check_export(void **state)
         check_adamw(x, ds);
     }
     teexec_dataset_destroy(ds);
-    io_free(&x->in);
+    tx_test_inputs_free(&x->in);
     teexec_tensor_destroy(x->expected);
     teexec_model_destroy(x->model);
     x->model = NULL;
