@@ -1,6 +1,6 @@
 /* gpu_none.c - the CUDA executor's entry points in a build without CUDA
- * (gpu_graph.h): no device is available and creation says why. */
-#include "exec/cuda/gpu_graph.h"
+ * (cuda_executor.h): no device is available and creation says why. */
+#include "exec/cuda/cuda_executor.h"
 #include "exec/device_mem.h"
 
 #include <string.h>
@@ -8,8 +8,8 @@
 bool tx_gpu_available(void) { return false; }
 bool tx_gpu_built(void) { return false; }
 
-teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph_config *cfg,
-                                   tx_gpu_graph **out)
+teexec_status *tx_cuda_executor_create(const teexec_model *model, const tx_cuda_executor_config *cfg,
+                                   tx_cuda_executor **out)
 {
     (void)model;
     (void)cfg;
@@ -18,95 +18,95 @@ teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph
                     "the CUDA backend is not available in this build (use --device cpu)");
 }
 
-void tx_gpu_graph_destroy(tx_gpu_graph *g) { (void)g; }
+void tx_cuda_executor_destroy(tx_cuda_executor *g) { (void)g; }
 
 static teexec_status *none(void)
 {
     return tx_error(TEEXEC_ERR_UNSUPPORTED, "the CUDA backend is not available in this build");
 }
 
-teexec_status *tx_gpu_graph_run(tx_gpu_graph *g, const tx_tensor *const *inputs,
+teexec_status *tx_cuda_executor_run(tx_cuda_executor *g, const tx_tensor *const *inputs,
                                 tx_gpu_run_io *io, tx_tensor *outputs, const bool *want)
 {
     (void)g, (void)inputs, (void)io, (void)outputs, (void)want;
     return none();
 }
 
-teexec_status *tx_gpu_graph_wait(tx_gpu_graph *g)
+teexec_status *tx_cuda_executor_wait(tx_cuda_executor *g)
 {
     (void)g;
     return none();
 }
 
-int tx_gpu_graph_device(const tx_gpu_graph *g)
+int tx_cuda_executor_device(const tx_cuda_executor *g)
 {
     (void)g;
     return 0;
 }
 
-void tx_gpu_graph_set_run_options(tx_gpu_graph *g, const teexec_run_options *ro)
+void tx_cuda_executor_set_run_options(tx_cuda_executor *g, const teexec_run_options *ro)
 {
     (void)g, (void)ro;
 }
 
-size_t tx_gpu_graph_output_count(const tx_gpu_graph *g) { (void)g; return 0; }
-const char *tx_gpu_graph_output_name(const tx_gpu_graph *g, size_t j) { (void)g, (void)j; return NULL; }
-void tx_gpu_graph_output_info(const tx_gpu_graph *g, size_t j, teexec_dtype *dtype,
+size_t tx_cuda_executor_output_count(const tx_cuda_executor *g) { (void)g; return 0; }
+const char *tx_cuda_executor_output_name(const tx_cuda_executor *g, size_t j) { (void)g, (void)j; return NULL; }
+void tx_cuda_executor_output_info(const tx_cuda_executor *g, size_t j, teexec_dtype *dtype,
                               tx_shape *shape)
 {
     (void)g, (void)j;
     *dtype = TEEXEC_DTYPE_UNDEFINED;
     memset(shape, 0, sizeof *shape);
 }
-const char *tx_gpu_graph_graphs_off_reason(const tx_gpu_graph *g) { (void)g; return NULL; }
+const char *tx_cuda_executor_graphs_off_reason(const tx_cuda_executor *g) { (void)g; return NULL; }
 
-teexec_status *tx_gpu_graph_step(tx_gpu_graph *g, const tx_tensor *const *inputs,
+teexec_status *tx_cuda_executor_step(tx_cuda_executor *g, const tx_tensor *const *inputs,
                                  const tx_tensor *loss_data, double *loss)
 {
     (void)g, (void)inputs, (void)loss_data, (void)loss;
     return none();
 }
 
-void tx_gpu_graph_set_grad_hook(tx_gpu_graph *g, tx_gpu_grad_hook fn, void *ctx)
+void tx_cuda_executor_set_grad_hook(tx_cuda_executor *g, tx_gpu_grad_hook fn, void *ctx)
 {
     (void)g, (void)fn, (void)ctx;
 }
 
-teexec_status *tx_gpu_graph_param(const tx_gpu_graph *g, const char *name, tx_tensor *out)
+teexec_status *tx_cuda_executor_param(const tx_cuda_executor *g, const char *name, tx_tensor *out)
 {
     (void)g, (void)name, (void)out;
     return none();
 }
 
-teexec_status *tx_gpu_graph_param_lowered(const tx_gpu_graph *g, const char *name, tx_tensor *out)
+teexec_status *tx_cuda_executor_param_lowered(const tx_cuda_executor *g, const char *name, tx_tensor *out)
 {
     (void)g, (void)name, (void)out;
     return none();
 }
 
-teexec_status *tx_gpu_graph_grad(const tx_gpu_graph *g, const char *name, tx_tensor *out)
+teexec_status *tx_cuda_executor_grad(const tx_cuda_executor *g, const char *name, tx_tensor *out)
 {
     (void)g, (void)name, (void)out;
     return none();
 }
 
-teexec_status *tx_gpu_graph_run_profile(const tx_gpu_graph *g, struct tx_run_profile *out)
+teexec_status *tx_cuda_executor_run_profile(const tx_cuda_executor *g, struct tx_run_profile *out)
 {
     (void)g;
     (void)out;
     return none();
 }
 
-teexec_status *tx_gpu_graph_profile(const tx_gpu_graph *g, char **out_text)
+teexec_status *tx_cuda_executor_profile(const tx_cuda_executor *g, char **out_text)
 {
     (void)g;
     *out_text = NULL;
     return none();
 }
 
-size_t tx_gpu_graph_device_bytes(const tx_gpu_graph *g) { (void)g; return 0; }
+size_t tx_cuda_executor_device_bytes(const tx_cuda_executor *g) { (void)g; return 0; }
 
-teexec_status *tx_gpu_graph_kernels(const tx_gpu_graph *g, tx_run_kernel **out, size_t *n,
+teexec_status *tx_cuda_executor_kernels(const tx_cuda_executor *g, tx_run_kernel **out, size_t *n,
                                     size_t *n_forward, const tx_fuser_plan **plan)
 {
     (void)g;
@@ -115,7 +115,7 @@ teexec_status *tx_gpu_graph_kernels(const tx_gpu_graph *g, tx_run_kernel **out, 
     if (plan) *plan = NULL;
     return none();
 }
-const struct tx_ws_lease *tx_gpu_graph_weights(const tx_gpu_graph *g) { (void)g; return NULL; }
+const struct tx_ws_lease *tx_cuda_executor_weights(const tx_cuda_executor *g) { (void)g; return NULL; }
 
 /* ---- device memory of public device tensors (exec/device_mem.h) ---- */
 

@@ -15,9 +15,9 @@
 
 #define NX TX_TE_MAX_EXTRA
 
-struct tx_gx_run {
-    const tx_gx_group *g;
-    const tx_gx_config *cfg;
+struct tx_group_run {
+    const tx_group_desc *g;
+    const tx_group_config *cfg;
     int32_t n, f;
     tx_te_tinfo *vinfo;        /* n + 1: main values */
     tx_te_tinfo *xinfo;        /* n: extra output 0 */
@@ -52,12 +52,12 @@ struct tx_gx_run {
 
 static bool has(const tx_tensor *t) { return t && t->data != NULL; }
 
-static const tx_gx_op *op_at(const tx_gx_run *r, int32_t i) { return &r->g->ops[i]; }
+static const tx_group_op *op_at(const tx_group_run *r, int32_t i) { return &r->g->ops[i]; }
 
-static teexec_status *at_op(teexec_status *st, const tx_gx_run *r, int32_t i, const char *what)
+static teexec_status *at_op(teexec_status *st, const tx_group_run *r, int32_t i, const char *what)
 {
     if (!st) return NULL;
-    const tx_gx_op *o = op_at(r, i);
+    const tx_group_op *o = op_at(r, i);
     st = tx_status_prefix(st, "group op %d (%s %s), %s", (int)i, tx_te_name(o->op),
                           o->name ? o->name : "", what);
     /* name the graph node, as a node-by-node run does */
@@ -85,7 +85,7 @@ static tx_te_tinfo info_of(const tx_tensor *t)
     return ti;
 }
 
-static teexec_status *own_new(tx_gx_run *r, tx_tensor **out)
+static teexec_status *own_new(tx_group_run *r, tx_tensor **out)
 {
     if (r->n_own == r->cap_own) {
         size_t cap = r->cap_own ? 2 * r->cap_own : 16;
@@ -119,15 +119,15 @@ static teexec_status *add_into(tx_tensor *dst, const tx_tensor *src)
 }
 
 /* The tensor feeding extra input `s` of op i (external or a channel). */
-static const tx_tensor *extra_in(const tx_gx_run *r, int32_t i, int s)
+static const tx_tensor *extra_in(const tx_group_run *r, int32_t i, int s)
 {
-    const tx_gx_op *o = op_at(r, i);
+    const tx_group_op *o = op_at(r, i);
     int32_t from = o->channel_from[s];
     if (from >= 0) return has(&r->xout[from]) ? &r->xout[from] : NULL;
     return s < o->n_extra_inputs ? o->extra_inputs[s] : NULL;
 }
 
-int32_t tx_gx_first_op_requiring_backward(const tx_gx_group *g)
+int32_t tx_group_first_op_requiring_backward(const tx_group_desc *g)
 {
     if (g->input_needs_grad) return 0;
     for (int32_t i = 0; i < g->n_ops; i++)
@@ -141,9 +141,9 @@ static bool is_norm(tx_te_op_id op) { return tx_te_op_is(op, TX_TE_CLASS_NORM); 
 static bool is_act(tx_te_op_id op) { return tx_te_op_is(op, TX_TE_CLASS_ACTIVATION); }
 
 /* Does fusion k's pattern fit the ops it covers? NULL or why not. */
-static const char *pattern_mismatch(const tx_gx_group *g, const tx_plan_kernel *k)
+static const char *pattern_mismatch(const tx_group_desc *g, const tx_plan_kernel *k)
 {
-    const tx_gx_op *o = g->ops + k->first;
+    const tx_group_op *o = g->ops + k->first;
     int32_t c = k->count;
 #define OP(j) (o[(j)].op)
     switch (k->fusion) {
@@ -221,7 +221,7 @@ static bool pass_ok(tx_fusion_id f, bool forward)
     }
 }
 
-static teexec_status *check_layout(const tx_gx_group *g, const tx_plan_kernel *k, int32_t n,
+static teexec_status *check_layout(const tx_group_desc *g, const tx_plan_kernel *k, int32_t n,
                                    int32_t from, bool forward)
 {
     int32_t next = from;
@@ -247,7 +247,7 @@ static teexec_status *check_layout(const tx_gx_group *g, const tx_plan_kernel *k
     return NULL;
 }
 
-teexec_status *tx_gx_check_layout(const tx_gx_group *g, const tx_plan_kernel *k, int32_t n,
+teexec_status *tx_group_check_layout(const tx_group_desc *g, const tx_plan_kernel *k, int32_t n,
                                   int32_t from)
 {
     teexec_status *st = check_layout(g, k, n, from, true);
@@ -263,11 +263,11 @@ teexec_status *tx_gx_check_layout(const tx_gx_group *g, const tx_plan_kernel *k,
 
 /* ---- quantizer configs --------------------------------------------------------- */
 
-static tx_fused_q quantizer(const tx_gx_run *r, int32_t i, tx_qoperand operand)
+static tx_fused_q quantizer(const tx_group_run *r, int32_t i, tx_qoperand operand)
 {
     tx_fused_q fq;
     memset(&fq, 0, sizeof fq);
-    const tx_gx_config *c = r->cfg;
+    const tx_group_config *c = r->cfg;
     bool train = c->training;
     const tx_plan_quant *q = tx_quant_operand_config(
         c->quant, c->n_quant, &c->recipe, op_at(r, i)->node, operand, train && r->need_dx[i],
@@ -308,7 +308,7 @@ static void drop(tx_tensor *t)
     if (t->owns_data) tx_tensor_release(t);
 }
 
-void tx_gx_run_free(tx_gx_run *r)
+void tx_group_run_free(tx_group_run *r)
 {
     if (!r) return;
     int32_t n = r->n;
@@ -338,10 +338,10 @@ void tx_gx_run_free(tx_gx_run *r)
 }
 
 /* Shape/type inference over the chain: vinfo, xinfo, auxinfo. */
-static teexec_status *infer_chain(tx_gx_run *r)
+static teexec_status *infer_chain(tx_group_run *r)
 {
     for (int32_t i = 0; i < r->n; i++) {
-        const tx_gx_op *o = op_at(r, i);
+        const tx_group_op *o = op_at(r, i);
         const tx_te_op_schema *s = tx_te_schema(o->op);
         if (!s) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "group op %d: unknown te.ops id", (int)i);
         tx_te_tinfo ext[NX], par_store[64];
@@ -403,10 +403,10 @@ static void *piece_take(char **at, size_t count, size_t size)
     return p;
 }
 
-static teexec_status *run_new(const tx_gx_group *g, const tx_gx_config *cfg, tx_gx_run **out)
+static teexec_status *run_new(const tx_group_desc *g, const tx_group_config *cfg, tx_group_run **out)
 {
     *out = NULL;
-    tx_gx_run *r = calloc(1, sizeof *r);
+    tx_group_run *r = calloc(1, sizeof *r);
     if (!r) return tx_oom();
     int32_t n = g->n_ops;
     r->g = g;
@@ -414,7 +414,7 @@ static teexec_status *run_new(const tx_gx_group *g, const tx_gx_config *cfg, tx_
     r->n = n;
     r->f = !cfg->training           ? n
            : g->has_first_backward ? (g->first_backward < 0 ? 0 : g->first_backward > n ? n : g->first_backward)
-                                   : tx_gx_first_op_requiring_backward(g);
+                                   : tx_group_first_op_requiring_backward(g);
     int pcap = 1, scap = 1;
     for (int32_t i = 0; i < n; i++) {
         if (g->ops[i].n_params > pcap) pcap = g->ops[i].n_params;
@@ -450,7 +450,7 @@ static teexec_status *run_new(const tx_gx_group *g, const tx_gx_config *cfg, tx_
 #undef MEASURE
     r->block = fits ? calloc(1, total ? total : 1) : NULL;
     if (!r->block) {
-        tx_gx_run_free(r);
+        tx_group_run_free(r);
         return tx_oom();
     }
     char *at = r->block;
@@ -480,9 +480,9 @@ typedef struct fwd_store {
     tx_tensor *aux[NX];
 } fwd_store;
 
-static teexec_status *fwd_args(tx_gx_run *r, int32_t i, fwd_store *fs)
+static teexec_status *fwd_args(tx_group_run *r, int32_t i, fwd_store *fs)
 {
-    const tx_gx_op *o = op_at(r, i);
+    const tx_group_op *o = op_at(r, i);
     const tx_te_op_schema *s = tx_te_schema(o->op);
     memset(fs, 0, sizeof *fs);
     for (int e = 0; e < o->n_extra_inputs; e++) fs->ext[e] = extra_in(r, i, e);
@@ -515,7 +515,7 @@ static teexec_status *fwd_args(tx_gx_run *r, int32_t i, fwd_store *fs)
     return NULL;
 }
 
-static teexec_status *setup_ctx(tx_gx_run *r, int32_t i, const tx_te_fwd_args *a)
+static teexec_status *setup_ctx(tx_group_run *r, int32_t i, const tx_te_fwd_args *a)
 {
     if (!r->cfg->training || i < r->f) {
         r->n_saved[i] = 0;
@@ -547,9 +547,9 @@ static void lin_ops_free(lin_ops *l)
     memset(l, 0, sizeof *l);
 }
 
-static teexec_status *lin_prepare(tx_gx_run *r, int32_t i, lin_ops *l)
+static teexec_status *lin_prepare(tx_group_run *r, int32_t i, lin_ops *l)
 {
-    const tx_gx_op *o = op_at(r, i);
+    const tx_group_op *o = op_at(r, i);
     memset(l, 0, sizeof *l);
     int nw = o->op == TX_TE_GROUPED_LINEAR ? (int)o->attrs[TX_TE_A_GL_NUM_GROUPS].i : 1;
     if (nw < 1 || nw > o->n_params)
@@ -615,9 +615,9 @@ static teexec_status *lin_prepare(tx_gx_run *r, int32_t i, lin_ops *l)
     return st;
 }
 
-static teexec_status *fwd_unfused(tx_gx_run *r, int32_t i)
+static teexec_status *fwd_unfused(tx_group_run *r, int32_t i)
 {
-    const tx_gx_op *o = op_at(r, i);
+    const tx_group_op *o = op_at(r, i);
     fwd_store fs;
     TX_TRY(fwd_args(r, i, &fs));
     if (o->op == TX_TE_LINEAR || o->op == TX_TE_GROUPED_LINEAR) {
@@ -637,7 +637,7 @@ static teexec_status *fwd_unfused(tx_gx_run *r, int32_t i)
 }
 
 /* Linear + [Bias] + [ConstantScale] + [act] + [AddExtraInput]. */
-static teexec_status *fwd_linear_epilogue(tx_gx_run *r, const tx_plan_kernel *k)
+static teexec_status *fwd_linear_epilogue(tx_group_run *r, const tx_plan_kernel *k)
 {
     int32_t i = k->first, last = k->first + k->count - 1;
     lin_ops l;
@@ -650,7 +650,7 @@ static teexec_status *fwd_linear_epilogue(tx_gx_run *r, const tx_plan_kernel *k)
     a.act = TX_TE_OP_COUNT;
     teexec_status *st = NULL;
     for (int32_t j = i + 1; !st && j <= last; j++) {
-        const tx_gx_op *o = op_at(r, j);
+        const tx_group_op *o = op_at(r, j);
         fwd_store fs;
         /* saved contexts of the covered ops, exactly as their own kernels
          * leave them (values they reference are written below) */
@@ -692,7 +692,7 @@ static teexec_status *fwd_linear_epilogue(tx_gx_run *r, const tx_plan_kernel *k)
     return at_op(st, r, i, "fused forward");
 }
 
-static teexec_status *fwd_quantize(tx_gx_run *r, const tx_plan_kernel *k)
+static teexec_status *fwd_quantize(tx_group_run *r, const tx_plan_kernel *k)
 {
     int32_t i = k->first;
     tx_fused_q fq = quantizer(r, i + 1, TX_QOP_INPUT);
@@ -711,10 +711,10 @@ static teexec_status *fwd_quantize(tx_gx_run *r, const tx_plan_kernel *k)
     return setup_ctx(r, i, &fs.a);
 }
 
-static teexec_status *mlp_args(tx_gx_run *r, const tx_plan_kernel *k, tx_fused_mlp_args *a)
+static teexec_status *mlp_args(tx_group_run *r, const tx_plan_kernel *k, tx_fused_mlp_args *a)
 {
     int32_t i = k->first, last = k->first + k->count - 1;
-    const tx_gx_op *fc1 = op_at(r, i), *fc2 = op_at(r, last), *act = op_at(r, last - 1);
+    const tx_group_op *fc1 = op_at(r, i), *fc2 = op_at(r, last), *act = op_at(r, last - 1);
     memset(a, 0, sizeof *a);
     a->grouped = k->fusion == TX_FUSION_GROUPED_MLP;
     a->x = &r->val[i];
@@ -751,7 +751,7 @@ static teexec_status *mlp_args(tx_gx_run *r, const tx_plan_kernel *k, tx_fused_m
     return NULL;
 }
 
-static teexec_status *fwd_mlp(tx_gx_run *r, const tx_plan_kernel *k)
+static teexec_status *fwd_mlp(tx_group_run *r, const tx_plan_kernel *k)
 {
     int32_t i = k->first;
     if (r->cfg->training && r->f > i && r->f < i + k->count)
@@ -771,15 +771,15 @@ static teexec_status *fwd_mlp(tx_gx_run *r, const tx_plan_kernel *k)
     return NULL;
 }
 
-teexec_status *tx_gx_forward(const tx_gx_group *g, const tx_gx_config *cfg,
+teexec_status *tx_group_forward(const tx_group_desc *g, const tx_group_config *cfg,
                              const tx_plan_kernel *layout, int32_t n_layout,
-                             const tx_tensor *input, tx_gx_run **out)
+                             const tx_tensor *input, tx_group_run **out)
 {
     *out = NULL;
     if (!g || !cfg || !input || g->n_ops < 1)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "group forward: empty group or no input");
     TX_TRY(check_layout(g, layout, n_layout, 0, true));
-    tx_gx_run *r;
+    tx_group_run *r;
     TX_TRY(run_new(g, cfg, &r));
     r->val[0] = *input;
     r->val[0].owns_data = false;
@@ -800,7 +800,7 @@ teexec_status *tx_gx_forward(const tx_gx_group *g, const tx_gx_config *cfg,
         }
     }
     if (st) {
-        tx_gx_run_free(r);
+        tx_group_run_free(r);
         return st;
     }
     *out = r;
@@ -811,7 +811,7 @@ teexec_status *tx_gx_forward(const tx_gx_group *g, const tx_gx_config *cfg,
 
 /* The grad of op i's extra output 0 (caller's + channel consumers'), in
  * *tmp when a sum had to be formed. */
-static teexec_status *extra_out_grad(tx_gx_run *r, int32_t i, const tx_tensor *const *gxo,
+static teexec_status *extra_out_grad(tx_group_run *r, int32_t i, const tx_tensor *const *gxo,
                                      tx_tensor *tmp, const tx_tensor **out)
 {
     const tx_tensor *caller = gxo ? gxo[i] : NULL;
@@ -827,9 +827,9 @@ static teexec_status *extra_out_grad(tx_gx_run *r, int32_t i, const tx_tensor *c
 
 /* Routes op i's grads of its extra inputs: external ones stay in dxin,
  * channel ones are summed into the producer's chan_grad. */
-static teexec_status *bwd_extra_slots(tx_gx_run *r, int32_t i, tx_tensor **slots, tx_tensor *tmp)
+static teexec_status *bwd_extra_slots(tx_group_run *r, int32_t i, tx_tensor **slots, tx_tensor *tmp)
 {
-    const tx_gx_op *o = op_at(r, i);
+    const tx_group_op *o = op_at(r, i);
     const tx_te_op_schema *s = tx_te_schema(o->op);
     bool want = r->needs[i] & TX_TE_FOR_DEXTRA;
     for (int e = 0; e < NX; e++) slots[e] = NULL;
@@ -848,9 +848,9 @@ static teexec_status *bwd_extra_slots(tx_gx_run *r, int32_t i, tx_tensor **slots
     return NULL;
 }
 
-static teexec_status *bwd_route_channels(tx_gx_run *r, int32_t i, tx_tensor *tmp)
+static teexec_status *bwd_route_channels(tx_group_run *r, int32_t i, tx_tensor *tmp)
 {
-    const tx_gx_op *o = op_at(r, i);
+    const tx_group_op *o = op_at(r, i);
     for (int e = 0; e < o->n_extra_inputs && e < NX; e++) {
         int32_t from = o->channel_from[e];
         if (from < 0 || !has(&tmp[e])) continue;
@@ -864,9 +864,9 @@ static teexec_status *bwd_route_channels(tx_gx_run *r, int32_t i, tx_tensor *tmp
     return NULL;
 }
 
-static tx_tensor *const *dparams_of(tx_gx_run *r, int32_t i, tx_tensor **ptrs)
+static tx_tensor *const *dparams_of(tx_group_run *r, int32_t i, tx_tensor **ptrs)
 {
-    const tx_gx_op *o = op_at(r, i);
+    const tx_group_op *o = op_at(r, i);
     for (int p = 0; p < o->n_params; p++) ptrs[p] = NULL;
     if (!r->need_dparams[i]) return ptrs;
     for (int p = 0; p < o->n_params; p++) {
@@ -881,11 +881,11 @@ static tx_tensor *const *dparams_of(tx_gx_run *r, int32_t i, tx_tensor **ptrs)
  * quantized here or handed off (hq). dx goes to *dx_out (NULL: not
  * wanted); with dgrad_add set, the dgrad goes through the fused
  * dgrad+add kernel instead (BWD_LINEAR_ADD). */
-static teexec_status *lin_bwd(tx_gx_run *r, int32_t i, const tx_tensor *dy, const tx_qtensor *hq,
+static teexec_status *lin_bwd(tx_group_run *r, int32_t i, const tx_tensor *dy, const tx_qtensor *hq,
                               tx_tensor *dx_out, bool dgrad_add, const tx_tensor *extra_grad,
                               teexec_dtype lin_dx_dtype)
 {
-    const tx_gx_op *o = op_at(r, i);
+    const tx_group_op *o = op_at(r, i);
     bool gl = o->op == TX_TE_GROUPED_LINEAR;
     int nw = gl ? (int)o->attrs[TX_TE_A_GL_NUM_GROUPS].i : 1;
     const tx_tensor *const *sv = &r->saved[(size_t)i * (size_t)r->saved_cap];
@@ -962,7 +962,7 @@ static teexec_status *lin_bwd(tx_gx_run *r, int32_t i, const tx_tensor *dy, cons
     return st;
 }
 
-static teexec_status *dval_out(tx_gx_run *r, int32_t i, tx_tensor **out)
+static teexec_status *dval_out(tx_group_run *r, int32_t i, tx_tensor **out)
 {
     *out = NULL;
     if (!r->need_dx[i]) return NULL;
@@ -971,9 +971,9 @@ static teexec_status *dval_out(tx_gx_run *r, int32_t i, tx_tensor **out)
     return NULL;
 }
 
-static teexec_status *bwd_unfused(tx_gx_run *r, int32_t i, const tx_tensor *const *gxo)
+static teexec_status *bwd_unfused(tx_group_run *r, int32_t i, const tx_tensor *const *gxo)
 {
-    const tx_gx_op *o = op_at(r, i);
+    const tx_group_op *o = op_at(r, i);
     const tx_tensor *dy = &r->dval[i + 1];
     tx_tensor *dx;
     TX_TRY(dval_out(r, i, &dx));
@@ -1019,7 +1019,7 @@ static teexec_status *bwd_unfused(tx_gx_run *r, int32_t i, const tx_tensor *cons
 
 /* Quantizer that a backward kernel at op i hands its dx to: the grad_output
  * quantizer of a Linear at i - 1. */
-static tx_fused_q prev_grad_q(const tx_gx_run *r, int32_t i)
+static tx_fused_q prev_grad_q(const tx_group_run *r, int32_t i)
 {
     tx_fused_q none;
     memset(&none, 0, sizeof none);
@@ -1027,7 +1027,7 @@ static tx_fused_q prev_grad_q(const tx_gx_run *r, int32_t i)
     return quantizer(r, i - 1, TX_QOP_GRAD_OUTPUT);
 }
 
-static teexec_status *set_dval_q(tx_gx_run *r, int32_t i)
+static teexec_status *set_dval_q(tx_group_run *r, int32_t i)
 {
     if (r->has_dval_q[i]) {
         tx_qtensor_free(&r->dval_q[i]);
@@ -1040,10 +1040,10 @@ static teexec_status *set_dval_q(tx_gx_run *r, int32_t i)
 /* dact + dbias of Bias at k->first and the activation after it; `hand`:
  * also write the quantized grad for the Linear before (BackwardActivationBias),
  * else only the high-precision grads (BackwardDactDbias). */
-static teexec_status *bwd_act_bias(tx_gx_run *r, const tx_plan_kernel *k, bool hand_over)
+static teexec_status *bwd_act_bias(tx_group_run *r, const tx_plan_kernel *k, bool hand_over)
 {
     int32_t i = k->first; /* Bias at i, activation at i + 1 */
-    const tx_gx_op *act = op_at(r, i + 1);
+    const tx_group_op *act = op_at(r, i + 1);
     if (r->has_dval_q[i + 2])
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "a quantized grad was handed to an activation");
     const tx_tensor *act_x = r->saved[(size_t)(i + 1) * (size_t)r->saved_cap];
@@ -1066,7 +1066,7 @@ static teexec_status *bwd_act_bias(tx_gx_run *r, const tx_plan_kernel *k, bool h
     return st;
 }
 
-static teexec_status *bwd_bias_quantize(tx_gx_run *r, const tx_plan_kernel *k)
+static teexec_status *bwd_bias_quantize(tx_group_run *r, const tx_plan_kernel *k)
 {
     int32_t i = k->first;
     if (r->has_dval_q[i + 1])
@@ -1084,7 +1084,7 @@ static teexec_status *bwd_bias_quantize(tx_gx_run *r, const tx_plan_kernel *k)
     return NULL;
 }
 
-static teexec_status *bwd_linear_add(tx_gx_run *r, const tx_plan_kernel *k,
+static teexec_status *bwd_linear_add(tx_group_run *r, const tx_plan_kernel *k,
                                      const tx_tensor *const *gxo)
 {
     int32_t i = k->first; /* MakeExtraOutput at i, Linear at i + 1 */
@@ -1098,7 +1098,7 @@ static teexec_status *bwd_linear_add(tx_gx_run *r, const tx_plan_kernel *k,
     return st;
 }
 
-static teexec_status *bwd_linear_scale(tx_gx_run *r, const tx_plan_kernel *k)
+static teexec_status *bwd_linear_scale(tx_group_run *r, const tx_plan_kernel *k)
 {
     int32_t i = k->first; /* Linear at i, ConstantScale at i + 1 */
     if (r->has_dval_q[i + 2])
@@ -1113,11 +1113,11 @@ static teexec_status *bwd_linear_scale(tx_gx_run *r, const tx_plan_kernel *k)
     return st;
 }
 
-static teexec_status *bwd_add_norm(tx_gx_run *r, const tx_plan_kernel *k,
+static teexec_status *bwd_add_norm(tx_group_run *r, const tx_plan_kernel *k,
                                    const tx_tensor *const *gxo)
 {
     int32_t i = k->first; /* MakeExtraOutput at i, norm at i + 1 */
-    const tx_gx_op *o = op_at(r, i + 1);
+    const tx_group_op *o = op_at(r, i + 1);
     if (r->has_dval_q[i + 2])
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "a quantized grad was handed to a norm");
     tx_tensor tmp = {0}, *dx, *pp[2];
@@ -1143,7 +1143,7 @@ static teexec_status *bwd_add_norm(tx_gx_run *r, const tx_plan_kernel *k,
     return st;
 }
 
-static teexec_status *bwd_mlp(tx_gx_run *r, const tx_plan_kernel *k)
+static teexec_status *bwd_mlp(tx_group_run *r, const tx_plan_kernel *k)
 {
     int32_t i = k->first, last = k->first + k->count - 1;
     if (r->joint_first[i] != i || (k->count > 1 && r->joint_first[last] != i))
@@ -1182,7 +1182,7 @@ static teexec_status *bwd_mlp(tx_gx_run *r, const tx_plan_kernel *k)
     return st;
 }
 
-teexec_status *tx_gx_backward(tx_gx_run *r, const tx_plan_kernel *layout, int32_t n_layout,
+teexec_status *tx_group_backward(tx_group_run *r, const tx_plan_kernel *layout, int32_t n_layout,
                               const tx_tensor *dy, const tx_tensor *const *gxo)
 {
     if (!r->cfg->training)
@@ -1232,14 +1232,14 @@ teexec_status *tx_gx_backward(tx_gx_run *r, const tx_plan_kernel *layout, int32_
 
 /* ---- results -------------------------------------------------------------------- */
 
-const tx_tensor *tx_gx_output(const tx_gx_run *r) { return has(&r->val[r->n]) ? &r->val[r->n] : NULL; }
+const tx_tensor *tx_group_output(const tx_group_run *r) { return has(&r->val[r->n]) ? &r->val[r->n] : NULL; }
 
-const tx_tensor *tx_gx_extra_output(const tx_gx_run *r, int32_t op)
+const tx_tensor *tx_group_extra_output(const tx_group_run *r, int32_t op)
 {
     return op >= 0 && op < r->n && has(&r->xout[op]) ? &r->xout[op] : NULL;
 }
 
-const tx_tensor *const *tx_gx_saved(const tx_gx_run *r, int32_t op, int *n)
+const tx_tensor *const *tx_group_saved(const tx_group_run *r, int32_t op, int *n)
 {
     *n = 0;
     if (op < 0 || op >= r->n) return NULL;
@@ -1247,23 +1247,23 @@ const tx_tensor *const *tx_gx_saved(const tx_gx_run *r, int32_t op, int *n)
     return &r->saved[(size_t)op * (size_t)r->saved_cap];
 }
 
-const tx_tensor *tx_gx_grad_input(const tx_gx_run *r) { return has(&r->dval[0]) ? &r->dval[0] : NULL; }
+const tx_tensor *tx_group_grad_input(const tx_group_run *r) { return has(&r->dval[0]) ? &r->dval[0] : NULL; }
 
-const tx_tensor *tx_gx_grad_param(const tx_gx_run *r, int32_t op, int param)
+const tx_tensor *tx_group_grad_param(const tx_group_run *r, int32_t op, int param)
 {
     if (op < 0 || op >= r->n || param < 0 || param >= r->pcap) return NULL;
     const tx_tensor *t = &r->dparam[op * r->pcap + param];
     return has(t) ? t : NULL;
 }
 
-const tx_tensor *tx_gx_grad_extra_input(const tx_gx_run *r, int32_t op, int slot)
+const tx_tensor *tx_group_grad_extra_input(const tx_group_run *r, int32_t op, int slot)
 {
     if (op < 0 || op >= r->n || slot < 0 || slot >= r->nx) return NULL;
     const tx_tensor *t = &r->dxin[op * r->nx + slot];
     return has(t) ? t : NULL;
 }
 
-void tx_gx_update_recipe_state(const tx_gx_config *cfg)
+void tx_group_update_recipe_state(const tx_group_config *cfg)
 {
     if (cfg->recipe.kind == TX_RECIPE_FP8_DELAYED && cfg->delayed)
         tx_delayed_update(cfg->delayed, NULL);

@@ -5,7 +5,7 @@
  * session adds the wall time of each fuser group and standard node it runs
  * (exec/session.c); the CUDA executor, for a profiled run, launches its
  * kernels one by one instead of replaying its CUDA graph and adds each
- * kernel's event time (exec/cuda/gpu_graph_run.c). The session-wide
+ * kernel's event time (exec/cuda/cuda_executor_run.c). The session-wide
  * profile of CUDA sessions (options set_profile, teexec_session_profile)
  * is another table: summed over every run, kept per executor.
  *

@@ -1,12 +1,12 @@
 /* session_cuda.c - CUDA sessions: the public session API over the CUDA
- * executor (exec/cuda/gpu_graph.h), one executor per input-shape signature
+ * executor (exec/cuda/cuda_executor.h), one executor per input-shape signature
  * (each new signature is planned, allocated and captured anew) kept as the
  * payloads of the session's plan cache (planner/plan_cache.h: at most
- * TX_MAX_GPU_GRAPHS, the one made longest ago dropped first), and the
+ * TX_MAX_CUDA_EXECUTORS, the one made longest ago dropped first), and the
  * session options that only CUDA sessions read. */
 #include "exec/session_cuda.h"
 
-#include "exec/cuda/gpu_graph.h"
+#include "exec/cuda/cuda_executor.h"
 #include "exec/device_mem.h"
 #include "exec/prepare.h"
 #include "exec/run_options.h"
@@ -164,7 +164,7 @@ static teexec_status *build_graph(void *ctx, const tx_ir_graph *ir, const tx_pla
     *plan = NULL;
     *payload = NULL;
     const teexec_session_options *o = s->gpu_opts;
-    tx_gpu_graph_config cfg;
+    tx_cuda_executor_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.recipe = req->recipe;
     cfg.dtype = o->dtype;
@@ -177,9 +177,9 @@ static teexec_status *build_graph(void *ctx, const tx_ir_graph *ir, const tx_pla
      * counts, but for the one this insert will drop (the cache is full:
      * the oldest goes once the new one exists) */
     cfg.memory_limit = o->device_memory_limit;
-    size_t first = s->n_gpu_live >= TX_MAX_GPU_GRAPHS ? 1 : 0;
+    size_t first = s->n_gpu_live >= TX_MAX_CUDA_EXECUTORS ? 1 : 0;
     for (size_t i = first; i < s->n_gpu_live; i++)
-        cfg.memory_held += tx_gpu_graph_device_bytes(s->gpu_live[i]);
+        cfg.memory_held += tx_cuda_executor_device_bytes(s->gpu_live[i]);
     const char **names = calloc(s->n_in ? s->n_in : 1, sizeof(*names));
     tx_shape *shapes = calloc(s->n_in ? s->n_in : 1, sizeof(*shapes));
     if (!names || !shapes) {
@@ -195,14 +195,14 @@ static teexec_status *build_graph(void *ctx, const tx_ir_graph *ir, const tx_pla
     cfg.input_shapes = shapes;
     cfg.input_storage = s->state.dev;
     cfg.input_storage_dtype = s->state.dev_dtype;
-    tx_gpu_graph *g = NULL;
-    teexec_status *st = tx_gpu_graph_create(s->model, &cfg, &g);
+    tx_cuda_executor *g = NULL;
+    teexec_status *st = tx_cuda_executor_create(s->model, &cfg, &g);
     free(names);
     free(shapes);
     TX_TRY(st);
-    if (s->n_gpu_live == TX_MAX_GPU_GRAPHS + 1) {
+    if (s->n_gpu_live == TX_MAX_CUDA_EXECUTORS + 1) {
         /* cannot happen: the cache drops one for every insert past its bound */
-        tx_gpu_graph_destroy(g);
+        tx_cuda_executor_destroy(g);
         return tx_error(TEEXEC_ERR_INTERNAL, "more CUDA executors than the cache holds");
     }
     s->gpu_live[s->n_gpu_live++] = g;
@@ -222,13 +222,13 @@ static void free_graph(void *ctx, tx_fuser_plan *plan, void *payload)
             break;
         }
     if (s->last_gpu == payload) s->last_gpu = NULL;
-    tx_gpu_graph_destroy(payload);
+    tx_cuda_executor_destroy(payload);
 }
 
 /* The executor for these input shapes (in_vals order; the dtypes are the
  * bound tensors'), from the cache or made now. */
 static teexec_status *graph_for(teexec_session *s, const teexec_dtype *dts, const tx_shape *shapes,
-                                tx_gpu_graph **out)
+                                tx_cuda_executor **out)
 {
     tx_plan_request req;
     /* the session's recipe and determinism: those of the CUDA options */
@@ -247,14 +247,14 @@ teexec_status *tx_session_cuda_init(teexec_session *s, const teexec_session_opti
     s->cuda = true;
     TX_TRY(copy_options(s, o));
     TX_TRY(tx_session_state_alloc_device(&s->state, s->g, s->in_vals, s->gpu_opts->dtype));
-    TX_TRY(tx_plan_cache_create_entries(TX_MAX_GPU_GRAPHS, build_graph, free_graph, s, &s->gpu));
+    TX_TRY(tx_plan_cache_create_entries(TX_MAX_CUDA_EXECUTORS, build_graph, free_graph, s, &s->gpu));
     /* the declared shapes, when the CPU side could plan them, are planned
      * on the device now (not lazily on the first run) */
     if (!s->declared) return NULL;
     teexec_dtype *dts = calloc(s->n_in ? s->n_in : 1, sizeof(*dts));
     if (!dts) return tx_oom();
     for (size_t i = 0; i < s->n_in; i++) dts[i] = s->g->values[s->in_vals[i]].dtype;
-    tx_gpu_graph *g = NULL;
+    tx_cuda_executor *g = NULL;
     teexec_status *st = graph_for(s, dts, s->declared, &g);
     free(dts);
     return st;
@@ -302,7 +302,7 @@ teexec_status *tx_session_cuda_kernels(const teexec_session *s, tx_run_kernel **
     if (!s || !s->last_gpu)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                         "no CUDA run yet: the kernels are those of the last run's executor");
-    return tx_gpu_graph_kernels(s->last_gpu, out, n, n_forward, plan);
+    return tx_cuda_executor_kernels(s->last_gpu, out, n, n_forward, plan);
 }
 
 teexec_status *teexec_session_device_memory(const teexec_session *s, size_t *weight_bytes,
@@ -312,11 +312,11 @@ teexec_status *teexec_session_device_memory(const teexec_session *s, size_t *wei
     if (own_bytes) *own_bytes = 0;
     if (!s) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "session is NULL");
     if (!s->cuda) return NULL; /* a CPU session holds no device memory */
-    const struct tx_ws_lease *leases[TX_MAX_GPU_GRAPHS + 1];
+    const struct tx_ws_lease *leases[TX_MAX_CUDA_EXECUTORS + 1];
     size_t own = 0;
     for (size_t i = 0; i < s->n_gpu_live; i++) {
-        leases[i] = tx_gpu_graph_weights(s->gpu_live[i]);
-        own += tx_gpu_graph_device_bytes(s->gpu_live[i]);
+        leases[i] = tx_cuda_executor_weights(s->gpu_live[i]);
+        own += tx_cuda_executor_device_bytes(s->gpu_live[i]);
     }
     size_t w = 0;
     TX_TRY(tx_ws_leases_bytes(leases, s->n_gpu_live, &w));
@@ -329,7 +329,7 @@ teexec_status *teexec_session_wait(teexec_session *s)
 {
     if (!s) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "session is NULL");
     if (!s->cuda) return NULL; /* CPU runs return finished */
-    for (size_t i = 0; i < s->n_gpu_live; i++) TX_TRY(tx_gpu_graph_wait(s->gpu_live[i]));
+    for (size_t i = 0; i < s->n_gpu_live; i++) TX_TRY(tx_cuda_executor_wait(s->gpu_live[i]));
     return NULL;
 }
 
@@ -347,10 +347,10 @@ size_t teexec_model_device_weight_bytes(const teexec_model *model)
 
 /* A second device buffer holding src's bytes (an output asked twice);
  * src was written in g's stream order, so g's work is waited for first. */
-static teexec_status *device_clone(tx_gpu_graph *g, const teexec_tensor *src, tx_tensor *t)
+static teexec_status *device_clone(tx_cuda_executor *g, const teexec_tensor *src, tx_tensor *t)
 {
     memset(t, 0, sizeof(*t));
-    TX_TRY(tx_gpu_graph_wait(g));
+    TX_TRY(tx_cuda_executor_wait(g));
     char probe;
     TX_TRY(tx_tensor_wrap(t, src->t.dtype, src->t.rank, src->t.dims, &probe));
     int dev = 0;
@@ -373,13 +373,13 @@ static teexec_status *device_clone(tx_gpu_graph *g, const teexec_tensor *src, tx
  * and copies them, or says why a device one cannot be written). *direct:
  * every requested output is such a device output or, with device outputs,
  * unbound: nothing is left to do on the host after the run. */
-static teexec_status *bind_device_outputs(const teexec_session *s, tx_gpu_graph *g,
+static teexec_status *bind_device_outputs(const teexec_session *s, tx_cuda_executor *g,
                                           size_t n_outputs, const int32_t *want,
                                           const size_t *slot, teexec_tensor *const *into,
                                           bool out_device, void **into_k, bool *direct)
 {
     *direct = true;
-    int dev = tx_gpu_graph_device(g);
+    int dev = tx_cuda_executor_device(g);
     for (size_t j = 0; j < n_outputs; j++) {
         if (!into[j] || !into[j]->on_device) {
             *direct = *direct && !into[j] && out_device;
@@ -392,7 +392,7 @@ static teexec_status *bind_device_outputs(const teexec_session *s, tx_gpu_graph 
         size_t k = slot[j];
         teexec_dtype dt;
         tx_shape sh;
-        tx_gpu_graph_output_info(g, k, &dt, &sh);
+        tx_cuda_executor_output_info(g, k, &dt, &sh);
         const tx_tensor *t = &into[j]->t;
         bool same = dt == t->dtype && sh.rank == t->rank;
         for (int32_t d = 0; same && d < sh.rank; d++) same = sh.dims[d] == t->dims[d];
@@ -424,7 +424,7 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *
                         "this session is unusable: an earlier run failed on the device (%s); "
                         "destroy it and create another",
                         s->cuda_poisoned);
-    tx_gpu_graph *g = NULL;
+    tx_cuda_executor *g = NULL;
     if (!bound) {
         /* the previous run's inputs, still on the device */
         if (!s->last_gpu)
@@ -451,11 +451,11 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *
         if (!in_dev) return tx_oom();
         for (size_t i = 0; i < s->n_in; i++) {
             if (in_device[i] < 0) continue;
-            if (in_device[i] != tx_gpu_graph_device(g)) {
+            if (in_device[i] != tx_cuda_executor_device(g)) {
                 teexec_status *e = tx_error(
                     TEEXEC_ERR_INVALID_ARGUMENT,
                     "input \"%s\" is on CUDA device %d; the session runs on device %d",
-                    s->g->values[s->in_vals[i]].name, in_device[i], tx_gpu_graph_device(g));
+                    s->g->values[s->in_vals[i]].name, in_device[i], tx_cuda_executor_device(g));
                 free(in_dev);
                 return e;
             }
@@ -463,7 +463,7 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *
         }
     }
     io.in_device = in_dev;
-    size_t no = tx_gpu_graph_output_count(g);
+    size_t no = tx_cuda_executor_output_count(g);
     tx_tensor *outs = calloc(no ? no : 1, sizeof(*outs));
     bool *mask = calloc(no ? no : 1, sizeof(*mask));
     size_t *slot = calloc(n_outputs ? n_outputs : 1, sizeof(*slot));
@@ -472,7 +472,7 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *
     for (size_t j = 0; !st && j < n_outputs; j++) {
         const char *name = s->g->values[want[j]].name;
         size_t k = 0;
-        while (k < no && strcmp(tx_gpu_graph_output_name(g, k), name)) k++;
+        while (k < no && strcmp(tx_cuda_executor_output_name(g, k), name)) k++;
         if (k == no) st = tx_error(TEEXEC_ERR_INTERNAL, "output \"%s\" is not computed on the device", name);
         else {
             mask[k] = true;
@@ -497,20 +497,20 @@ teexec_status *tx_session_cuda_run(teexec_session *s, const teexec_run_options *
     if (!st && tx_run_cancelled(ro))
         st = tx_run_cancelled_status("before launching the model on the CUDA device", NULL);
     if (!st) {
-        tx_gpu_graph_set_run_options(g, ro);
+        tx_cuda_executor_set_run_options(g, ro);
         if (s->cuda_fault_next) {
             s->cuda_fault_next = false;
             st = tx_error(TEEXEC_ERR_DEVICE, "cuda kernel failed: injected fault (test seam)");
         } else {
-            st = tx_gpu_graph_run(g, bound, &io, n_outputs ? outs : NULL, mask);
+            st = tx_cuda_executor_run(g, bound, &io, n_outputs ? outs : NULL, mask);
             /* the run's own profile, timed by its executor */
-            if (!st && tx_run_profiled(ro)) st = tx_gpu_graph_run_profile(g, &s->run_prof_work);
+            if (!st && tx_run_profiled(ro)) st = tx_cuda_executor_run_profile(g, &s->run_prof_work);
         }
-        tx_gpu_graph_set_run_options(g, NULL);
+        tx_cuda_executor_set_run_options(g, NULL);
         s->cuda_host_copies += io.host_copies;
         if (st && teexec_status_code(st) == TEEXEC_ERR_DEVICE) st = poison(s, st);
     }
-    int dev = tx_gpu_graph_device(g);
+    int dev = tx_cuda_executor_device(g);
     for (size_t j = 0; !st && j < n_outputs; j++) {
         size_t k = slot[j];
         if (into_k && into_k[k]) continue; /* written into the caller's tensor */
@@ -566,5 +566,5 @@ teexec_status *teexec_session_profile(const teexec_session *s, char **out_text)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                         "the session was not created with profiling on a CUDA device");
     if (!s->last_gpu) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "nothing has run yet");
-    return tx_gpu_graph_profile(s->last_gpu, out_text);
+    return tx_cuda_executor_profile(s->last_gpu, out_text);
 }

@@ -1,11 +1,11 @@
 /*
  * session_cuda.h - the CUDA side of teexec_session (exec/session_cuda.c):
  * device choice, the executors per input-shape signature (payloads of the
- * session's plan cache, planner/plan_cache.h: at most TX_MAX_GPU_GRAPHS,
+ * session's plan cache, planner/plan_cache.h: at most TX_MAX_CUDA_EXECUTORS,
  * the one made longest ago dropped first), and the option parsing shared
  * with the trainer.
  *
- * Each executor (exec/cuda/gpu_graph.h) types and folds its values with a
+ * Each executor (exec/cuda/cuda_executor.h) types and folds its values with a
  * value planner of its own (exec/value_plan.h) over the session's lowered
  * model; the session's own CPU plans (a CUDA session is plan_only: types,
  * folding and the arena's extent, no host arena, no fuser groups) only

@@ -101,7 +101,7 @@ teexec_status *tx_sgroup_prepare(const tx_ir_graph *g, const bool *skip,
     for (int32_t j = 0; j < n; j++) {
         const tx_ir_node *nd = &g->nodes[pg->nodes[j]];
         const tx_te_node *d = &sg->dec[j];
-        tx_gx_op *o = &sg->ops[j];
+        tx_group_op *o = &sg->ops[j];
         o->op = d->s->id;
         o->node = pg->nodes[j];
         o->name = nd->label;
@@ -271,7 +271,7 @@ teexec_status *tx_sgroups_run(teexec_session *s, const tx_plan *p, size_t first,
     if (!input)
         return tx_error(TEEXEC_ERR_INTERNAL, "value \"%s\" was not computed",
                         g->values[pg->main_input].name);
-    tx_gx_config cfg;
+    tx_group_config cfg;
     memset(&cfg, 0, sizeof(cfg));
     cfg.recipe = fp->recipe;
     cfg.quant = fp->quant;
@@ -280,9 +280,9 @@ teexec_status *tx_sgroups_run(teexec_session *s, const tx_plan *p, size_t first,
     cfg.seed = 0;
     cfg.step = s->n_runs;
     cfg.training = false;
-    tx_gx_run *r = NULL;
-    TX_TRY(tx_gx_forward(&sg->grp, &cfg, pg->forward, pg->n_forward, input, &r));
-    teexec_status *st = publish(tx_gx_output(r), pg->main_output, cur, store);
+    tx_group_run *r = NULL;
+    TX_TRY(tx_group_forward(&sg->grp, &cfg, pg->forward, pg->n_forward, input, &r));
+    teexec_status *st = publish(tx_group_output(r), pg->main_output, cur, store);
     for (int32_t j = 0; !st && j < pg->n_nodes; j++) {
         const tx_ir_node *nd = &g->nodes[pg->nodes[j]];
         if (nd->n_outputs < 2 || nd->outputs[1] < 0) continue;
@@ -290,9 +290,9 @@ teexec_status *tx_sgroups_run(teexec_session *s, const tx_plan *p, size_t first,
         for (int32_t k = 0; k < pg->n_extra_outputs; k++)
             if (pg->extra_outputs[k] == nd->outputs[1]) leaves = true;
         if (!leaves) continue;
-        st = publish(tx_gx_extra_output(r, j), nd->outputs[1], cur, store);
+        st = publish(tx_group_extra_output(r, j), nd->outputs[1], cur, store);
     }
-    tx_gx_run_free(r);
+    tx_group_run_free(r);
     for (int32_t t = 0; !st && t < pg->n_forward; t++) st = trace_add(s, gid, pg->forward[t]);
     return st;
 }

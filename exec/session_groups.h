@@ -34,11 +34,11 @@
  * backward. */
 typedef struct tx_sgroup {
     bool gx;                   /* through the group executor */
-    tx_gx_op *ops;             /* n_ops */
+    tx_group_op *ops;             /* n_ops */
     tx_te_node *dec;           /* n_ops: schema, attributes, parameter slots */
     const tx_tensor **ptrs;    /* per op: its params, then the extra inputs (filled per run) */
     size_t *ptr_off;           /* n_ops */
-    tx_gx_group grp;
+    tx_group_desc grp;
 } tx_sgroup;
 
 /* Prepares CHAIN group pg of g for the group executor; leaves sg->gx false

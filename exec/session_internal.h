@@ -25,7 +25,7 @@
  * (symbolic dims from the options) -- the CPU plan and, for a CUDA session,
  * the device executor -- so the first run with them plans nothing; a run
  * with another signature plans it then. A CUDA session's executors type and
- * fold their values with planners of their own (exec/cuda/gpu_graph.h).
+ * fold their values with planners of their own (exec/cuda/cuda_executor.h).
  */
 #ifndef TEEXEC_EXEC_SESSION_INTERNAL_H
 #define TEEXEC_EXEC_SESSION_INTERNAL_H
@@ -81,9 +81,9 @@ struct teexec_session_options {
 /* CUDA sessions keep one executor per input-shape signature (each with its
  * own captured CUDA graph) as the payloads of a plan cache; past this many
  * the one made longest ago is dropped. */
-#define TX_MAX_GPU_GRAPHS 4u
+#define TX_MAX_CUDA_EXECUTORS 4u
 
-struct tx_gpu_graph;
+struct tx_cuda_executor;
 
 
 struct teexec_session {
@@ -102,11 +102,11 @@ struct teexec_session {
     bool plan_only;          /* CUDA sessions: their CPU plans get no host
                               * activation arena (the executors run) */
     teexec_session_options *gpu_opts;
-    struct tx_plan_cache *gpu;      /* payloads: tx_gpu_graph (exec/session_cuda.c) */
-    struct tx_gpu_graph *last_gpu;  /* the executor of the last run (in `gpu`) */
+    struct tx_plan_cache *gpu;      /* payloads: tx_cuda_executor (exec/session_cuda.c) */
+    struct tx_cuda_executor *last_gpu;  /* the executor of the last run (in `gpu`) */
     /* the executors `gpu` holds, oldest insert first (the cache's eviction
      * order); one more while a new one is inserted */
-    struct tx_gpu_graph *gpu_live[TX_MAX_GPU_GRAPHS + 1];
+    struct tx_cuda_executor *gpu_live[TX_MAX_CUDA_EXECUTORS + 1];
     size_t n_gpu_live;
     uint64_t cuda_host_copies;      /* host<->device copies of runs' inputs and outputs */
     char *cuda_poisoned;            /* why an earlier run's device failure left it unusable */
@@ -187,7 +187,7 @@ const tx_run_kernel *tx_trainer_last_kernels(const teexec_trainer *t, size_t *n,
 /* The same for CUDA: the kernels of the executor that ran the session's
  * last run, or that the trainer's last step used (forward kernels in
  * forward order, then backward kernels as they run), from
- * tx_gpu_graph_kernels; *out is malloc'ed (free it), the first
+ * tx_cuda_executor_kernels; *out is malloc'ed (free it), the first
  * *n_forward entries the forward's, *plan borrowed.
  * INVALID_ARGUMENT before the first run or step, or on another device. */
 teexec_status *tx_session_cuda_kernels(const teexec_session *s, tx_run_kernel **out, size_t *n,

@@ -7,7 +7,7 @@
  * passes it: the session allocates it once, zeroed, with the shape the
  * model declares (every dim fixed), hands the same buffer to every run --
  * on the CPU a host tensor, on CUDA device memory that every executor of
- * the session uses in place (exec/cuda/gpu_graph.h input_storage), so a
+ * the session uses in place (exec/cuda/cuda_executor.h input_storage), so a
  * decode step copies no cache and its CUDA graph replays unchanged -- and
  * the op appends each run's new keys and values into it. What a row holds
  * is bounded by the cache_len the caller feeds: a generator rewinds or

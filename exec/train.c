@@ -8,7 +8,7 @@
 #include "base/shape.h"
 #include "exec/cpu_ops.h"
 #include "exec/cpu_te_ops.h"
-#include "exec/cuda/gpu_graph.h"
+#include "exec/cuda/cuda_executor.h"
 #include "exec/session_cuda.h"
 #include "exec/model_internal.h"
 #include "exec/op_gaps.h"
@@ -81,7 +81,7 @@ struct teexec_trainer {
     bool cuda;
     char *recipe;
     tx_plan_cache *gpu_cache;
-    tx_gpu_graph *gpu;       /* borrowed from gpu_cache */
+    tx_cuda_executor *gpu;       /* borrowed from gpu_cache */
     tx_shape *gpu_shapes;
     tx_infer_value *gpu_key;
     bool params_synced;      /* params[] hold the device's current values */
@@ -95,8 +95,8 @@ struct teexec_trainer {
     tx_shape *plan_shapes;   /* per graph input */
     tx_sgroup *sg;           /* per fuser group */
     int8_t *role;            /* per node: 1 starts a group-executor group, -1 inside one */
-    tx_gx_run **runs;        /* per group: the step's forward run (its saved contexts) */
-    tx_gx_config gcfg;       /* the step's group config (the runs borrow it) */
+    tx_group_run **runs;        /* per group: the step's forward run (its saved contexts) */
+    tx_group_config gcfg;       /* the step's group config (the runs borrow it) */
     const tx_tensor **cur;   /* per value: scratch for binding a group */
     tx_delayed_state delayed; /* fp8-delayed: one per trainer, rolled after each step */
     bool has_delayed;
@@ -154,7 +154,7 @@ static void free_runs(teexec_trainer *t)
 {
     if (!t->runs || !t->fplan) return;
     for (size_t k = 0; k < t->fplan->n_groups; k++) {
-        tx_gx_run_free(t->runs[k]);
+        tx_group_run_free(t->runs[k]);
         t->runs[k] = NULL;
     }
 }
@@ -403,7 +403,7 @@ static teexec_status *gpu_build(void *ctx, const tx_ir_graph *g, const tx_plan_r
     teexec_trainer *t = ctx;
     *plan = NULL; /* the executor plans inside itself */
     *payload = NULL;
-    tx_gpu_graph_config cfg;
+    tx_cuda_executor_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.recipe = req->recipe;
     cfg.dtype = t->opt.dtype;
@@ -427,8 +427,8 @@ static teexec_status *gpu_build(void *ctx, const tx_ir_graph *g, const tx_plan_r
     cfg.n_inputs = n;
     cfg.input_names = names;
     cfg.input_shapes = shapes;
-    tx_gpu_graph *gg = NULL;
-    teexec_status *st = tx_gpu_graph_create(t->model, &cfg, &gg);
+    tx_cuda_executor *gg = NULL;
+    teexec_status *st = tx_cuda_executor_create(t->model, &cfg, &gg);
     free(names);
     free(shapes);
     TX_TRY(st);
@@ -440,7 +440,7 @@ static void gpu_entry_free(void *ctx, tx_fuser_plan *plan, void *payload)
 {
     (void)ctx;
     (void)plan;
-    tx_gpu_graph_destroy(payload);
+    tx_cuda_executor_destroy(payload);
 }
 
 /* Plans the executor for these shapes (every graph input's) through the
@@ -518,9 +518,9 @@ static teexec_status *gpu_step(teexec_trainer *t, size_t count, const char *cons
     if (t->dp) TX_TRY(tx_comm_use_device(t->dp->comm));
     if (count == 0 && t->gpu) {
         /* the previous step's inputs and loss data, still on the device */
-        if (t->dp) tx_gpu_graph_set_grad_hook(t->gpu, tx_dp_gpu_grads, t->dp);
+        if (t->dp) tx_cuda_executor_set_grad_hook(t->gpu, tx_dp_gpu_grads, t->dp);
         double l = NAN;
-        teexec_status *st = tx_gpu_graph_step(t->gpu, NULL, NULL, &l);
+        teexec_status *st = tx_cuda_executor_step(t->gpu, NULL, NULL, &l);
         /* every rank joins the loss's all-reduce, whether it reads the loss or not */
         if (!st && t->dp) st = tx_dp_average_loss(t->dp, &l);
         if (!st && out_loss) *out_loss = l;
@@ -580,9 +580,9 @@ static teexec_status *gpu_step(teexec_trainer *t, size_t count, const char *cons
                               g->values[g->inputs[i]].name);
     }
     if (!st && !t->gpu) st = gpu_create(t, shapes);
-    if (!st && t->dp) tx_gpu_graph_set_grad_hook(t->gpu, tx_dp_gpu_grads, t->dp);
+    if (!st && t->dp) tx_cuda_executor_set_grad_hook(t->gpu, tx_dp_gpu_grads, t->dp);
     double l = NAN;
-    if (!st) st = tx_gpu_graph_step(t->gpu, in, label, &l);
+    if (!st) st = tx_cuda_executor_step(t->gpu, in, label, &l);
     if (!st && t->dp) st = tx_dp_average_loss(t->dp, &l);
     if (!st && out_loss) *out_loss = l;
     if (!st) {
@@ -603,7 +603,7 @@ static teexec_status *gpu_sync_params(teexec_trainer *t)
     for (size_t i = 0; i < t->n_params; i++) {
         tx_param *p = &t->params[i];
         tx_tensor h;
-        TX_TRY(tx_gpu_graph_param_lowered(t->gpu, t->g->values[p->value].name, &h));
+        TX_TRY(tx_cuda_executor_param_lowered(t->gpu, t->g->values[p->value].name, &h));
         teexec_status *st = NULL;
         if (h.numel != p->data.numel)
             st = tx_error(TEEXEC_ERR_INTERNAL, "parameter \"%s\" changed size on the device",
@@ -624,7 +624,7 @@ const char *teexec_trainer_device_name(const teexec_trainer *t)
 
 size_t teexec_trainer_device_bytes(const teexec_trainer *t)
 {
-    return t && t->cuda && t->gpu ? tx_gpu_graph_device_bytes(t->gpu) : 0;
+    return t && t->cuda && t->gpu ? tx_cuda_executor_device_bytes(t->gpu) : 0;
 }
 
 teexec_status *teexec_trainer_profile(const teexec_trainer *t, char **out_text)
@@ -635,7 +635,7 @@ teexec_status *teexec_trainer_profile(const teexec_trainer *t, char **out_text)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                         "the trainer was not created with profiling on a CUDA device");
     if (!t->gpu) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "nothing has run yet");
-    return tx_gpu_graph_profile(t->gpu, out_text);
+    return tx_cuda_executor_profile(t->gpu, out_text);
 }
 
 /* Data parallelism (train_dp.h): the rank's state. The CPU trainer's
@@ -963,7 +963,7 @@ teexec_status *tx_trainer_cuda_kernels(const teexec_trainer *t, tx_run_kernel **
     if (!t || !t->cuda || !t->gpu)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                         "no CUDA step yet: the kernels are those of the trainer's executor");
-    return tx_gpu_graph_kernels(t->gpu, out, n, n_forward, plan);
+    return tx_cuda_executor_kernels(t->gpu, out, n, n_forward, plan);
 }
 
 teexec_status *tx_trainer_debug_node_by_node(teexec_trainer *t)
@@ -1006,15 +1006,15 @@ static teexec_status *group_forward(teexec_trainer *t, size_t first, uint64_t st
         sg->ops[j].rng_offset =
             tx_train_rng_offset(t->opt.seed, step, g->n_nodes, (uint64_t)pg->nodes[j]);
     }
-    TX_TRY(tx_gx_forward(&sg->grp, &t->gcfg, pg->forward, pg->n_forward, input, &t->runs[gid]));
-    const tx_gx_run *r = t->runs[gid];
-    const tx_tensor *y = tx_gx_output(r);
+    TX_TRY(tx_group_forward(&sg->grp, &t->gcfg, pg->forward, pg->n_forward, input, &t->runs[gid]));
+    const tx_group_run *r = t->runs[gid];
+    const tx_tensor *y = tx_group_output(r);
     if (!y) return tx_error(TEEXEC_ERR_INTERNAL, "a fuser group did not produce a value");
     TX_TRY(tx_tensor_clone(y, &t->vals[pg->main_output]));
     for (int32_t j = 0; j < pg->n_nodes; j++) {
         const tx_ir_node *nd = &g->nodes[pg->nodes[j]];
         if (nd->n_outputs < 2 || nd->outputs[1] < 0 || !fork_leaves(pg, nd->outputs[1])) continue;
-        const tx_tensor *x = tx_gx_extra_output(r, j);
+        const tx_tensor *x = tx_group_extra_output(r, j);
         if (!x) return tx_error(TEEXEC_ERR_INTERNAL, "a fuser group did not produce a fork");
         TX_TRY(tx_tensor_clone(x, &t->vals[nd->outputs[1]]));
     }
@@ -1050,7 +1050,7 @@ static teexec_status *group_backward(teexec_trainer *t, size_t first)
     int32_t gid = fp->group_of_node[first];
     const tx_plan_group *pg = &fp->groups[gid];
     tx_sgroup *sg = &t->sg[gid];
-    tx_gx_run *r = t->runs[gid];
+    tx_group_run *r = t->runs[gid];
     if (!r || pg->first_op_requiring_backward >= pg->n_nodes) return NULL;
     bool any = t->grads[pg->main_output] != NULL;
     for (int32_t j = 0; j < pg->n_nodes; j++) {
@@ -1072,21 +1072,21 @@ static teexec_status *group_backward(teexec_trainer *t, size_t first)
         st = grad_as(t, v, &t->vals[v], &gx[j]);
         if (!st) gxp[j] = &gx[j];
     }
-    if (!st) st = tx_gx_backward(r, pg->backward, pg->n_backward, &dy, gxp);
-    if (!st) st = grad_add(t, pg->main_input, tx_gx_grad_input(r));
+    if (!st) st = tx_group_backward(r, pg->backward, pg->n_backward, &dy, gxp);
+    if (!st) st = grad_add(t, pg->main_input, tx_group_grad_input(r));
     for (int32_t j = 0; j < n && !st; j++) {
         const tx_ir_node *nd = &g->nodes[pg->nodes[j]];
         const tx_te_node *d = &sg->dec[j];
         for (int q = 0; q < d->n_params && !st; q++) {
             size_t k = d->first_param + (size_t)q;
             int32_t v = k < nd->n_inputs ? nd->inputs[k] : -1;
-            if (v >= 0) st = grad_add(t, v, tx_gx_grad_param(r, j, q));
+            if (v >= 0) st = grad_add(t, v, tx_group_grad_param(r, j, q));
         }
         for (int e = 0; e < sg->ops[j].n_extra_inputs && !st; e++) {
             size_t k = 1 + (size_t)e;
             int32_t v = k < nd->n_inputs ? nd->inputs[k] : -1;
             if (v < 0 || sg->ops[j].channel_from[e] >= 0) continue;
-            st = grad_add(t, v, tx_gx_grad_extra_input(r, j, e));
+            st = grad_add(t, v, tx_group_grad_extra_input(r, j, e));
         }
     }
     /* in execution order: the layout runs last kernel first */
@@ -1539,7 +1539,7 @@ teexec_status *teexec_trainer_grad(const teexec_trainer *t, const char *name, te
     if (!t->stepped) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "no step has run yet");
     if (t->cuda) {
         tx_tensor h;
-        TX_TRY(tx_gpu_graph_grad(t->gpu, name, &h));
+        TX_TRY(tx_cuda_executor_grad(t->gpu, name, &h));
         teexec_status *st = tx_tensor_to_public(&h, out);
         if (st) tx_tensor_release(&h);
         return st;

@@ -21,7 +21,7 @@
  *      after it; overlapping them with the backward is the GPU goal.
  *   On the CUDA trainer (one launch for forward and backward on the
  *   device) the step hands its gradient buffers to tx_dp_gpu_grads between
- *   the backward and the optimizer (exec/cuda/gpu_graph.h's hook): they
+ *   the backward and the optimizer (exec/cuda/cuda_executor.h's hook): they
  *   are averaged over the ranks (NCCL's ncclAvg on device buffers, grouped
  *   into one NCCL launch per bucket, the rank's stream waiting for the
  *   backward by an event; or through the host for a "threads" group), and
@@ -73,7 +73,7 @@ teexec_status *tx_dp_shard(tx_dp *dp, tx_tensor *const *vals, size_t n,
 teexec_status *tx_dp_reduce(tx_dp *dp, double n_local, double *loss, double *const *grads,
                             const uint64_t *numel, size_t n) TX_NODISCARD;
 
-/* The CUDA trainer's gradient hook (gpu_graph.h's tx_gpu_grad_hook; ctx =
+/* The CUDA trainer's gradient hook (cuda_executor.h's tx_gpu_grad_hook; ctx =
  * the tx_dp), and its loss: *loss = the ranks' average. */
 teexec_status *tx_dp_gpu_grads(void *ctx, void *stream, size_t n, void *const *grads,
                                const uint64_t *numel, const teexec_dtype *dtypes) TX_NODISCARD;

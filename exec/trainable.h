@@ -1,7 +1,7 @@
 /*
  * trainable.h - which initializers of the model that runs are parameters
  * the trainers update: one rule for the CPU trainer (exec/train.c) and the
- * CUDA one (exec/cuda/gpu_graph_build.c).
+ * CUDA one (exec/cuda/cuda_executor_build.c).
  *
  * An exported graph stores its constants as initializers just like its
  * weights: the causal mask, the attention scale, the epsilon of a norm,

@@ -8,7 +8,7 @@
  *
  * The one place values are typed and folded: the CPU session
  * (exec/session.c, which adds its arena and fuser groups to each such
- * plan) and the CUDA executor (exec/cuda/gpu_graph_build.c) each make a
+ * plan) and the CUDA executor (exec/cuda/cuda_executor_build.c) each make a
  * planner over the model they run (its lowered copy, exec/prepare.h) and
  * read its plans; neither goes through the other.
  *

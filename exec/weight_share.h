@@ -14,7 +14,7 @@
  * executor of the model reads them, and no longer.
  *
  * The registry knows nothing of CUDA: the ops allocate, fill and free (the
- * CUDA executor's ops: exec/cuda/gpu_graph_build.c; a unit test's: host
+ * CUDA executor's ops: exec/cuda/cuda_executor_build.c; a unit test's: host
  * memory), so its accounting is tested without a GPU.
  *
  * What is not shared: copies quantized for a recipe (FP8 / MXFP8 / NVFP4

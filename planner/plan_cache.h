@@ -16,7 +16,7 @@
  * one more drops the entry inserted longest ago (oldest insert first, a
  * ring: a hit does not refresh an entry, so the order of eviction depends
  * only on the order of the builds). The executors' bounds: a CPU session
- * keeps 32 entries (TX_MAX_PLANS), a CUDA session 4 (TX_MAX_GPU_GRAPHS).
+ * keeps 32 entries (TX_MAX_PLANS), a CUDA session 4 (TX_MAX_CUDA_EXECUTORS).
  *
  * Entries: each holds the planner's plan and, for executors whose
  * per-shape state is more than the plan (inference results, buffers,

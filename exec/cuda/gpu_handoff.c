@@ -21,7 +21,7 @@ static bool is_handoff(tx_fusion_id f)
 
 /* The fusion of the forward / backward layout kernel that covers node,
  * and the node after it in that kernel (-1 if none). */
-static tx_fusion_id fusion_of(const tx_gpu_graph *g, int32_t node, bool bwd, int32_t *next)
+static tx_fusion_id fusion_of(const tx_cuda_executor *g, int32_t node, bool bwd, int32_t *next)
 {
     *next = -1;
     for (size_t gi = 0; gi < g->fplan->n_groups; gi++) {
@@ -43,7 +43,7 @@ static tx_fusion_id fusion_of(const tx_gpu_graph *g, int32_t node, bool bwd, int
 /* A node's schema and attributes: the prepared ones, or decoded from the
  * IR for a node prepared later than the Linear (the Bias and activation
  * after it). False when it does not decode. */
-static bool schema_of(const gnode *m, const tx_te_op_schema **s, tx_te_attr_value *buf,
+static bool schema_of(const cx_node *m, const tx_te_op_schema **s, tx_te_attr_value *buf,
                       const tx_te_attr_value **attrs)
 {
     *s = m->s;
@@ -59,7 +59,7 @@ static bool schema_of(const gnode *m, const tx_te_op_schema **s, tx_te_attr_valu
     return true;
 }
 
-static const tx_plan_quant *entry(const tx_gpu_graph *g, int32_t node, tx_qoperand op)
+static const tx_plan_quant *entry(const tx_cuda_executor *g, int32_t node, tx_qoperand op)
 {
     for (size_t i = 0; i < g->fplan->n_quant; i++) {
         const tx_plan_quant *p = &g->fplan->quant[i];
@@ -73,7 +73,7 @@ static size_t last_dim(const tx_tensor *t)
     return t && t->rank > 0 ? (size_t)t->dims[t->rank - 1] : 0;
 }
 
-void tx_gpu_handoff_mark(tx_gpu_graph *g, gnode *n)
+void tx_gpu_handoff_mark(tx_cuda_executor *g, cx_node *n)
 {
     if (!n->s || n->s->id != TX_TE_LINEAR) return;
     for (int k = 0; k < 2; k++) {
@@ -83,7 +83,7 @@ void tx_gpu_handoff_mark(tx_gpu_graph *g, gnode *n)
         if (!q->on) continue;
         const tx_plan_quant *p = entry(g, n->index, bwd ? TX_QOP_GRAD_OUTPUT : TX_QOP_INPUT);
         if (!p || p->producer < 0 || (size_t)p->producer >= g->n_nodes) continue;
-        const gnode *m = &g->nodes[p->producer];
+        const cx_node *m = &g->nodes[p->producer];
         if (m->kind != GN_TE || m->ir->n_inputs < 1 || m->ir->inputs[0] < 0) continue;
         int32_t next = -1;
         tx_fusion_id f = fusion_of(g, m->index, bwd, &next);
@@ -110,7 +110,7 @@ void tx_gpu_handoff_mark(tx_gpu_graph *g, gnode *n)
     }
 }
 
-void tx_gpu_handoff_bind(tx_gpu_graph *g, tx_fusion_id fusion, gnode *producer)
+void tx_gpu_handoff_bind(tx_cuda_executor *g, tx_fusion_id fusion, cx_node *producer)
 {
     if (!is_handoff(fusion)) return;
     producer->desc.handoff_to = NULL;
@@ -122,7 +122,7 @@ void tx_gpu_handoff_bind(tx_gpu_graph *g, tx_fusion_id fusion, gnode *producer)
         const tx_plan_quant *p = &g->fplan->quant[i];
         if (p->producer != producer->index || p->operand != op || !p->quantized) continue;
         if (p->node < 0 || (size_t)p->node >= g->n_nodes) continue;
-        gnode *c = &g->nodes[p->node];
+        cx_node *c = &g->nodes[p->node];
         if (c->kind != GN_TE || !c->te || !c->s || c->s->id != TX_TE_LINEAR) continue;
         producer->desc.handoff_to = c->te;
         producer->desc.handoff_state = &c->state;
@@ -130,17 +130,17 @@ void tx_gpu_handoff_bind(tx_gpu_graph *g, tx_fusion_id fusion, gnode *producer)
     }
 }
 
-teexec_status *tx_gpu_handoff_verify(const tx_gpu_graph *g)
+teexec_status *tx_gpu_handoff_verify(const tx_cuda_executor *g)
 {
     for (size_t i = 0; i < g->n_nodes; i++) {
-        const gnode *c = &g->nodes[i];
+        const cx_node *c = &g->nodes[i];
         if (c->kind != GN_TE || !c->s || c->s->id != TX_TE_LINEAR) continue;
         for (int k = 0; k < 2; k++) {
             bool bwd = k == 1;
             const tx_cuda_operand_q *q = bwd ? &c->q.dy : &c->q.x;
             if (!q->handed_off) continue;
             const tx_plan_quant *p = entry(g, c->index, bwd ? TX_QOP_GRAD_OUTPUT : TX_QOP_INPUT);
-            const gnode *m = p && p->producer >= 0 && (size_t)p->producer < g->n_nodes
+            const cx_node *m = p && p->producer >= 0 && (size_t)p->producer < g->n_nodes
                                  ? &g->nodes[p->producer]
                                  : NULL;
             /* the producer leads the plan's hand-off kernel: one op, or the

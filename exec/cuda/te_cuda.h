@@ -6,7 +6,7 @@
  * A tx_te_fwd_args / tx_te_bwd_args handed to the functions here is the CPU
  * contract unchanged except that every tx_tensor's `data` points to device
  * memory (dtype, rank, dims, numel, nbytes as usual; owns_data false). The
- * executor (exec/cuda/gpu_graph_build.c) allocates every input, output, aux and
+ * executor (exec/cuda/cuda_executor_build.c) allocates every input, output, aux and
  * grad tensor with the dtype and shape the schema gives (tx_te_infer), builds
  * the saved list with tx_te_setup_context exactly as the CPU trainer does,
  * and calls forward / backward. So:
@@ -79,7 +79,7 @@ typedef struct tx_cuda_operand_q {
     bool native;               /* the plan chose the native GEMM (else exact emulation) */
     /* fp8-delayed: device floats the executor owns. The quantizer reads its
      * scale from *scale and writes the measured amax to *amax; the executor
-     * rolls the history after the step (exec/cuda/gpu_graph_run.c update_delayed). */
+     * rolls the history after the step (exec/cuda/cuda_executor_run.c update_delayed). */
     float *delayed_scale;
     float *delayed_amax;
     /* Quantized hand-off: the producer's fused kernel (te_cuda_handoff.c)

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "exec/cuda/gpu_graph.h"
+#include "exec/cuda/cuda_executor.h"
 #include "teexec/teexec.h"
 
 #include <stdio.h>

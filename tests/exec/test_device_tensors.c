@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "exec/cuda/gpu_graph.h"
+#include "exec/cuda/cuda_executor.h"
 #include "exec/tensor_internal.h"
 #include "teexec/teexec.h"
 

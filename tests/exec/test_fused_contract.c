@@ -74,13 +74,13 @@ static void free_tensor(tx_tensor *t)
 #define MAXP 8
 
 typedef struct built_group {
-    tx_gx_op ops[MAXOPS];
+    tx_group_op ops[MAXOPS];
     tx_te_attr_value attrs[MAXOPS][TX_TE_MAX_ATTRS];
     const tx_tensor *params[MAXOPS][MAXP];
     const tx_tensor *extras[MAXOPS][TX_TE_MAX_EXTRA];
     tx_tensor *owned[256];
     int n_owned;
-    tx_gx_group g;
+    tx_group_desc g;
     tx_tensor *x, *dy;
     const char *name;
 } built_group;
@@ -94,7 +94,7 @@ static tx_tensor *keep(built_group *b, tx_tensor *t)
 static int add_op(built_group *b, tx_te_op_id op)
 {
     int i = b->g.n_ops++;
-    tx_gx_op *o = &b->ops[i];
+    tx_group_op *o = &b->ops[i];
     memset(o, 0, sizeof *o);
     o->op = op;
     o->node = 100 + i;
@@ -236,7 +236,7 @@ static void group_moe(built_group *b)
 /* ---- recipe and quantization plan ----------------------------------------------- */
 
 typedef struct qsetup {
-    tx_gx_config cfg;
+    tx_group_config cfg;
     tx_plan_quant quant[3 * MAXOPS];
 } qsetup;
 
@@ -303,7 +303,7 @@ static bool dense_act(tx_te_op_id op)
 }
 
 /* The config being swept: hand-off fusions need the operand quantized. */
-static const tx_gx_config *g_cfg;
+static const tx_group_config *g_cfg;
 
 static bool operand_quantized(const built_group *b, int i, tx_qoperand operand)
 {
@@ -490,12 +490,12 @@ static void describe(char *buf, size_t size, const layout *l)
                               (int)l->k[i].first, (int)l->k[i].count);
 }
 
-static tx_gx_run *run_both(const built_group *b, const tx_gx_config *cfg, const layout *fw,
+static tx_group_run *run_both(const built_group *b, const tx_group_config *cfg, const layout *fw,
                            const layout *bw)
 {
-    tx_gx_run *r = NULL;
-    teexec_status *st = tx_gx_forward(&b->g, cfg, fw->k, fw->n, b->x, &r);
-    if (!st) st = tx_gx_backward(r, bw->k, bw->n, b->dy, NULL);
+    tx_group_run *r = NULL;
+    teexec_status *st = tx_group_forward(&b->g, cfg, fw->k, fw->n, b->x, &r);
+    if (!st) st = tx_group_backward(r, bw->k, bw->n, b->dy, NULL);
     if (st) {
         char f[256], g[256];
         describe(f, sizeof f, fw);
@@ -507,21 +507,21 @@ static tx_gx_run *run_both(const built_group *b, const tx_gx_config *cfg, const 
 
 /* Byte-compares every result of r with the reference; saved contexts only
  * where both runs left the unfused layout (no joint fusion). */
-static int compare(const built_group *b, const tx_gx_run *ref, const tx_gx_run *r, bool saved)
+static int compare(const built_group *b, const tx_group_run *ref, const tx_group_run *r, bool saved)
 {
     int bad = 0;
-    bad += !same_tensor(tx_gx_output(ref), tx_gx_output(r));
-    bad += !same_tensor(tx_gx_grad_input(ref), tx_gx_grad_input(r));
+    bad += !same_tensor(tx_group_output(ref), tx_group_output(r));
+    bad += !same_tensor(tx_group_grad_input(ref), tx_group_grad_input(r));
     for (int i = 0; i < b->g.n_ops; i++) {
         for (int p = 0; p < b->ops[i].n_params; p++)
-            bad += !same_tensor(tx_gx_grad_param(ref, i, p), tx_gx_grad_param(r, i, p));
+            bad += !same_tensor(tx_group_grad_param(ref, i, p), tx_group_grad_param(r, i, p));
         for (int s = 0; s < TX_TE_MAX_EXTRA; s++)
-            bad += !same_tensor(tx_gx_grad_extra_input(ref, i, s), tx_gx_grad_extra_input(r, i, s));
-        bad += !same_tensor(tx_gx_extra_output(ref, i), tx_gx_extra_output(r, i));
+            bad += !same_tensor(tx_group_grad_extra_input(ref, i, s), tx_group_grad_extra_input(r, i, s));
+        bad += !same_tensor(tx_group_extra_output(ref, i), tx_group_extra_output(r, i));
         if (!saved) continue;
         int na, nb;
-        const tx_tensor *const *sa = tx_gx_saved(ref, i, &na);
-        const tx_tensor *const *sb = tx_gx_saved(r, i, &nb);
+        const tx_tensor *const *sa = tx_group_saved(ref, i, &na);
+        const tx_tensor *const *sb = tx_group_saved(r, i, &nb);
         if (na != nb) {
             bad++;
             continue;
@@ -537,7 +537,7 @@ typedef struct sweep_stats {
 } sweep_stats;
 
 static void sweep(const built_group *b, tx_recipe_kind kind, sweep_stats *stats,
-                  const tx_gx_config *given)
+                  const tx_group_config *given)
 {
     qsetup q;
     make_quant(&q, b, kind, false);
@@ -546,9 +546,9 @@ static void sweep(const built_group *b, tx_recipe_kind kind, sweep_stats *stats,
     bool quantized = kind != TX_RECIPE_NONE;
     layout all_unfused = {.n = 0};
     for (int i = 0; i < b->g.n_ops; i++) all_unfused.k[all_unfused.n++] = (tx_plan_kernel){0, i, 1};
-    tx_gx_run *ref = run_both(b, &q.cfg, &all_unfused, &all_unfused);
-    assert_non_null(tx_gx_output(ref));
-    assert_non_null(tx_gx_grad_input(ref));
+    tx_group_run *ref = run_both(b, &q.cfg, &all_unfused, &all_unfused);
+    assert_non_null(tx_group_output(ref));
+    assert_non_null(tx_group_grad_input(ref));
     layout_list joints = {0}, cur_j = {0};
     layout cur = {.n = 0};
     enumerate_joint(b, 0, &cur, &joints);
@@ -561,7 +561,7 @@ static void sweep(const built_group *b, tx_recipe_kind kind, sweep_stats *stats,
         enumerate(b, false, quantized, &joints.v[j], 0, &cur, &bw);
         for (int f = 0; f < fw.n; f++)
             for (int k = 0; k < bw.n; k++) {
-                tx_gx_run *r = run_both(b, &q.cfg, &fw.v[f], &bw.v[k]);
+                tx_group_run *r = run_both(b, &q.cfg, &fw.v[f], &bw.v[k]);
                 int bad = compare(b, ref, r, joints.v[j].n == 0);
                 if (bad) {
                     char s1[256], s2[256];
@@ -573,13 +573,13 @@ static void sweep(const built_group *b, tx_recipe_kind kind, sweep_stats *stats,
                 stats->runs++;
                 for (int t = 0; t < fw.v[f].n; t++) stats->fusions_seen[fw.v[f].k[t].fusion]++;
                 for (int t = 0; t < bw.v[k].n; t++) stats->fusions_seen[bw.v[k].k[t].fusion]++;
-                tx_gx_run_free(r);
+                tx_group_run_free(r);
             }
         free(fw.v);
         free(bw.v);
     }
     free(joints.v);
-    tx_gx_run_free(ref);
+    tx_group_run_free(ref);
     g_cfg = NULL;
 }
 
@@ -626,14 +626,14 @@ static void comparison_detects_differences(void **state)
     qsetup q0, q1;
     make_quant(&q0, &b, TX_RECIPE_NONE, false);
     make_quant(&q1, &b, TX_RECIPE_MXFP8, false);
-    tx_gx_run *a = run_both(&b, &q0.cfg, &u, &u), *c = run_both(&b, &q1.cfg, &u, &u);
+    tx_group_run *a = run_both(&b, &q0.cfg, &u, &u), *c = run_both(&b, &q1.cfg, &u, &u);
     assert_true(compare(&b, a, c, true) > 0);
-    tx_gx_run_free(c);
+    tx_group_run_free(c);
     ((float *)b.params[2][0]->data)[5] += 0.25f;
     c = run_both(&b, &q0.cfg, &u, &u);
     assert_true(compare(&b, a, c, true) > 0);
-    tx_gx_run_free(a);
-    tx_gx_run_free(c);
+    tx_group_run_free(a);
+    tx_group_run_free(c);
     free_group(&b);
 }
 
@@ -667,12 +667,12 @@ static void fp8_delayed_two_steps(void **state)
                                {TX_FUSION_BWD_BIAS_QUANTIZE, 6, 1}, {0, 7, 1}}};
     for (int step = 0; step < 2; step++) {
         qa.cfg.step = qb.cfg.step = (uint64_t)step;
-        tx_gx_run *ra = run_both(&b, &qa.cfg, &u, &u), *rb = run_both(&b, &qb.cfg, &fw, &bw);
+        tx_group_run *ra = run_both(&b, &qa.cfg, &u, &u), *rb = run_both(&b, &qb.cfg, &fw, &bw);
         assert_int_equal(compare(&b, ra, rb, true), 0);
-        tx_gx_run_free(ra);
-        tx_gx_run_free(rb);
-        tx_gx_update_recipe_state(&qa.cfg);
-        tx_gx_update_recipe_state(&qb.cfg);
+        tx_group_run_free(ra);
+        tx_group_run_free(rb);
+        tx_group_update_recipe_state(&qa.cfg);
+        tx_group_update_recipe_state(&qb.cfg);
         assert_memory_equal(sa.scale, sb.scale, qa.cfg.n_quant * sizeof(float));
         assert_memory_equal(sa.history, sb.history, 4 * qa.cfg.n_quant * sizeof(float));
     }
@@ -693,14 +693,14 @@ static void bad_layouts_refused(void **state)
     group_te_mlp(&b);
     qsetup q;
     make_quant(&q, &b, TX_RECIPE_NONE, false);
-    tx_gx_run *r = NULL;
+    tx_group_run *r = NULL;
     /* a backward fusion in the forward layout */
     layout l = {.n = 0};
     for (int i = 0; i < b.g.n_ops; i++) l.k[l.n++] = (tx_plan_kernel){0, i, 1};
     l.k[0] = (tx_plan_kernel){TX_FUSION_BWD_ADD_NORM, 0, 2};
     memmove(&l.k[1], &l.k[2], (size_t)(l.n - 2) * sizeof l.k[0]);
     l.n--;
-    teexec_status *st = tx_gx_forward(&b.g, &q.cfg, l.k, l.n, b.x, &r);
+    teexec_status *st = tx_group_forward(&b.g, &q.cfg, l.k, l.n, b.x, &r);
     assert_non_null(st);
     assert_null(r);
     assert_non_null(strstr(teexec_status_message(st), "backward pass"));
@@ -709,13 +709,13 @@ static void bad_layouts_refused(void **state)
     layout h = {.n = 0};
     for (int i = 0; i < b.g.n_ops; i++) h.k[h.n++] = (tx_plan_kernel){0, i, 1};
     h.k[1].fusion = TX_FUSION_FWD_NORM_QUANTIZE;
-    st = tx_gx_forward(&b.g, &q.cfg, h.k, h.n, b.x, &r);
+    st = tx_group_forward(&b.g, &q.cfg, h.k, h.n, b.x, &r);
     assert_non_null(st);
     assert_non_null(strstr(teexec_status_message(st), "no quantized Linear input"));
     teexec_status_destroy(st);
     /* a gap */
     h.k[1] = (tx_plan_kernel){0, 2, 1};
-    st = tx_gx_forward(&b.g, &q.cfg, h.k, h.n, b.x, &r);
+    st = tx_group_forward(&b.g, &q.cfg, h.k, h.n, b.x, &r);
     assert_non_null(st);
     teexec_status_destroy(st);
     free_group(&b);
@@ -867,7 +867,7 @@ static void hybrid_declines_e4m3_grad_handoff(void **state)
         if (pn[grp->nodes[j]] && grp->ops[j] == TX_TE_LINEAR)
             representable(pn[grp->nodes[j]], j == 0 ? 6 : 7, j == 0 ? 7 : 8, 4);
 
-    tx_gx_config cfg;
+    tx_group_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.recipe = f.plan->recipe;
     cfg.quant = f.plan->quant;
@@ -886,8 +886,8 @@ static void hybrid_declines_e4m3_grad_handoff(void **state)
     for (int32_t k = 0; k < grp->n_forward; k++) pf.k[pf.n++] = grp->forward[k];
     for (int32_t k = 0; k < grp->n_backward; k++) pb.k[pb.n++] = grp->backward[k];
     for (int i = 0; i < b.g.n_ops; i++) u.k[u.n++] = (tx_plan_kernel){0, i, 1};
-    tx_gx_run *planned = run_both(&b, &cfg, &pf, &pb);
-    tx_gx_run *unfused = run_both(&b, &cfg, &u, &u);
+    tx_group_run *planned = run_both(&b, &cfg, &pf, &pb);
+    tx_group_run *unfused = run_both(&b, &cfg, &u, &u);
     assert_int_equal(compare(&b, unfused, planned, true), 0);
 
     /* forcing the declined fusion on anyway must not reinterpret E5M2
@@ -902,9 +902,9 @@ static void hybrid_declines_e4m3_grad_handoff(void **state)
         }
         forced.k[forced.n++] = (tx_plan_kernel){0, i, 1};
     }
-    tx_gx_run *fr = run_both(&b, &cfg, &u, &forced);
+    tx_group_run *fr = run_both(&b, &cfg, &u, &forced);
     assert_int_equal(compare(&b, unfused, fr, true), 0);
-    tx_gx_run_free(fr);
+    tx_group_run_free(fr);
 
     /* FP64 reference of the same model (unquantized, float64 tensors) */
     built_group d;
@@ -913,33 +913,33 @@ static void hybrid_declines_e4m3_grad_handoff(void **state)
     group_from_plan(&f, grp, &d, pn2);
     d.x = to_f64(b.x);
     d.dy = to_f64(b.dy);
-    tx_gx_config c64;
+    tx_group_config c64;
     memset(&c64, 0, sizeof c64);
     c64.training = true;
-    tx_gx_run *ref = run_both(&d, &c64, &u, &u);
+    tx_group_run *ref = run_both(&d, &c64, &u, &u);
     {
         /* the harness itself: unquantized fp32 equals FP64 to fp32 tolerance */
-        tx_gx_config c32 = c64;
-        tx_gx_run *r32 = run_both(&b, &c32, &u, &u);
-        within("fp32 output", tx_gx_output(r32), tx_gx_output(ref), 1e-5, 1e-5);
-        within("fp32 dx", tx_gx_grad_input(r32), tx_gx_grad_input(ref), 1e-5, 1e-5);
-        within("fp32 dw1", tx_gx_grad_param(r32, 0, 0), tx_gx_grad_param(ref, 0, 0), 1e-5, 1e-5);
-        tx_gx_run_free(r32);
+        tx_group_config c32 = c64;
+        tx_group_run *r32 = run_both(&b, &c32, &u, &u);
+        within("fp32 output", tx_group_output(r32), tx_group_output(ref), 1e-5, 1e-5);
+        within("fp32 dx", tx_group_grad_input(r32), tx_group_grad_input(ref), 1e-5, 1e-5);
+        within("fp32 dw1", tx_group_grad_param(r32, 0, 0), tx_group_grad_param(ref, 0, 0), 1e-5, 1e-5);
+        tx_group_run_free(r32);
     }
     /* forward: E4M3 operands, FP8 tolerance; grads: HYBRID's E5M2 grad
      * operands, TE's E5M2 tolerance (te-ops.md section 6) */
-    within("output", tx_gx_output(planned), tx_gx_output(ref), 0.125, 0.0675);
-    within("dx", tx_gx_grad_input(planned), tx_gx_grad_input(ref), 0.25, 0.125);
-    within("db1", tx_gx_grad_param(planned, 1, 0), tx_gx_grad_param(ref, 1, 0), 0.25, 0.125);
-    within("db2", tx_gx_grad_param(planned, 4, 0), tx_gx_grad_param(ref, 4, 0), 0.25, 0.125);
+    within("output", tx_group_output(planned), tx_group_output(ref), 0.125, 0.0675);
+    within("dx", tx_group_grad_input(planned), tx_group_grad_input(ref), 0.25, 0.125);
+    within("db1", tx_group_grad_param(planned, 1, 0), tx_group_grad_param(ref, 1, 0), 0.25, 0.125);
+    within("db2", tx_group_grad_param(planned, 4, 0), tx_group_grad_param(ref, 4, 0), 0.25, 0.125);
     /* weight grads sum 64 token products of two quantized operands and
      * cancel to near zero in places (an element 0.5 of a matrix reaching
      * 30), so they are held to the FP8 rtol normwise */
-    within_norm("dw1", tx_gx_grad_param(planned, 0, 0), tx_gx_grad_param(ref, 0, 0), 0.125);
-    within_norm("dw2", tx_gx_grad_param(planned, 3, 0), tx_gx_grad_param(ref, 3, 0), 0.125);
-    tx_gx_run_free(ref);
-    tx_gx_run_free(planned);
-    tx_gx_run_free(unfused);
+    within_norm("dw1", tx_group_grad_param(planned, 0, 0), tx_group_grad_param(ref, 0, 0), 0.125);
+    within_norm("dw2", tx_group_grad_param(planned, 3, 0), tx_group_grad_param(ref, 3, 0), 0.125);
+    tx_group_run_free(ref);
+    tx_group_run_free(planned);
+    tx_group_run_free(unfused);
     free_group(&b);
     free_group(&d);
     free(pn);
@@ -1079,7 +1079,7 @@ static void te_models_all_layouts(void **state)
                     free_group(&b);
                     continue;
                 }
-                tx_gx_config cfg;
+                tx_group_config cfg;
                 memset(&cfg, 0, sizeof cfg);
                 cfg.recipe = f.plan->recipe;
                 cfg.quant = f.plan->quant;
@@ -1094,13 +1094,13 @@ static void te_models_all_layouts(void **state)
                     pb.k[pb.n++] = grp->backward[k];
                 for (int i = 0; i < b.g.n_ops; i++) u.k[u.n++] = (tx_plan_kernel){0, i, 1};
                 if (grp->first_op_requiring_backward == 0 && grp->n_joint == 0) {
-                    tx_gx_run *p = run_both(&b, &cfg, &pf, &pb);
-                    tx_gx_run *q = run_both(&b, &cfg, &u, &u);
+                    tx_group_run *p = run_both(&b, &cfg, &pf, &pb);
+                    tx_group_run *q = run_both(&b, &cfg, &u, &u);
                     if (compare(&b, q, p, true))
                         fail_msg("%s %s group %zu: the planner's layouts differ from unfused",
                                  models[mi], recipes[ri], gi);
-                    tx_gx_run_free(p);
-                    tx_gx_run_free(q);
+                    tx_group_run_free(p);
+                    tx_group_run_free(q);
                 }
                 sweep(&b, kinds[ri], &stats, &cfg);
                 groups++;

@@ -624,7 +624,7 @@ static teexec_session *cuda_token_session(teexec_model *m, bool bucketed, int64_
  * at that exact shape (rel-L2 <= 1e-5: the padded GEMM may take another
  * cuBLASLt algorithm), and the session built exactly one executor per
  * bucket pair met: each executor captures its CUDA graph once
- * (gpu_graph_run.c launch), so that is also the number of captures. */
+ * (cuda_executor_run.c launch), so that is also the number of captures. */
 static void test_two_dims_of_random_traffic_on_cuda(void **state)
 {
     (void)state;

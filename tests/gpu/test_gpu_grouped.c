@@ -761,7 +761,7 @@ static void make_plan(tx_plan_quant q[3], tx_recipe_kind kind)
     }
 }
 
-static tx_cuda_operand_q gpu_q(const tx_plan_quant *e, const tx_gx_config *cfg, float *dscale,
+static tx_cuda_operand_q gpu_q(const tx_plan_quant *e, const tx_group_config *cfg, float *dscale,
                                float *damax)
 {
     tx_cuda_operand_q q;
@@ -811,7 +811,7 @@ static void run_recipe(void **state)
     gl_make(&c, KU_BF16, xd, yd, 96, 128, split);
     tx_plan_quant plan[3];
     make_plan(plan, qc->kind);
-    tx_gx_config cfg;
+    tx_group_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.recipe.kind = qc->kind;
     cfg.recipe.nvfp4_rht = true;
@@ -834,7 +834,7 @@ static void run_recipe(void **state)
     /* CPU: the group executor on a group of one GroupedLinear */
     const tx_tensor *ext[1] = {&c.ss}, *par[NP];
     for (int i = 0; i < NP; i++) par[i] = &c.p[i];
-    tx_gx_op op;
+    tx_group_op op;
     memset(&op, 0, sizeof op);
     op.op = TX_TE_GROUPED_LINEAR;
     op.node = 0;
@@ -846,11 +846,11 @@ static void run_recipe(void **state)
     op.n_extra_inputs = 1;
     op.params_need_grad = true;
     for (int k = 0; k < TX_TE_MAX_EXTRA; k++) op.channel_from[k] = -1;
-    tx_gx_group grp = {.ops = &op, .n_ops = 1, .input_needs_grad = true};
+    tx_group_desc grp = {.ops = &op, .n_ops = 1, .input_needs_grad = true};
     tx_plan_kernel layout[1] = {{TX_FUSION_NONE, 0, 1}};
-    tx_gx_run *run = NULL;
-    TG_OK(tx_gx_forward(&grp, &cfg, layout, 1, &c.x, &run));
-    TG_OK(tx_gx_backward(run, layout, 1, &c.dy, NULL));
+    tx_group_run *run = NULL;
+    TG_OK(tx_group_forward(&grp, &cfg, layout, 1, &c.x, &run));
+    TG_OK(tx_group_backward(run, layout, 1, &c.dy, NULL));
     /* GPU */
     const float one = 1.0f, zero = 0.0f;
     float *dscale[3], *damax[3];
@@ -874,23 +874,23 @@ static void run_recipe(void **state)
     double rtol = fp4 ? 0.25 : 0.125, atol = fp4 ? 0.125 : 0.0675;
     char what[96];
     snprintf(what, sizeof what, "grouped_%s y", qc->name);
-    ku_expect_close(what, tx_gx_output(run), g.y.data, rtol, atol);
+    ku_expect_close(what, tx_group_output(run), g.y.data, rtol, atol);
     snprintf(what, sizeof what, "grouped_%s dx", qc->name);
-    ku_expect_close(what, tx_gx_grad_input(run), g.dx.data, rtol, atol);
+    ku_expect_close(what, tx_group_grad_input(run), g.dx.data, rtol, atol);
     for (int i = 0; i < NP; i++) {
         snprintf(what, sizeof what, "grouped_%s %s_%d", qc->name, i < G4 ? "dW" : "dbias", i % G4);
-        ku_expect_close(what, tx_gx_grad_param(run, 0, i), g.dp[i].data, rtol, atol);
+        ku_expect_close(what, tx_group_grad_param(run, 0, i), g.dp[i].data, rtol, atol);
     }
     /* The recipe's tolerance alone would pass a GPU that skipped the
      * quantization; both sides GEMM the same dequantized operands, so they
      * must also agree as two bf16 results of one product do. */
     snprintf(what, sizeof what, "grouped_%s y same operands", qc->name);
-    expect_none(what, tx_gx_output(run), g.y.data);
+    expect_none(what, tx_group_output(run), g.y.data);
     snprintf(what, sizeof what, "grouped_%s dx same operands", qc->name);
-    expect_none(what, tx_gx_grad_input(run), g.dx.data);
+    expect_none(what, tx_group_grad_input(run), g.dx.data);
     for (int i = 0; i < G4; i++) {
         snprintf(what, sizeof what, "grouped_%s dW_%d same operands", qc->name, i);
-        expect_none(what, tx_gx_grad_param(run, 0, i), g.dp[i].data);
+        expect_none(what, tx_group_grad_param(run, 0, i), g.dp[i].data);
     }
     gl_dev_free(&g);
     node_free(&nd);
@@ -898,7 +898,7 @@ static void run_recipe(void **state)
         tg_dev_free(dscale[i]);
         tg_dev_free(damax[i]);
     }
-    tx_gx_run_free(run);
+    tx_group_run_free(run);
     if (delayed) tx_delayed_free(&ds);
     gl_free(&c);
 }
@@ -1198,7 +1198,7 @@ static void test_timing_node_recipes(void **state)
     for (int i = 0; i < 3; i++) assert_int_equal(cudaEventCreate(&e[i]), cudaSuccess);
     for (int r = 0; r < 3; r++) {
         tx_plan_quant plan[3];
-        tx_gx_config cfg;
+        tx_group_config cfg;
         memset(&cfg, 0, sizeof cfg);
         tx_cuda_linear_quant lq;
         memset(&lq, 0, sizeof lq);

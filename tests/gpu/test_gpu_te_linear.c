@@ -340,7 +340,7 @@ static void make_plan(tx_plan_quant q[3], tx_recipe_kind kind, bool hybrid, int3
     }
 }
 
-static void make_cfg(tx_gx_config *cfg, tx_recipe_kind kind, bool hybrid, const tx_plan_quant *q)
+static void make_cfg(tx_group_config *cfg, tx_recipe_kind kind, bool hybrid, const tx_plan_quant *q)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->recipe.kind = kind;
@@ -359,7 +359,7 @@ static void make_cfg(tx_gx_config *cfg, tx_recipe_kind kind, bool hybrid, const 
 /* The GPU quantizer of a plan entry, by the CPU group executor's rule
  * (exec/group_exec.c, quantizer()); the native GEMM as the planner picks
  * it on an H200 (FP8 per-tensor and block; MXFP8 / NVFP4 emulated). */
-static tx_cuda_operand_q gpu_q(const tx_plan_quant *e, const tx_gx_config *cfg, float *dscale,
+static tx_cuda_operand_q gpu_q(const tx_plan_quant *e, const tx_group_config *cfg, float *dscale,
                                float *damax)
 {
     tx_cuda_operand_q q;
@@ -444,7 +444,7 @@ static void run_recipe(void **state)
     /* CPU: the group executor on a group of one Linear */
     tx_plan_quant plan[3];
     make_plan(plan, c->kind, c->hybrid, 0);
-    tx_gx_config cfg;
+    tx_group_config cfg;
     make_cfg(&cfg, c->kind, c->hybrid, plan);
     tx_delayed_state ds;
     memset(&ds, 0, sizeof ds);
@@ -457,7 +457,7 @@ static void run_recipe(void **state)
     const tx_tensor *par[1] = {&w};
     tx_te_attr_value attrs[TX_TE_MAX_ATTRS];
     tx_te_attr_defaults(tx_te_schema(TX_TE_LINEAR), attrs);
-    tx_gx_op op;
+    tx_group_op op;
     memset(&op, 0, sizeof op);
     op.op = TX_TE_LINEAR;
     op.node = 0;
@@ -467,11 +467,11 @@ static void run_recipe(void **state)
     op.n_params = 1;
     op.params_need_grad = true;
     for (int k = 0; k < TX_TE_MAX_EXTRA; k++) op.channel_from[k] = -1;
-    tx_gx_group grp = {.ops = &op, .n_ops = 1, .input_needs_grad = true};
+    tx_group_desc grp = {.ops = &op, .n_ops = 1, .input_needs_grad = true};
     tx_plan_kernel layout[1] = {{TX_FUSION_NONE, 0, 1}};
-    tx_gx_run *run = NULL;
-    TG_OK(tx_gx_forward(&grp, &cfg, layout, 1, &x, &run));
-    TG_OK(tx_gx_backward(run, layout, 1, &dy, NULL));
+    tx_group_run *run = NULL;
+    TG_OK(tx_group_forward(&grp, &cfg, layout, 1, &x, &run));
+    TG_OK(tx_group_backward(run, layout, 1, &dy, NULL));
 
     /* GPU */
     delayed_dev dd;
@@ -495,11 +495,11 @@ static void run_recipe(void **state)
     tol_of(c->kind, &rtol, &atol);
     char what[96];
     snprintf(what, sizeof what, "linear_%s y", c->name);
-    ku_expect_close(what, tx_gx_output(run), gy.data, rtol, atol);
+    ku_expect_close(what, tx_group_output(run), gy.data, rtol, atol);
     snprintf(what, sizeof what, "linear_%s dx", c->name);
-    ku_expect_close(what, tx_gx_grad_input(run), gdx.data, rtol, atol);
+    ku_expect_close(what, tx_group_grad_input(run), gdx.data, rtol, atol);
     snprintf(what, sizeof what, "linear_%s dw", c->name);
-    ku_expect_close(what, tx_gx_grad_param(run, 0, 0), gdw.data, rtol, atol);
+    ku_expect_close(what, tx_group_grad_param(run, 0, 0), gdw.data, rtol, atol);
     /* the state keeps the columnwise copies the backward read */
     const tx_cuda_linear *l = g.priv;
     snprintf(what, sizeof what, "linear_%s state x columnwise", c->name);
@@ -518,7 +518,7 @@ static void run_recipe(void **state)
 
     gpu_lin_free(&g);
     delayed_dev_free(&dd);
-    tx_gx_run_free(run);
+    tx_group_run_free(run);
     if (delayed) tx_delayed_free(&ds);
     tx_tensor *dev[] = {&gx, &gw, &gdy, &gy, &gdx, &gdw};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dev_free(dev[i]);
@@ -892,14 +892,14 @@ static void run_fused_recipe(void **state)
 
     tx_plan_quant plan[3];
     make_plan(plan, c->kind, c->hybrid, 1);
-    tx_gx_config cfg;
+    tx_group_config cfg;
     make_cfg(&cfg, c->kind, c->hybrid, plan);
     enum { NOPS = 4 };
     static const tx_te_op_id ops[NOPS] = {TX_TE_MAKE_EXTRA_OUTPUT, TX_TE_LINEAR, TX_TE_BIAS,
                                           TX_TE_ADD_EXTRA_INPUT};
     tx_te_attr_value attrs[NOPS][TX_TE_MAX_ATTRS];
     const tx_tensor *pw[1] = {&w}, *pb[1] = {&b}, *er[1] = {&r};
-    tx_gx_op gops[NOPS];
+    tx_group_op gops[NOPS];
     memset(gops, 0, sizeof gops);
     for (int i = 0; i < NOPS; i++) {
         tx_te_attr_defaults(tx_te_schema(ops[i]), attrs[i]);
@@ -917,14 +917,14 @@ static void run_fused_recipe(void **state)
     gops[2].params_need_grad = true;
     gops[3].extra_inputs = er;
     gops[3].n_extra_inputs = 1;
-    tx_gx_group grp = {.ops = gops, .n_ops = NOPS, .input_needs_grad = true};
+    tx_group_desc grp = {.ops = gops, .n_ops = NOPS, .input_needs_grad = true};
     tx_plan_kernel fl[2] = {{TX_FUSION_NONE, 0, 1}, {TX_FUSION_FWD_LINEAR_BIAS_ADD, 1, 3}};
     tx_plan_kernel bl[3] = {{TX_FUSION_BWD_LINEAR_ADD, 0, 2}, {TX_FUSION_NONE, 2, 1},
                             {TX_FUSION_NONE, 3, 1}};
     const tx_tensor *gxo[NOPS] = {&de, NULL, NULL, NULL};
-    tx_gx_run *run = NULL;
-    TG_OK(tx_gx_forward(&grp, &cfg, fl, 2, &x, &run));
-    TG_OK(tx_gx_backward(run, bl, 3, &dy, gxo));
+    tx_group_run *run = NULL;
+    TG_OK(tx_group_forward(&grp, &cfg, fl, 2, &x, &run));
+    TG_OK(tx_group_backward(run, bl, 3, &dy, gxo));
 
     /* GPU: one Linear layout shared by both fused kernels */
     tx_cuda_linear_quant lq;
@@ -990,16 +990,16 @@ static void run_fused_recipe(void **state)
     tol_of(c->kind, &rtol, &atol);
     char what[96];
     snprintf(what, sizeof what, "fused_%s fwd_linear_bias_add output", c->name);
-    ku_expect_close(what, tx_gx_output(run), g3.data, rtol, atol);
+    ku_expect_close(what, tx_group_output(run), g3.data, rtol, atol);
     snprintf(what, sizeof what, "fused_%s bwd_linear_add dx", c->name);
-    ku_expect_close(what, tx_gx_grad_input(run), gdx.data, rtol, atol);
+    ku_expect_close(what, tx_group_grad_input(run), gdx.data, rtol, atol);
     snprintf(what, sizeof what, "fused_%s bwd_linear_add dw", c->name);
-    ku_expect_close(what, tx_gx_grad_param(run, 1, 0), gdw.data, rtol, atol);
+    ku_expect_close(what, tx_group_grad_param(run, 1, 0), gdw.data, rtol, atol);
 
     fused_free(&ff);
     fused_free(&fb);
     gpu_lin_free(&node);
-    tx_gx_run_free(run);
+    tx_group_run_free(run);
     tx_tensor *dev[] = {&gx, &gw, &gb, &gr, &gdy, &gde, &g1, &g2, &g3, &gdxl, &gdx, &gdw};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dev_free(dev[i]);
     tx_tensor *host[] = {&x, &w, &b, &r, &dy, &de, &y1};
@@ -1021,13 +1021,13 @@ static void run_bias_gelu_recipe(void **state)
     ku_make(&b, KU_BF16, 1, bd, -0.5, 0.5);
     tx_plan_quant plan[3];
     make_plan(plan, c->kind, c->hybrid, 0);
-    tx_gx_config cfg;
+    tx_group_config cfg;
     make_cfg(&cfg, c->kind, c->hybrid, plan);
     enum { NOPS = 3 };
     static const tx_te_op_id ops[NOPS] = {TX_TE_LINEAR, TX_TE_BIAS, TX_TE_GELU};
     tx_te_attr_value attrs[NOPS][TX_TE_MAX_ATTRS];
     const tx_tensor *pw[1] = {&w}, *pb[1] = {&b};
-    tx_gx_op gops[NOPS];
+    tx_group_op gops[NOPS];
     memset(gops, 0, sizeof gops);
     for (int i = 0; i < NOPS; i++) {
         tx_te_attr_defaults(tx_te_schema(ops[i]), attrs[i]);
@@ -1043,12 +1043,12 @@ static void run_bias_gelu_recipe(void **state)
     gops[1].params = pb;
     gops[1].n_params = 1;
     gops[1].params_need_grad = true;
-    tx_gx_group grp = {.ops = gops, .n_ops = NOPS, .input_needs_grad = true};
+    tx_group_desc grp = {.ops = gops, .n_ops = NOPS, .input_needs_grad = true};
     tx_plan_kernel fl[1] = {{TX_FUSION_FWD_LINEAR_BIAS_ACT, 0, 3}};
-    tx_gx_run *run = NULL;
-    TG_OK(tx_gx_forward(&grp, &cfg, fl, 1, &x, &run));
+    tx_group_run *run = NULL;
+    TG_OK(tx_group_forward(&grp, &cfg, fl, 1, &x, &run));
     int n_saved = 0;
-    const tx_tensor *const *gelu_saved = tx_gx_saved(run, 2, &n_saved);
+    const tx_tensor *const *gelu_saved = tx_group_saved(run, 2, &n_saved);
     assert_int_equal(n_saved, 1);
     assert_non_null(gelu_saved[0]);
 
@@ -1083,7 +1083,7 @@ static void run_bias_gelu_recipe(void **state)
     tol_of(c->kind, &rtol, &atol);
     char what[96];
     snprintf(what, sizeof what, "fused_%s fwd_linear_bias_gelu output", c->name);
-    ku_expect_close(what, tx_gx_output(run), g3.data, rtol, atol);
+    ku_expect_close(what, tx_group_output(run), g3.data, rtol, atol);
     snprintf(what, sizeof what, "fused_%s fwd_linear_bias_gelu gelu input", c->name);
     ku_expect_close(what, gelu_saved[0], g2.data, rtol, atol);
     const tx_cuda_linear *l = node.priv;
@@ -1094,7 +1094,7 @@ static void run_bias_gelu_recipe(void **state)
 
     fused_free(&ff);
     gpu_lin_free(&node);
-    tx_gx_run_free(run);
+    tx_group_run_free(run);
     tx_tensor *dev[] = {&gx, &gw, &gb, &g1, &g2, &g3};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dev_free(dev[i]);
     tx_tensor *host[] = {&x, &w, &b, &y1};
@@ -1114,13 +1114,13 @@ static void run_infer(void **state)
     ku_make(&w, KU_BF16, 2, wd, -0.2, 0.2);
     tx_plan_quant plan[3];
     make_plan(plan, c->kind, c->hybrid, 0);
-    tx_gx_config cfg;
+    tx_group_config cfg;
     make_cfg(&cfg, c->kind, c->hybrid, plan);
     cfg.training = false;
     const tx_tensor *par[1] = {&w};
     tx_te_attr_value attrs[TX_TE_MAX_ATTRS];
     tx_te_attr_defaults(tx_te_schema(TX_TE_LINEAR), attrs);
-    tx_gx_op op;
+    tx_group_op op;
     memset(&op, 0, sizeof op);
     op.op = TX_TE_LINEAR;
     op.name = "fc";
@@ -1128,10 +1128,10 @@ static void run_infer(void **state)
     op.params = par;
     op.n_params = 1;
     for (int k = 0; k < TX_TE_MAX_EXTRA; k++) op.channel_from[k] = -1;
-    tx_gx_group grp = {.ops = &op, .n_ops = 1, .input_needs_grad = false};
+    tx_group_desc grp = {.ops = &op, .n_ops = 1, .input_needs_grad = false};
     tx_plan_kernel layout[1] = {{TX_FUSION_NONE, 0, 1}};
-    tx_gx_run *run = NULL;
-    TG_OK(tx_gx_forward(&grp, &cfg, layout, 1, &x, &run));
+    tx_group_run *run = NULL;
+    TG_OK(tx_group_forward(&grp, &cfg, layout, 1, &x, &run));
 
     tx_cuda_linear_quant lq;
     lq.x = gpu_q(&plan[0], &cfg, NULL, NULL);
@@ -1158,9 +1158,9 @@ static void run_infer(void **state)
     tol_of(c->kind, &rtol, &atol);
     char what[96];
     snprintf(what, sizeof what, "linear_infer_%s y", c->name);
-    ku_expect_close(what, tx_gx_output(run), gy.data, rtol, atol);
+    ku_expect_close(what, tx_group_output(run), gy.data, rtol, atol);
     gpu_lin_free(&g);
-    tx_gx_run_free(run);
+    tx_group_run_free(run);
     dev_free(&gx);
     dev_free(&gw);
     dev_free(&gy);
@@ -1199,7 +1199,7 @@ static void run_graph(void **state)
     ku_make(&w, KU_BF16, 2, wd, -0.2, 0.2);
     ku_make(&dy, KU_BF16, 3, yd, -1.0, 1.0);
     tx_plan_quant plan[3];
-    tx_gx_config cfg;
+    tx_group_config cfg;
     tx_cuda_linear_quant lq;
     bool quant = c->kind != TX_RECIPE_NONE;
     if (quant) {

@@ -1,9 +1,9 @@
-/* gpu_graph_build.c - creating the CUDA executor (gpu_graph.h): take the
+/* cuda_executor_build.c - creating the CUDA executor (cuda_executor.h): take the
  * model's lowered copy, type every value and fold what is known before
  * running (its own value planner, exec/value_plan.h), plan, prepare a GPU
  * node per graph node and the plan's fused kernels, wire the backward walk,
  * make the one device allocation, upload what is known before running. */
-#include "exec/cuda/gpu_graph_internal.h"
+#include "exec/cuda/cuda_executor_internal.h"
 
 #include "exec/cpu_te_ops.h"
 #include "exec/cuda/dev_arena.h"
@@ -36,13 +36,13 @@ bool tx_gpu_available(void)
 
 /* ---- creation: values ----------------------------------------------------------- */
 
-static teexec_status *init_values(tx_gpu_graph *g)
+static teexec_status *init_values(tx_cuda_executor *g)
 {
     const tx_ir_graph *ir = g->ir;
     g->vals = calloc(ir->n_values ? ir->n_values : 1, sizeof(*g->vals));
     if (!g->vals) return tx_oom();
     for (size_t v = 0; v < ir->n_values; v++) {
-        gval *gv = &g->vals[v];
+        cx_value *gv = &g->vals[v];
         gv->param = -1;
         const tx_infer_value *iv = &g->plan.vals[v];
         if (!iv->shape_known || iv->dtype == TEEXEC_DTYPE_UNDEFINED) continue;
@@ -65,14 +65,14 @@ static teexec_status *init_values(tx_gpu_graph *g)
 
 /* Trainable parameters: float initializers read by a running node through a
  * slot that carries a gradient, and that reach the loss. */
-static bool slot_diff(const gnode *n, size_t k)
+static bool slot_diff(const cx_node *n, size_t k)
 {
     if (n->kind == GN_TE) return tx_te_slot_differentiable(n->ir, k);
     if (n->kind == GN_STD) return tx_cuda_std_differentiable(n->std, k);
     return false;
 }
 
-static teexec_status *analyse_grads(tx_gpu_graph *g)
+static teexec_status *analyse_grads(tx_cuda_executor *g)
 {
     const tx_ir_graph *ir = g->ir;
     size_t nv = ir->n_values;
@@ -89,7 +89,7 @@ static teexec_status *analyse_grads(tx_gpu_graph *g)
             tx_trainable_note_shared_norm(ir, (int32_t)v);
         }
     for (size_t i = 0; i < g->n_nodes; i++) {
-        gnode *n = &g->nodes[i];
+        cx_node *n = &g->nodes[i];
         if (n->kind == GN_FOLDED) continue;
         bool any = false;
         for (size_t k = 0; k < n->ir->n_inputs; k++) {
@@ -104,7 +104,7 @@ static teexec_status *analyse_grads(tx_gpu_graph *g)
     }
     reach[g->loss_value] = fwd[g->loss_value];
     for (size_t i = g->n_nodes; i-- > 0;) {
-        gnode *n = &g->nodes[i];
+        cx_node *n = &g->nodes[i];
         if (n->kind == GN_FOLDED) continue;
         bool any = false;
         for (size_t j = 0; j < n->ir->n_outputs; j++) {
@@ -120,18 +120,18 @@ static teexec_status *analyse_grads(tx_gpu_graph *g)
     }
     teexec_status *st = NULL;
     for (size_t v = 0; v < nv && !st; v++) {
-        gval *gv = &g->vals[v];
+        cx_value *gv = &g->vals[v];
         gv->req = fwd[v] && reach[v];
         if (!gv->req) continue;
         st = tx_tensor_wrap(&gv->grad, gv->dev.dtype, gv->dev.rank, gv->dev.dims, NULL);
         if (!st && (ir->values[v].flags & TX_IR_VALUE_INITIALIZER)) {
-            gparam *np = realloc(g->params, (g->n_params + 1) * sizeof(*np));
+            cx_param *np = realloc(g->params, (g->n_params + 1) * sizeof(*np));
             if (!np) {
                 st = tx_oom();
                 break;
             }
             g->params = np;
-            g->params[g->n_params] = (gparam){.value = (int32_t)v, .name = ir->values[v].name};
+            g->params[g->n_params] = (cx_param){.value = (int32_t)v, .name = ir->values[v].name};
             gv->param = (int32_t)g->n_params++;
         }
     }
@@ -145,7 +145,7 @@ static teexec_status *analyse_grads(tx_gpu_graph *g)
 /* The plan's quantizer for one operand (exec/quant_operand.h, as the CPU
  * group executor reads it), plus where fp8-delayed keeps its scale/amax.
  * NVFP4's stochastic-rounding offset travels per call (env.step). */
-static tx_cuda_operand_q operand_q(tx_gpu_graph *g, const gnode *n, tx_qoperand operand,
+static tx_cuda_operand_q operand_q(tx_cuda_executor *g, const cx_node *n, tx_qoperand operand,
                                    bool dx, bool dp)
 {
     tx_cuda_operand_q q;
@@ -164,13 +164,13 @@ static tx_cuda_operand_q operand_q(tx_gpu_graph *g, const gnode *n, tx_qoperand 
     return q;
 }
 
-static bool slot_req(const tx_gpu_graph *g, const gnode *n, size_t k)
+static bool slot_req(const tx_cuda_executor *g, const cx_node *n, size_t k)
 {
     int32_t v = k < n->ir->n_inputs ? n->ir->inputs[k] : -1;
     return g->cfg.training && n->needs_bwd && v >= 0 && g->vals[v].req && slot_diff(n, k);
 }
 
-static teexec_status *prepare_te(tx_gpu_graph *g, gnode *n)
+static teexec_status *prepare_te(tx_cuda_executor *g, cx_node *n)
 {
     const tx_ir_node *ir = n->ir;
     TX_TRY(tx_te_node_decode(ir, &n->s, n->attrs, &n->n_params));
@@ -257,7 +257,7 @@ static teexec_status *prepare_te(tx_gpu_graph *g, gnode *n)
     return NULL;
 }
 
-static teexec_status *prepare_std(tx_gpu_graph *g, gnode *n)
+static teexec_status *prepare_std(tx_cuda_executor *g, cx_node *n)
 {
     const tx_ir_node *ir = n->ir;
     size_t ni = ir->n_inputs, no = ir->n_outputs;
@@ -296,14 +296,14 @@ static teexec_status *prepare_std(tx_gpu_graph *g, gnode *n)
 
 /* Classifies every node (folded before running, te.ops, standard) and
  * marks the values the device computes. */
-static teexec_status *prepare_nodes(tx_gpu_graph *g)
+static teexec_status *prepare_nodes(tx_cuda_executor *g)
 {
     const tx_ir_graph *ir = g->ir;
     g->n_nodes = ir->n_nodes;
     g->nodes = calloc(g->n_nodes ? g->n_nodes : 1, sizeof(*g->nodes));
     if (!g->nodes) return tx_oom();
     for (size_t i = 0; i < g->n_nodes; i++) {
-        gnode *n = &g->nodes[i];
+        cx_node *n = &g->nodes[i];
         n->ir = &ir->nodes[i];
         n->index = (int32_t)i;
         n->fwd_fused = n->bwd_fused = -1;
@@ -333,12 +333,12 @@ static teexec_status *prepare_nodes(tx_gpu_graph *g)
  * differentiability), the te.ops nodes after it (their quantizers and saved
  * contexts depend on which grads are wanted). Lists every node the
  * GPU cannot run in one status, as sessions do. */
-static teexec_status *prepare_kernels(tx_gpu_graph *g, int kind)
+static teexec_status *prepare_kernels(tx_cuda_executor *g, int kind)
 {
     char *msg = NULL;
     size_t len = 0;
     for (size_t i = 0; i < g->n_nodes; i++) {
-        gnode *n = &g->nodes[i];
+        cx_node *n = &g->nodes[i];
         teexec_status *st = NULL;
         if (n->kind == GN_FOLDED || (kind >= 0 && (int)n->kind != kind)) continue;
         if (n->kind == GN_TE) st = prepare_te(g, n);
@@ -378,12 +378,12 @@ static teexec_status *prepare_kernels(tx_gpu_graph *g, int kind)
  * the forward is led by the first node, the backward by the last (the
  * backward walk meets it first); the others are covered. Takes f (freed
  * on failure). */
-static teexec_status *add_fused(tx_gpu_graph *g, tx_cuda_fused *f, tx_fusion_id fusion, bool bwd,
+static teexec_status *add_fused(tx_cuda_executor *g, tx_cuda_fused *f, tx_fusion_id fusion, bool bwd,
                                 const int32_t *idx, int32_t n)
 {
     if (g->n_fused == g->cap_fused) {
         size_t cap = g->cap_fused ? 2 * g->cap_fused : 16;
-        gfused *nf = realloc(g->fused, cap * sizeof(*nf));
+        cx_fused *nf = realloc(g->fused, cap * sizeof(*nf));
         if (!nf) {
             tx_cuda_fused_free(f);
             return tx_oom();
@@ -391,13 +391,13 @@ static teexec_status *add_fused(tx_gpu_graph *g, tx_cuda_fused *f, tx_fusion_id 
         g->fused = nf;
         g->cap_fused = cap;
     }
-    gfused *gf = &g->fused[g->n_fused];
-    *gf = (gfused){.f = f, .fusion = fusion, .backward = bwd, .n = n};
+    cx_fused *gf = &g->fused[g->n_fused];
+    *gf = (cx_fused){.f = f, .fusion = fusion, .backward = bwd, .n = n};
     memcpy(gf->nodes, idx, (size_t)n * sizeof(idx[0]));
     size_t sb = tx_cuda_fused_scratch_bytes(f);
     if (sb > g->scratch_bytes) g->scratch_bytes = sb;
     for (int32_t j = 0; j < n; j++) {
-        gnode *nd = &g->nodes[idx[j]];
+        cx_node *nd = &g->nodes[idx[j]];
         if (!bwd) {
             if (j == 0) nd->fwd_fused = (int32_t)g->n_fused;
             else nd->fwd_covered = true;
@@ -412,7 +412,7 @@ static teexec_status *add_fused(tx_gpu_graph *g, tx_cuda_fused *f, tx_fusion_id 
 
 /* Forward layouts' and backward layouts' fused kernels, where the GPU has
  * them; the others run unfused (declines recorded in the fuser plan). */
-static teexec_status *prepare_fusions(tx_gpu_graph *g)
+static teexec_status *prepare_fusions(tx_cuda_executor *g)
 {
     for (size_t gi = 0; gi < g->fplan->n_groups; gi++) {
         const tx_plan_group *pg = &g->fplan->groups[gi];
@@ -430,7 +430,7 @@ static teexec_status *prepare_fusions(tx_gpu_graph *g)
                 bool ok = true;
                 for (int32_t j = 0; j < ks[k].count; j++) {
                     idx[j] = pg->nodes[ks[k].first + j];
-                    gnode *n = &g->nodes[idx[j]];
+                    cx_node *n = &g->nodes[idx[j]];
                     /* the two passes are independent: a node inside a forward
                      * fusion may lead or join a backward one */
                     if (n->kind != GN_TE || (!bwd && (n->fwd_covered || n->fwd_fused >= 0)) ||
@@ -443,7 +443,7 @@ static teexec_status *prepare_fusions(tx_gpu_graph *g)
                 if (ks[k].fusion == TX_FUSION_BWD_LINEAR_DGELU_BIAS) {
                     /* no fused object: the Linear's dgrad takes the epilogue,
                      * bound after the backward is wired (bind_dgelu_epilogues) */
-                    gnode *lin = &g->nodes[idx[ks[k].count - 1]];
+                    cx_node *lin = &g->nodes[idx[ks[k].count - 1]];
                     lin->dgelu_plan_group = (int32_t)gi;
                     lin->dgelu_plan_first = ks[k].first;
                     continue;
@@ -473,12 +473,12 @@ static teexec_status *prepare_fusions(tx_gpu_graph *g)
 /* Simulates the backward walk once: which grad buffer each node writes
  * directly and where it needs a temporary to add (fan-out), which output
  * grads are zero. Runs are then the same every step. */
-static teexec_status *wire_backward(tx_gpu_graph *g)
+static teexec_status *wire_backward(tx_cuda_executor *g)
 {
     for (size_t v = 0; v < g->ir->n_values; v++) g->vals[v].grad_live = false;
     g->vals[g->loss_value].grad_live = true;
     for (size_t i = g->n_nodes; i-- > 0;) {
-        gnode *n = &g->nodes[i];
+        cx_node *n = &g->nodes[i];
         if (n->kind == GN_FOLDED || !n->needs_bwd) continue;
         const tx_ir_node *ir = n->ir;
         size_t ni = ir->n_inputs;
@@ -511,7 +511,7 @@ static teexec_status *wire_backward(tx_gpu_graph *g)
             int32_t v = ir->inputs[k];
             tx_tensor *dst = NULL;
             if (slot_req(g, n, k)) {
-                gval *gv = &g->vals[v];
+                cx_value *gv = &g->vals[v];
                 bool dup = false; /* the same value twice in this node's inputs */
                 for (size_t k2 = 0; k2 < k; k2++)
                     if (ir->inputs[k2] == v && slot_req(g, n, k2)) dup = true;
@@ -534,14 +534,14 @@ static teexec_status *wire_backward(tx_gpu_graph *g)
 
 /* The one reader of value v, if v has exactly one consumer node and is
  * no graph output; else NULL. */
-static gnode *sole_consumer(tx_gpu_graph *g, int32_t v)
+static cx_node *sole_consumer(tx_cuda_executor *g, int32_t v)
 {
     const tx_ir_value *iv = &g->ir->values[v];
     if (iv->n_consumers != 1 || (iv->flags & TX_IR_VALUE_GRAPH_OUTPUT)) return NULL;
     return &g->nodes[iv->consumers[0].node];
 }
 
-static bool te_bwd_unfused(const gnode *n, tx_te_op_id op)
+static bool te_bwd_unfused(const cx_node *n, tx_te_op_id op)
 {
     return n->kind == GN_TE && n->s->id == op && n->needs_bwd && n->bwd_fused < 0 &&
            !n->bwd_covered && n->dgelu_act < 0;
@@ -553,7 +553,7 @@ static bool te_bwd_unfused(const gnode *n, tx_te_op_id op)
  * Linear's operands as prepared, and the wiring (the GELU's output and the
  * Bias's output read by the next op alone, their grads written directly,
  * no fan-out temporary). */
-static const char *dgelu_mismatch(tx_gpu_graph *g, gnode *lin, int32_t *pa, int32_t *pb)
+static const char *dgelu_mismatch(tx_cuda_executor *g, cx_node *lin, int32_t *pa, int32_t *pb)
 {
     if (!te_bwd_unfused(lin, TX_TE_LINEAR) || lin->ir->n_inputs < 1)
         return "the Linear's backward is taken by another kernel";
@@ -565,7 +565,7 @@ static const char *dgelu_mismatch(tx_gpu_graph *g, gnode *lin, int32_t *pa, int3
     *pa = v >= 0 ? g->ir->values[v].producer : -1;
     if (*pa < 0 || sole_consumer(g, v) != lin || lin->gin[0] != &g->vals[v].grad)
         return "the GELU's output has another reader or its grad is summed from several";
-    gnode *act = &g->nodes[*pa];
+    cx_node *act = &g->nodes[*pa];
     if (!te_bwd_unfused(act, TX_TE_GELU) ||
         act->attrs[TX_TE_A_GELU_APPROX].i != TX_TE_GELU_TANH || act->ir->n_inputs < 1)
         return "the op before the Linear is not a tanh GELU running its own backward";
@@ -574,7 +574,7 @@ static const char *dgelu_mismatch(tx_gpu_graph *g, gnode *lin, int32_t *pa, int3
     if (*pb < 0 || sole_consumer(g, u) != act || act->gout[0] != &g->vals[v].grad ||
         act->gin[0] != &g->vals[u].grad)
         return "the Bias's output has another reader or its grad is summed from several";
-    gnode *bias = &g->nodes[*pb];
+    cx_node *bias = &g->nodes[*pb];
     if (!te_bwd_unfused(bias, TX_TE_BIAS) || bias->gout[0] != &g->vals[u].grad)
         return "the op before the GELU is not a Bias running its own backward";
     const tx_tensor *dx = bias->gin[0];
@@ -591,10 +591,10 @@ static const char *dgelu_mismatch(tx_gpu_graph *g, gnode *lin, int32_t *pa, int3
  * Bias's input grad and dbias itself; the GELU's and the Bias's backward
  * kernels do not run. One the wiring does not allow runs unfused, with a
  * decline in the plan saying why (--profile shows it). */
-static teexec_status *bind_dgelu_epilogues(tx_gpu_graph *g)
+static teexec_status *bind_dgelu_epilogues(tx_cuda_executor *g)
 {
     for (size_t i = 0; i < g->n_nodes; i++) {
-        gnode *lin = &g->nodes[i];
+        cx_node *lin = &g->nodes[i];
         if (lin->dgelu_plan_group < 0) continue;
         int32_t pa = -1, pb = -1;
         const char *why = dgelu_mismatch(g, lin, &pa, &pb);
@@ -621,7 +621,7 @@ typedef struct life_steps {
     int32_t loss;
 } life_steps;
 
-static teexec_status *life_steps_init(const tx_gpu_graph *g, life_steps *ls)
+static teexec_status *life_steps_init(const tx_cuda_executor *g, life_steps *ls)
 {
     size_t n = g->n_nodes;
     if (n > (size_t)INT32_MAX / 4) return tx_error(TEEXEC_ERR_LIMIT, "too many nodes");
@@ -635,7 +635,7 @@ static teexec_status *life_steps_init(const tx_gpu_graph *g, life_steps *ls)
         ls->bwd[i] = 2 * F - i;
     }
     for (size_t f = 0; f < g->n_fused; f++) {
-        const gfused *gf = &g->fused[f];
+        const cx_fused *gf = &g->fused[f];
         int32_t lead = gf->backward ? gf->nodes[gf->n - 1] : gf->nodes[0];
         for (int32_t j = 0; j < gf->n; j++) {
             if (gf->backward) ls->bwd[gf->nodes[j]] = ls->bwd[lead];
@@ -643,7 +643,7 @@ static teexec_status *life_steps_init(const tx_gpu_graph *g, life_steps *ls)
         }
     }
     for (size_t i = 0; i < n; i++) {
-        const gnode *nd = &g->nodes[i];
+        const cx_node *nd = &g->nodes[i];
         if (nd->dgelu_act < 0) continue;
         ls->bwd[nd->dgelu_act] = ls->bwd[nd->dgelu_bias] = ls->bwd[i];
     }
@@ -664,7 +664,7 @@ static void widen(int32_t *lo, int32_t *hi, int32_t a, int32_t b)
 
 /* The root buffer of a value: a standard op that only reinterprets its
  * input (Reshape and the like, n->alias) shares its input's buffer. */
-static int32_t alias_root(const tx_gpu_graph *g, const int32_t *alias_of, int32_t v)
+static int32_t alias_root(const tx_cuda_executor *g, const int32_t *alias_of, int32_t v)
 {
     for (size_t hops = 0; v >= 0 && alias_of[v] >= 0 && hops < g->ir->n_values; hops++)
         v = alias_of[v];
@@ -680,7 +680,7 @@ static int32_t alias_root(const tx_gpu_graph *g, const int32_t *alias_of, int32_
  * producer's backward step. Graph inputs and outputs, parameters, known
  * constants and everything of an inference-only value that outlives the
  * call live for the whole run. */
-static teexec_status *value_lifetimes(tx_gpu_graph *g, const life_steps *ls,
+static teexec_status *value_lifetimes(tx_cuda_executor *g, const life_steps *ls,
                                       const int32_t *alias_of, int32_t *vlo, int32_t *vhi,
                                       int32_t *glo, int32_t *ghi)
 {
@@ -691,7 +691,7 @@ static teexec_status *value_lifetimes(tx_gpu_graph *g, const life_steps *ls,
         glo[v] = INT32_MAX, ghi[v] = INT32_MIN;
     }
     for (size_t i = 0; i < g->n_nodes; i++) {
-        const gnode *n = &g->nodes[i];
+        const cx_node *n = &g->nodes[i];
         if (n->kind == GN_FOLDED) continue;
         bool bwd = g->cfg.training && n->needs_bwd;
         for (size_t j = 0; j < n->ir->n_outputs; j++) {
@@ -712,7 +712,7 @@ static teexec_status *value_lifetimes(tx_gpu_graph *g, const life_steps *ls,
             widen(&glo[n->ir->outputs[0]], &ghi[n->ir->outputs[0]], ls->loss, ls->loss);
     }
     for (size_t v = 0; v < ir->n_values; v++) {
-        gval *gv = &g->vals[v];
+        cx_value *gv = &g->vals[v];
         const tx_ir_value *iv = &ir->values[v];
         int32_t p = iv->producer;
         bool whole = gv->param >= 0 || (gv->host && !gv->produced) || p < 0 ||
@@ -738,7 +738,7 @@ static teexec_status *value_lifetimes(tx_gpu_graph *g, const life_steps *ls,
 
 /* The input index of value v when it is a graph input with storage of its
  * own (cfg.input_storage), else -1. */
-static ptrdiff_t storage_index(const tx_gpu_graph *g, int32_t v)
+static ptrdiff_t storage_index(const tx_cuda_executor *g, int32_t v)
 {
     if (!g->cfg.input_storage) return -1;
     for (size_t i = 0; i < g->n_in; i++)
@@ -746,13 +746,13 @@ static ptrdiff_t storage_index(const tx_gpu_graph *g, int32_t v)
     return -1;
 }
 
-static void *input_storage(const tx_gpu_graph *g, int32_t v)
+static void *input_storage(const tx_cuda_executor *g, int32_t v)
 {
     ptrdiff_t i = storage_index(g, v);
     return i < 0 ? NULL : g->cfg.input_storage[i];
 }
 
-static teexec_dtype state_dtype(const tx_gpu_graph *g, int32_t v)
+static teexec_dtype state_dtype(const tx_cuda_executor *g, int32_t v)
 {
     ptrdiff_t i = storage_index(g, v);
     return i < 0 || !g->cfg.input_storage_dtype ? TEEXEC_DTYPE_UNDEFINED
@@ -762,9 +762,9 @@ static teexec_dtype state_dtype(const tx_gpu_graph *g, int32_t v)
 /* An inference executor reads the model's initializers from the model's
  * shared copies (exec/weight_share.h); a trainer updates its parameters, so
  * it keeps every value in its own arena. */
-static bool share_value(const tx_gpu_graph *g, size_t v)
+static bool share_value(const tx_cuda_executor *g, size_t v)
 {
-    const gval *gv = &g->vals[v];
+    const cx_value *gv = &g->vals[v];
     return !g->cfg.training && g->lowered->weights &&
            (g->ir->values[v].flags & TX_IR_VALUE_INITIALIZER) && gv->host &&
            (gv->host->data || tx_value_planner_is_deferred(g->vp, (int32_t)v)) && !gv->produced;
@@ -772,7 +772,7 @@ static bool share_value(const tx_gpu_graph *g, size_t v)
 
 /* ---- the shared weights' ops (weight_share.h): g's stream uploads ---- */
 
-static teexec_status *upload_value(tx_gpu_graph *g, void *dst, const tx_tensor *h,
+static teexec_status *upload_value(tx_cuda_executor *g, void *dst, const tx_tensor *h,
                                    teexec_dtype dst_dtype);
 
 static teexec_status *ws_alloc(void *ctx, int device, size_t bytes, void **out)
@@ -792,15 +792,15 @@ static teexec_status *ws_alloc(void *ctx, int device, size_t bytes, void **out)
 
 static teexec_status *ws_fill(void *ctx, const tx_ws_want *w, void *dst)
 {
-    tx_gpu_graph *g = ctx;
-    const gval *gv = w->src;
+    tx_cuda_executor *g = ctx;
+    const cx_value *gv = w->src;
     TX_TRY(tx_value_planner_load(g->vp, w->value)); /* the first upload of a deferred weight */
     return upload_value(g, dst, gv->host, gv->dev.dtype);
 }
 
 static teexec_status *ws_finish(void *ctx)
 {
-    tx_gpu_graph *g = ctx;
+    tx_cuda_executor *g = ctx;
     /* the copies are read from other executors' streams next */
     CU(cudaStreamSynchronize(g->stream), "uploading the model's shared weights");
     return NULL;
@@ -817,7 +817,7 @@ static void ws_free(int device, void *ptr)
 
 static const tx_ws_ops ws_ops = {ws_alloc, ws_fill, ws_finish, ws_free};
 
-static teexec_status *place_memory(tx_gpu_graph *g)
+static teexec_status *place_memory(tx_cuda_executor *g)
 {
     tx_dev_reqs l = {0};
     tx_ws_want *wants = NULL;
@@ -833,7 +833,7 @@ static teexec_status *place_memory(tx_gpu_graph *g)
     if (!alias_of || !vlo || !vhi || !glo || !ghi || !wants) st = tx_oom();
     for (size_t v = 0; v < ir->n_values && !st; v++) alias_of[v] = -1;
     for (size_t i = 0; i < g->n_nodes && !st; i++) {
-        gnode *n = &g->nodes[i];
+        cx_node *n = &g->nodes[i];
         if (n->ir->n_outputs < 1 || n->ir->outputs[0] < 0 || n->ir->n_inputs < 1 ||
             n->ir->inputs[0] < 0 || !g->vals[n->ir->outputs[0]].produced)
             continue;
@@ -869,7 +869,7 @@ static teexec_status *place_memory(tx_gpu_graph *g)
     if (!st) st = value_lifetimes(g, &ls, alias_of, vlo, vhi, glo, ghi);
     /* values (aliases take their root's buffer after placing) and grads */
     for (size_t v = 0; v < ir->n_values && !st; v++) {
-        gval *gv = &g->vals[v];
+        cx_value *gv = &g->vals[v];
         if (gv->dev.rank == 0 && gv->dev.numel == 0 && gv->model_dtype == TEEXEC_DTYPE_UNDEFINED)
             continue;
         void *storage = input_storage(g, (int32_t)v);
@@ -897,7 +897,7 @@ static teexec_status *place_memory(tx_gpu_graph *g)
             tx_dev_want_live(&l, &gv->grad.data, tensor_bytes(&gv->grad), glo[v], ghi[v]);
     }
     for (size_t i = 0; i < g->n_nodes && !st; i++) {
-        gnode *n = &g->nodes[i];
+        cx_node *n = &g->nodes[i];
         if (n->kind == GN_TE) {
             bool bwd = g->cfg.training && n->needs_bwd;
             for (int j = 0; j < n->n_aux; j++)
@@ -917,7 +917,7 @@ static teexec_status *place_memory(tx_gpu_graph *g)
         if (!g->staging) st = tx_oom();
     }
     for (size_t i = 0; i < g->n_in && !st; i++) {
-        gval *gv = &g->vals[g->in_values[i]];
+        cx_value *gv = &g->vals[g->in_values[i]];
         if (gv->dev.dtype != gv->model_dtype && !input_storage(g, g->in_values[i])) {
             size_t es = tx_dtype_elem_size(gv->model_dtype);
             tx_dev_want(&l, &g->staging[i], (size_t)gv->dev.numel * (es ? es : 1));
@@ -929,14 +929,14 @@ static teexec_status *place_memory(tx_gpu_graph *g)
         if (!g->out_staging) st = tx_oom();
     }
     for (size_t j = 0; j < g->ir->n_outputs && !st; j++) {
-        gval *gv = &g->vals[g->ir->outputs[j]];
+        cx_value *gv = &g->vals[g->ir->outputs[j]];
         if (gv->produced && gv->dev.dtype != gv->model_dtype) {
             size_t es = tx_dtype_elem_size(gv->model_dtype);
             tx_dev_want(&l, &g->out_staging[j], (size_t)gv->dev.numel * (es ? es : 1));
         }
     }
     if (!st && g->cfg.training) {
-        gval *lv = &g->vals[g->loss_value];
+        cx_value *lv = &g->vals[g->loss_value];
         size_t n = (size_t)lv->dev.numel;
         if (g->topt.loss == TEEXEC_LOSS_MSE) {
             tx_dev_want(&l, &g->target, n * sizeof(float));
@@ -950,8 +950,8 @@ static teexec_status *place_memory(tx_gpu_graph *g)
         }
         tx_dev_want(&l, &g->loss_dev, sizeof(double));
         for (size_t p = 0; p < g->n_params; p++) {
-            gparam *gp = &g->params[p];
-            gval *gv = &g->vals[gp->value];
+            cx_param *gp = &g->params[p];
+            cx_value *gv = &g->vals[gp->value];
             size_t bytes = (size_t)gv->dev.numel * sizeof(float);
             if (gv->dev.dtype != TEEXEC_DTYPE_FLOAT) tx_dev_want(&l, &gp->master, bytes);
             if (g->topt.optimizer == TEEXEC_OPTIMIZER_ADAMW || g->topt.momentum != 0.0)
@@ -1001,7 +1001,7 @@ static teexec_status *place_memory(tx_gpu_graph *g)
 }
 
 /* One host value to device memory at dst, converted to dst_dtype. */
-static teexec_status *upload_value(tx_gpu_graph *g, void *dst, const tx_tensor *h,
+static teexec_status *upload_value(tx_cuda_executor *g, void *dst, const tx_tensor *h,
                                    teexec_dtype dst_dtype)
 {
     if (h->dtype == dst_dtype) {
@@ -1024,10 +1024,10 @@ static teexec_status *upload_value(tx_gpu_graph *g, void *dst, const tx_tensor *
 /* Host values known before running (folded constants; initializers too
  * for a trainer) go to the device once, converted to the compute dtype;
  * the shared initializers are up already (place_memory). */
-static teexec_status *upload_known(tx_gpu_graph *g)
+static teexec_status *upload_known(tx_cuda_executor *g)
 {
     for (size_t v = 0; v < g->ir->n_values; v++) {
-        gval *gv = &g->vals[v];
+        cx_value *gv = &g->vals[v];
         if (!gv->host || !gv->dev.data || gv->produced || gv->shared) continue;
         TX_TRY(tx_value_planner_load(g->vp, (int32_t)v));
         TX_TRY(upload_value(g, gv->dev.data, gv->host, gv->dev.dtype));
@@ -1035,15 +1035,15 @@ static teexec_status *upload_known(tx_gpu_graph *g)
     return NULL;
 }
 
-static teexec_status *init_params(tx_gpu_graph *g)
+static teexec_status *init_params(tx_cuda_executor *g)
 {
     if (!g->cfg.training || !g->n_params) return NULL;
     tx_cuda_optim_tensor *ts = calloc(g->n_params, sizeof(*ts));
     if (!ts) return tx_oom();
     teexec_status *st = NULL;
     for (size_t p = 0; p < g->n_params && !st; p++) {
-        gparam *gp = &g->params[p];
-        gval *gv = &g->vals[gp->value];
+        cx_param *gp = &g->params[p];
+        cx_value *gv = &g->vals[gp->value];
         const tx_tensor *h = &g->vp->init[gp->value];
         if (!h->data) {
             st = tx_error(TEEXEC_ERR_INTERNAL, "parameter \"%s\" has no initializer", gp->name);
@@ -1093,10 +1093,10 @@ static teexec_status *init_params(tx_gpu_graph *g)
 }
 
 /* Saved contexts and backward args, once the data pointers exist. */
-static teexec_status *finish_args(tx_gpu_graph *g)
+static teexec_status *finish_args(tx_cuda_executor *g)
 {
     for (size_t i = 0; i < g->n_nodes; i++) {
-        gnode *n = &g->nodes[i];
+        cx_node *n = &g->nodes[i];
         if (n->kind != GN_TE || !g->cfg.training || !n->needs_bwd) continue;
         int n_saved = 0;
         TX_TRY(node_err(n->ir, tx_te_setup_context(&n->fa, n->desc.needs, n->saved,
@@ -1121,7 +1121,7 @@ static teexec_status *finish_args(tx_gpu_graph *g)
 
 /* ---- creation ----------------------------------------------------------------------- */
 
-void tx_gpu_graph_destroy(tx_gpu_graph *g)
+void tx_cuda_executor_destroy(tx_cuda_executor *g)
 {
     if (!g) return;
     if (g->stream) cudaStreamSynchronize(g->stream);
@@ -1129,7 +1129,7 @@ void tx_gpu_graph_destroy(tx_gpu_graph *g)
     for (size_t i = 0; i < g->n_fused; i++) tx_cuda_fused_free(g->fused[i].f);
     free(g->fused);
     for (size_t i = 0; g->nodes && i < g->n_nodes; i++) {
-        gnode *n = &g->nodes[i];
+        cx_node *n = &g->nodes[i];
         tx_cuda_te_node_free(n->te);
         tx_cuda_std_node_free(n->std);
         free(n->s_in);
@@ -1168,7 +1168,7 @@ void tx_gpu_graph_destroy(tx_gpu_graph *g)
     free(g);
 }
 
-static teexec_status *device_setup(tx_gpu_graph *g, tx_device_caps *caps)
+static teexec_status *device_setup(tx_cuda_executor *g, tx_device_caps *caps)
 {
     int dev = 0;
     CU(cudaGetDevice(&dev), "selecting the device");
@@ -1216,7 +1216,7 @@ static teexec_status *device_setup(tx_gpu_graph *g, tx_device_caps *caps)
  * for the configured input shapes (exec/value_plan.h): every value's dtype
  * and shape, the values known before running (initializers, folded
  * subgraphs) and the nodes that therefore do not run. */
-static teexec_status *make_value_plan(tx_gpu_graph *g, const tx_gpu_graph_config *cfg)
+static teexec_status *make_value_plan(tx_cuda_executor *g, const tx_cuda_executor_config *cfg)
 {
     /* an inference executor over shared weights decodes a weight only when
      * it is the first to upload it (ws_fill): a new shape costs no pass
@@ -1258,7 +1258,7 @@ static teexec_status *make_value_plan(tx_gpu_graph *g, const tx_gpu_graph_config
     return st;
 }
 
-static teexec_status *make_fuser_plan(tx_gpu_graph *g, const tx_device_caps *caps)
+static teexec_status *make_fuser_plan(tx_cuda_executor *g, const tx_device_caps *caps)
 {
     tx_plan_request req;
     memset(&req, 0, sizeof req);
@@ -1274,7 +1274,7 @@ static teexec_status *make_fuser_plan(tx_gpu_graph *g, const tx_device_caps *cap
     return tx_fuser_plan_build(g->ir, &req, &g->fplan);
 }
 
-static teexec_status *init_delayed(tx_gpu_graph *g)
+static teexec_status *init_delayed(tx_cuda_executor *g)
 {
     if (g->cfg.recipe.kind != TX_RECIPE_FP8_DELAYED) return NULL;
     int32_t max_slot = -1;
@@ -1314,7 +1314,7 @@ static teexec_status *init_delayed(tx_gpu_graph *g)
     return NULL;
 }
 
-static teexec_status *upload_delayed(tx_gpu_graph *g)
+static teexec_status *upload_delayed(tx_cuda_executor *g)
 {
     if (!g->n_delayed) return NULL;
     float *h = calloc(2 * g->n_delayed, sizeof(float));
@@ -1331,7 +1331,7 @@ static teexec_status *upload_delayed(tx_gpu_graph *g)
 /* Graph capture needs the same work every launch: host values that change
  * per step (Dropout's Philox offset, NVFP4's stochastic-rounding offset)
  * would be frozen into the graph. */
-static void decide_graphs(tx_gpu_graph *g)
+static void decide_graphs(tx_cuda_executor *g)
 {
     g->graph_ok = true;
     /* te.ops AllReduce queues NCCL work through the run's communicator,
@@ -1344,7 +1344,7 @@ static void decide_graphs(tx_gpu_graph *g)
         }
     if (!g->cfg.training) return;
     for (size_t i = 0; i < g->n_nodes; i++) {
-        gnode *n = &g->nodes[i];
+        cx_node *n = &g->nodes[i];
         if (n->kind == GN_TE && n->s->id == TX_TE_DROPOUT &&
             n->attrs[TX_TE_A_DROPOUT_P].f > 0.0) {
             g->graph_ok = false;
@@ -1365,11 +1365,11 @@ static void decide_graphs(tx_gpu_graph *g)
  * initializers, which no later plan reads (the executor plans once). Small
  * initializers stay (node preparation may have kept pointers to integer
  * shapes and indices), and so does one a graph output reads. */
-static void drop_host_weights(tx_gpu_graph *g)
+static void drop_host_weights(tx_cuda_executor *g)
 {
     if (g->cfg.training) return;
     for (size_t v = 0; v < g->ir->n_values; v++) {
-        gval *gv = &g->vals[v];
+        cx_value *gv = &g->vals[v];
         if (!gv->shared || gv->host != &g->vp->init[v]) continue;
         const tx_tensor *h = gv->host;
         if (!is_float(h->dtype) || h->nbytes < ((size_t)64 << 10) ||
@@ -1381,12 +1381,12 @@ static void drop_host_weights(tx_gpu_graph *g)
 }
 
 /* The cache-mode attentions whose cache_len is a graph input: what a run
- * checks that input's host values against (gpu_graph_internal.h). */
-static teexec_status *collect_cache_checks(tx_gpu_graph *g)
+ * checks that input's host values against (cuda_executor_internal.h). */
+static teexec_status *collect_cache_checks(tx_cuda_executor *g)
 {
     const size_t slot = 1 + TX_TE_DPA_IN_CACHE_LEN;
     for (size_t ni = 0; ni < g->n_nodes; ni++) {
-        const gnode *n = &g->nodes[ni];
+        const cx_node *n = &g->nodes[ni];
         if (n->kind != GN_TE || !n->s || n->s->id != TX_TE_DOT_PRODUCT_ATTENTION ||
             n->ir->n_inputs <= slot || n->ir->inputs[slot] < 0)
             continue;
@@ -1405,13 +1405,13 @@ static teexec_status *collect_cache_checks(tx_gpu_graph *g)
     return NULL;
 }
 
-teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph_config *cfg,
-                                   tx_gpu_graph **out)
+teexec_status *tx_cuda_executor_create(const teexec_model *model, const tx_cuda_executor_config *cfg,
+                                   tx_cuda_executor **out)
 {
     *out = NULL;
     if (!tx_gpu_available())
         return tx_error(TEEXEC_ERR_DEVICE, "no usable CUDA device");
-    tx_gpu_graph *g = calloc(1, sizeof(*g));
+    tx_cuda_executor *g = calloc(1, sizeof(*g));
     if (!g) return tx_oom();
     g->cfg = *cfg;
     g->cfg.input_shapes = NULL; /* borrowed during creation only */
@@ -1480,7 +1480,7 @@ teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph
 #undef PHASE_DONE
     if (!st) drop_host_weights(g);
     if (st) {
-        tx_gpu_graph_destroy(g);
+        tx_cuda_executor_destroy(g);
         return tx_status_with_file(st, model->file ? model->file->path : NULL);
     }
     *out = g;

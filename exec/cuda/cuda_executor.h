@@ -1,5 +1,5 @@
 /*
- * gpu_graph.h - the CUDA executor of a whole model for fixed input shapes:
+ * cuda_executor.h - the CUDA executor of a whole model for fixed input shapes:
  * what a CUDA session (inference) and a CUDA trainer (forward, loss,
  * backward, optimizer) run.
  *
@@ -28,8 +28,8 @@
  * by the caller.
  * Thread-safety: one host thread at a time per graph.
  */
-#ifndef TEEXEC_EXEC_CUDA_GPU_GRAPH_H
-#define TEEXEC_EXEC_CUDA_GPU_GRAPH_H
+#ifndef TEEXEC_EXEC_CUDA_CUDA_EXECUTOR_H
+#define TEEXEC_EXEC_CUDA_CUDA_EXECUTOR_H
 
 #include "base/status.h"
 #include "base/tensor.h"
@@ -41,11 +41,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct tx_gpu_graph tx_gpu_graph;
+typedef struct tx_cuda_executor tx_cuda_executor;
 struct tx_ws_lease;
 struct tx_run_profile;
 
-typedef struct tx_gpu_graph_config {
+typedef struct tx_cuda_executor_config {
     tx_recipe recipe;
     teexec_dtype dtype;           /* compute dtype; UNDEFINED = the model's */
     bool training;
@@ -72,16 +72,16 @@ typedef struct tx_gpu_graph_config {
      * owner already holds in other executors, counted against it */
     size_t memory_limit;
     size_t memory_held;
-} tx_gpu_graph_config;
+} tx_cuda_executor_config;
 
 /* Whether a usable CUDA device is present (for device AUTO); never fails. */
 bool tx_gpu_available(void);
 /* Whether this build has the CUDA backend at all. */
 bool tx_gpu_built(void);
 
-teexec_status *tx_gpu_graph_create(const teexec_model *model, const tx_gpu_graph_config *cfg,
-                                   tx_gpu_graph **out) TX_NODISCARD;
-void tx_gpu_graph_destroy(tx_gpu_graph *g);
+teexec_status *tx_cuda_executor_create(const teexec_model *model, const tx_cuda_executor_config *cfg,
+                                   tx_cuda_executor **out) TX_NODISCARD;
+void tx_cuda_executor_destroy(tx_cuda_executor *g);
 
 /* How a run's tensors and stream meet the caller's (NULL: host inputs and
  * outputs, the graph's own stream, the call waits for the device). */
@@ -89,7 +89,7 @@ typedef struct tx_gpu_run_io {
     const bool *in_device; /* per input: its data is a device address (NULL: all host) */
     bool out_device;       /* outputs: new device buffers (tx_device_free), not host tensors */
     /* per graph output, NULL or the caller's device memory of exactly its
-     * size (tx_gpu_graph_output_info) to write it into: that output's entry
+     * size (tx_cuda_executor_output_info) to write it into: that output's entry
      * is then left empty (NULL: none bound) */
     void *const *out_into;
     void *stream;          /* the caller's cudaStream_t: the run starts after the work queued
@@ -106,39 +106,39 @@ typedef struct tx_gpu_run_io {
  * io->out_device a tensor over new device memory (owns_data false; free it
  * with tx_device_free). Returns when the device has finished, unless
  * io->no_sync. io may be NULL. */
-teexec_status *tx_gpu_graph_run(tx_gpu_graph *g, const tx_tensor *const *inputs,
+teexec_status *tx_cuda_executor_run(tx_cuda_executor *g, const tx_tensor *const *inputs,
                                 tx_gpu_run_io *io, tx_tensor *outputs,
                                 const bool *want) TX_NODISCARD;
 /* Waits for every run queued on the graph's stream. */
-teexec_status *tx_gpu_graph_wait(tx_gpu_graph *g) TX_NODISCARD;
+teexec_status *tx_cuda_executor_wait(tx_cuda_executor *g) TX_NODISCARD;
 /* The device ordinal the graph runs on. */
-int tx_gpu_graph_device(const tx_gpu_graph *g);
+int tx_cuda_executor_device(const tx_cuda_executor *g);
 
 /* The run options (may be NULL; borrowed until replaced) that the next
  * runs read: whether a run profiles itself (set_profile: it then runs
- * uncaptured, each kernel timed with events, tx_gpu_graph_run_profile),
+ * uncaptured, each kernel timed with events, tx_cuda_executor_run_profile),
  * and the cancel flag, checked before every node's kernels when the run is not
  * captured (CUDA graphs off, the profile, the first tuning call) and before
  * a graph launch, never during a capture. A cancelled run waits for the
  * work already queued and returns TEEXEC_ERR_CANCELLED naming the node.
  * Training steps never read them. */
-void tx_gpu_graph_set_run_options(tx_gpu_graph *g, const teexec_run_options *ro);
+void tx_cuda_executor_set_run_options(tx_cuda_executor *g, const teexec_run_options *ro);
 
 /* The graph outputs run returns, in order, by name. */
-size_t tx_gpu_graph_output_count(const tx_gpu_graph *g);
-const char *tx_gpu_graph_output_name(const tx_gpu_graph *g, size_t j);
+size_t tx_cuda_executor_output_count(const tx_cuda_executor *g);
+const char *tx_cuda_executor_output_name(const tx_cuda_executor *g, size_t j);
 /* Graph output j's dtype (the model's) and shape as this executor makes it. */
-void tx_gpu_graph_output_info(const tx_gpu_graph *g, size_t j, teexec_dtype *dtype,
+void tx_cuda_executor_output_info(const tx_cuda_executor *g, size_t j, teexec_dtype *dtype,
                               tx_shape *shape);
 /* Why CUDA graphs are off for this executor (NULL when they are on or
  * were not asked for), and the fused kernels the GPU declined (the plan's
  * text with --explain reasons). */
-const char *tx_gpu_graph_graphs_off_reason(const tx_gpu_graph *g);
+const char *tx_cuda_executor_graphs_off_reason(const tx_cuda_executor *g);
 
 /* Training step: inputs as for run, plus the loss's data ("target" for
  * MSE, int64 "labels" for cross-entropy); either NULL reuses the previous
  * step's, still on the device. *loss gets the loss before the update. */
-teexec_status *tx_gpu_graph_step(tx_gpu_graph *g, const tx_tensor *const *inputs,
+teexec_status *tx_cuda_executor_step(tx_cuda_executor *g, const tx_tensor *const *inputs,
                                  const tx_tensor *loss_data, double *loss) TX_NODISCARD;
 
 /* Data parallel training (exec/train_dp.h): called by every step between
@@ -151,32 +151,32 @@ teexec_status *tx_gpu_graph_step(tx_gpu_graph *g, const tx_tensor *const *inputs
 typedef teexec_status *(*tx_gpu_grad_hook)(void *ctx, void *stream, size_t n,
                                            void *const *grads, const uint64_t *numel,
                                            const teexec_dtype *dtypes);
-void tx_gpu_graph_set_grad_hook(tx_gpu_graph *g, tx_gpu_grad_hook fn, void *ctx);
+void tx_cuda_executor_set_grad_hook(tx_cuda_executor *g, tx_gpu_grad_hook fn, void *ctx);
 
 /* A trainable parameter by the user's initializer name (a lowered model
  * may hold it merged into or transposed from another): the current value
  * (the model's dtype) and the last step's grad, as new host tensors. */
-teexec_status *tx_gpu_graph_param(const tx_gpu_graph *g, const char *name,
+teexec_status *tx_cuda_executor_param(const tx_cuda_executor *g, const char *name,
                                   tx_tensor *out) TX_NODISCARD;
-teexec_status *tx_gpu_graph_grad(const tx_gpu_graph *g, const char *name,
+teexec_status *tx_cuda_executor_grad(const tx_cuda_executor *g, const char *name,
                                  tx_tensor *out) TX_NODISCARD;
 /* The current value of the lowered model's parameter `name`, in the
  * lowered layout (the CPU trainer's mirror of the device's parameters). */
-teexec_status *tx_gpu_graph_param_lowered(const tx_gpu_graph *g, const char *name,
+teexec_status *tx_cuda_executor_param_lowered(const tx_cuda_executor *g, const char *name,
                                           tx_tensor *out) TX_NODISCARD;
 
 /* The last run's own profile (run options set_profile, read through
- * tx_gpu_graph_set_run_options): a copy into *out (its old rows freed). */
-teexec_status *tx_gpu_graph_run_profile(const tx_gpu_graph *g, struct tx_run_profile *out) TX_NODISCARD;
+ * tx_cuda_executor_set_run_options): a copy into *out (its old rows freed). */
+teexec_status *tx_cuda_executor_run_profile(const tx_cuda_executor *g, struct tx_run_profile *out) TX_NODISCARD;
 
 /* The --profile table (teexec_session_profile's format); caller frees. */
-teexec_status *tx_gpu_graph_profile(const tx_gpu_graph *g, char **out_text) TX_NODISCARD;
+teexec_status *tx_cuda_executor_profile(const tx_cuda_executor *g, char **out_text) TX_NODISCARD;
 /* Device bytes the executor allocated for itself (its arena and small
  * state), and the shared weights it reads (NULL for a trainer, whose
  * parameters are in its own allocation). */
-size_t tx_gpu_graph_device_bytes(const tx_gpu_graph *g);
+size_t tx_cuda_executor_device_bytes(const tx_cuda_executor *g);
 
-/* Debug query for tests (exec/cuda/gpu_graph_trace.c): the kernels this
+/* Debug query for tests (exec/cuda/cuda_executor_trace.c): the kernels this
  * executor runs for the fuser plan's CHAIN groups, as (group, fusion,
  * first op, op count): the forward in run order, then, for a training
  * executor, the backward in run order. A planned fusion the GPU has no
@@ -186,8 +186,8 @@ size_t tx_gpu_graph_device_bytes(const tx_gpu_graph *g);
  * MakeExtraOutput) counts as its unfused kernel: it runs as planned,
  * without a launch. *out is malloc'ed (free it); its first *n_forward
  * entries are the forward's. */
-teexec_status *tx_gpu_graph_kernels(const tx_gpu_graph *g, tx_run_kernel **out, size_t *n,
+teexec_status *tx_cuda_executor_kernels(const tx_cuda_executor *g, tx_run_kernel **out, size_t *n,
                                     size_t *n_forward, const tx_fuser_plan **plan) TX_NODISCARD;
-const struct tx_ws_lease *tx_gpu_graph_weights(const tx_gpu_graph *g);
+const struct tx_ws_lease *tx_cuda_executor_weights(const tx_cuda_executor *g);
 
 #endif

@@ -1,7 +1,7 @@
-/* gpu_graph_run.c - running the CUDA executor (gpu_graph.h): forward, loss,
+/* cuda_executor_run.c - running the CUDA executor (cuda_executor.h): forward, loss,
  * backward, optimizer, CUDA-graph capture and replay, the profile, results
  * and parameters by the user's names. */
-#include "exec/cuda/gpu_graph_internal.h"
+#include "exec/cuda/cuda_executor_internal.h"
 #include "exec/device_budget.h"
 #include "exec/weight_share.h"
 
@@ -20,7 +20,7 @@
 
 /* ---- profile ------------------------------------------------------------------- */
 
-static prof_row *prof_find(tx_gpu_graph *g, const char *name, int32_t group, bool bwd)
+static prof_row *prof_find(tx_cuda_executor *g, const char *name, int32_t group, bool bwd)
 {
     for (size_t i = 0; i < g->n_prof; i++)
         if (g->prof[i].group == group && g->prof[i].backward == bwd &&
@@ -39,16 +39,16 @@ static prof_row *prof_find(tx_gpu_graph *g, const char *name, int32_t group, boo
 
 /* Whether this call times its kernels: the session-wide profile, or this
  * run's own (run options set_profile). */
-static bool profiling(const tx_gpu_graph *g) { return g->cfg.profile || g->run_prof_on; }
+static bool profiling(const tx_cuda_executor *g) { return g->cfg.profile || g->run_prof_on; }
 
-static teexec_status *prof_begin(tx_gpu_graph *g)
+static teexec_status *prof_begin(tx_cuda_executor *g)
 {
     if (!profiling(g)) return NULL;
     CU(cudaEventRecord(g->ev[0], g->stream), "profile event");
     return NULL;
 }
 
-static teexec_status *prof_end(tx_gpu_graph *g, const char *name, int32_t group, bool bwd)
+static teexec_status *prof_end(tx_cuda_executor *g, const char *name, int32_t group, bool bwd)
 {
     if (!profiling(g)) return NULL;
     CU(cudaEventRecord(g->ev[1], g->stream), "profile event");
@@ -68,16 +68,16 @@ static teexec_status *prof_end(tx_gpu_graph *g, const char *name, int32_t group,
     return NULL;
 }
 
-static int32_t group_of(const tx_gpu_graph *g, int32_t node)
+static int32_t group_of(const tx_cuda_executor *g, int32_t node)
 {
     return g->fplan && g->fplan->group_of_node ? g->fplan->group_of_node[node] : -1;
 }
 
-static void kernel_name(const tx_gpu_graph *g, const gnode *n, bool bwd, char *buf, size_t size)
+static void kernel_name(const tx_cuda_executor *g, const cx_node *n, bool bwd, char *buf, size_t size)
 {
     int32_t f = bwd ? n->bwd_fused : n->fwd_fused;
     if (f >= 0) {
-        const gfused *gf = &g->fused[f];
+        const cx_fused *gf = &g->fused[f];
         const tx_fusion_info *fi = tx_fusion_info_of(gf->fusion);
         const char *fname = fi ? fi->name : "fused";
         snprintf(buf, size, "%s(%s..)", fname, g->nodes[gf->nodes[0]].ir->label);
@@ -92,12 +92,12 @@ static void kernel_name(const tx_gpu_graph *g, const gnode *n, bool bwd, char *b
 
 /* ---- running -------------------------------------------------------------------- */
 
-static teexec_status *add_acc(tx_gpu_graph *g, gnode *n)
+static teexec_status *add_acc(tx_cuda_executor *g, cx_node *n)
 {
     if (!n->acc) return NULL;
     for (size_t k = 0; k < n->ir->n_inputs; k++) {
         if (!n->acc[k].data) continue;
-        gval *gv = &g->vals[n->ir->inputs[k]];
+        cx_value *gv = &g->vals[n->ir->inputs[k]];
         TX_TRY(tx_cuda_add(gv->grad.data, gv->grad.dtype, n->acc[k].data, n->acc[k].dtype,
                            gv->grad.data, gv->grad.dtype, (size_t)gv->grad.numel, g->stream));
     }
@@ -107,7 +107,7 @@ static teexec_status *add_acc(tx_gpu_graph *g, gnode *n)
 /* A cancel point of an uncaptured run: the cancel asked for by the run
  * options, once the kernels already queued have finished (nothing of this
  * run is left running when the caller gets the status). */
-static teexec_status *check_cancel(tx_gpu_graph *g, const tx_ir_node *before)
+static teexec_status *check_cancel(tx_cuda_executor *g, const tx_ir_node *before)
 {
     if (g->capturing || !tx_run_cancelled(g->run_opts)) return NULL;
     CU(cudaStreamSynchronize(g->stream), "finishing a cancelled run");
@@ -118,11 +118,11 @@ static teexec_status *check_cancel(tx_gpu_graph *g, const tx_ir_node *before)
     return tx_run_cancelled_status(where, before->label);
 }
 
-static teexec_status *run_forward(tx_gpu_graph *g)
+static teexec_status *run_forward(tx_cuda_executor *g)
 {
     uint64_t step = g->steps;
     for (size_t i = 0; i < g->n_nodes; i++) {
-        gnode *n = &g->nodes[i];
+        cx_node *n = &g->nodes[i];
         if (n->kind == GN_FOLDED || n->fwd_covered || n->te_alias) continue;
         TX_TRY(check_cancel(g, n->ir));
         if (g->cfg.training) n->fa.rng_offset = tx_train_rng_offset(g->topt.seed, step, g->n_nodes, i);
@@ -131,11 +131,11 @@ static teexec_status *run_forward(tx_gpu_graph *g)
         TX_TRY(prof_begin(g));
         teexec_status *st = NULL;
         if (n->fwd_fused >= 0) {
-            gfused *gf = &g->fused[n->fwd_fused];
+            cx_fused *gf = &g->fused[n->fwd_fused];
             const tx_te_fwd_args *as[8];
             void *states[8];
             for (int32_t j = 0; j < gf->n; j++) {
-                gnode *m = &g->nodes[gf->nodes[j]];
+                cx_node *m = &g->nodes[gf->nodes[j]];
                 if (g->cfg.training) m->fa.rng_offset = tx_train_rng_offset(g->topt.seed, step, g->n_nodes, (uint64_t)gf->nodes[j]);
                 as[j] = &m->fa;
                 states[j] = m->state;
@@ -152,10 +152,10 @@ static teexec_status *run_forward(tx_gpu_graph *g)
     return NULL;
 }
 
-static teexec_status *zero_grads(tx_gpu_graph *g)
+static teexec_status *zero_grads(tx_cuda_executor *g)
 {
     for (size_t i = 0; i < g->n_nodes; i++) {
-        gnode *n = &g->nodes[i];
+        cx_node *n = &g->nodes[i];
         if (n->zero_gout0)
             CU(cudaMemsetAsync(n->gout[0]->data, 0, tensor_bytes(n->gout[0]), g->stream),
                "zeroing a gradient");
@@ -165,10 +165,10 @@ static teexec_status *zero_grads(tx_gpu_graph *g)
 
 /* A Linear's backward with the GELU and Bias before it in its dgrad's
  * epilogue (the plan's BackwardLinearDGeluBias, bound by bind_dgelu_epilogues
- * in gpu_graph_build.c). */
-static teexec_status *linear_dgelu_backward(tx_gpu_graph *g, gnode *n)
+ * in cuda_executor_build.c). */
+static teexec_status *linear_dgelu_backward(tx_cuda_executor *g, cx_node *n)
 {
-    gnode *act = &g->nodes[n->dgelu_act], *bias = &g->nodes[n->dgelu_bias];
+    cx_node *act = &g->nodes[n->dgelu_act], *bias = &g->nodes[n->dgelu_bias];
     const tx_cuda_linear *l = tx_cuda_te_node_priv(n->te);
     tx_cuda_linear_bwd b;
     TX_TRY(tx_cuda_linear_bwd_args(l, &n->ba, &b));
@@ -182,22 +182,22 @@ static teexec_status *linear_dgelu_backward(tx_gpu_graph *g, gnode *n)
     return add_acc(g, bias);
 }
 
-static teexec_status *run_backward(tx_gpu_graph *g)
+static teexec_status *run_backward(tx_cuda_executor *g)
 {
     TX_TRY(zero_grads(g));
     for (size_t i = g->n_nodes; i-- > 0;) {
-        gnode *n = &g->nodes[i];
+        cx_node *n = &g->nodes[i];
         if (n->kind == GN_FOLDED || !n->needs_bwd || n->bwd_covered) continue;
         char name[128];
         if (profiling(g)) kernel_name(g, n, true, name, sizeof name);
         TX_TRY(prof_begin(g));
         teexec_status *st = NULL;
         if (n->bwd_fused >= 0) {
-            gfused *gf = &g->fused[n->bwd_fused];
+            cx_fused *gf = &g->fused[n->bwd_fused];
             const tx_te_bwd_args *as[8];
             void *states[8];
             for (int32_t j = 0; j < gf->n; j++) {
-                gnode *m = &g->nodes[gf->nodes[j]];
+                cx_node *m = &g->nodes[gf->nodes[j]];
                 as[j] = &m->ba;
                 states[j] = m->state;
             }
@@ -219,9 +219,9 @@ static teexec_status *run_backward(tx_gpu_graph *g)
     return NULL;
 }
 
-static teexec_status *run_loss(tx_gpu_graph *g)
+static teexec_status *run_loss(tx_cuda_executor *g)
 {
-    gval *lv = &g->vals[g->loss_value];
+    cx_value *lv = &g->vals[g->loss_value];
     size_t n = (size_t)lv->dev.numel;
     if (g->topt.loss == TEEXEC_LOSS_MSE)
         return tx_cuda_mse(lv->dev.data, lv->dev.dtype, g->target, n, lv->grad.data,
@@ -237,7 +237,7 @@ static teexec_status *run_loss(tx_gpu_graph *g)
 }
 
 /* What one launch covers: inference forward, or forward + loss + backward. */
-static teexec_status *run_body(tx_gpu_graph *g)
+static teexec_status *run_body(tx_cuda_executor *g)
 {
     TX_TRY(run_forward(g));
     if (!g->cfg.training) return NULL;
@@ -247,7 +247,7 @@ static teexec_status *run_body(tx_gpu_graph *g)
     return run_backward(g);
 }
 
-static teexec_status *launch(tx_gpu_graph *g)
+static teexec_status *launch(tx_cuda_executor *g)
 {
     if (g->calls_done == 0 && tx_gemm_lt_tuning(g->gemm)) {
         /* GEMM autotuning times candidates, which capture cannot: the
@@ -291,7 +291,7 @@ static teexec_status *launch(tx_gpu_graph *g)
  * cache_len[r] + s_q <= capacity, as the CPU kernel checks it (a wrong
  * length would attend over the wrong keys, silently). One given in device
  * memory is the caller's to keep in range (docs/cuda-backend.md). */
-static teexec_status *check_cache_lengths(const tx_gpu_graph *g, const tx_tensor *const *inputs,
+static teexec_status *check_cache_lengths(const tx_cuda_executor *g, const tx_tensor *const *inputs,
                                           const bool *in_device)
 {
     for (size_t c = 0; c < g->n_cache_checks; c++) {
@@ -312,12 +312,12 @@ static teexec_status *check_cache_lengths(const tx_gpu_graph *g, const tx_tensor
     return NULL;
 }
 
-static teexec_status *upload_inputs(tx_gpu_graph *g, const tx_tensor *const *inputs,
+static teexec_status *upload_inputs(tx_cuda_executor *g, const tx_tensor *const *inputs,
                                     const bool *in_device, uint64_t *copies)
 {
     TX_TRY(check_cache_lengths(g, inputs, in_device));
     for (size_t i = 0; i < g->n_in; i++) {
-        gval *gv = &g->vals[g->in_values[i]];
+        cx_value *gv = &g->vals[g->in_values[i]];
         const tx_tensor *t = inputs[i];
         /* state lives in its own storage, written by its op alone */
         if (g->cfg.input_storage && g->cfg.input_storage[i]) continue;
@@ -359,11 +359,11 @@ static teexec_status *upload_inputs(tx_gpu_graph *g, const tx_tensor *const *inp
 }
 
 /* A graph output as device memory of want_dtype: `into` (the caller's,
- * exactly its size: tx_gpu_graph_output_info), or NULL: new memory
+ * exactly its size: tx_cuda_executor_output_info), or NULL: new memory
  * (stream-ordered: the buffer is allocated, filled and usable in g's
  * stream order; freed with cudaFree, tx_device_free). A value known on the
  * host goes up from it. */
-static teexec_status *device_output(tx_gpu_graph *g, const gval *gv, void *into, tx_tensor *out,
+static teexec_status *device_output(tx_cuda_executor *g, const cx_value *gv, void *into, tx_tensor *out,
                                     uint64_t *copies)
 {
     memset(out, 0, sizeof *out);
@@ -404,7 +404,7 @@ static teexec_status *device_output(tx_gpu_graph *g, const gval *gv, void *into,
 }
 
 /* Orders g's stream after the work queued so far on the caller's. */
-static teexec_status *join_caller(tx_gpu_graph *g, cudaStream_t caller)
+static teexec_status *join_caller(tx_cuda_executor *g, cudaStream_t caller)
 {
     for (int k = 0; k < 2; k++)
         if (!g->io_ev[k])
@@ -415,7 +415,7 @@ static teexec_status *join_caller(tx_gpu_graph *g, cudaStream_t caller)
 }
 
 /* And the caller's stream after everything queued on g's. */
-static teexec_status *rejoin_caller(tx_gpu_graph *g, cudaStream_t caller)
+static teexec_status *rejoin_caller(tx_cuda_executor *g, cudaStream_t caller)
 {
     CU(cudaEventRecord(g->io_ev[1], g->stream), "ordering the caller's stream after the run");
     CU(cudaStreamWaitEvent(caller, g->io_ev[1], 0), "ordering the caller's stream after the run");
@@ -425,7 +425,7 @@ static teexec_status *rejoin_caller(tx_gpu_graph *g, cudaStream_t caller)
 /* A device tensor to a new host tensor of want_dtype. A conversion goes
  * through `staging` (want_dtype bytes on the device; NULL: a temporary,
  * for the rare parameter reads). */
-static teexec_status *download(tx_gpu_graph *g, const tx_tensor *dev, teexec_dtype want_dtype,
+static teexec_status *download(tx_cuda_executor *g, const tx_tensor *dev, teexec_dtype want_dtype,
                                void *staging, tx_tensor *out)
 {
     memset(out, 0, sizeof *out);
@@ -453,11 +453,11 @@ static teexec_status *download(tx_gpu_graph *g, const tx_tensor *dev, teexec_dty
     return st;
 }
 
-static teexec_status *run_launched(tx_gpu_graph *g, const tx_tensor *const *inputs,
+static teexec_status *run_launched(tx_cuda_executor *g, const tx_tensor *const *inputs,
                                    tx_gpu_run_io *io, tx_tensor *outputs, const bool *want,
                                    cudaStream_t caller);
 
-teexec_status *tx_gpu_graph_run(tx_gpu_graph *g, const tx_tensor *const *inputs,
+teexec_status *tx_cuda_executor_run(tx_cuda_executor *g, const tx_tensor *const *inputs,
                                 tx_gpu_run_io *io, tx_tensor *outputs, const bool *want)
 {
     tx_gpu_run_io none = {0};
@@ -490,7 +490,7 @@ teexec_status *tx_gpu_graph_run(tx_gpu_graph *g, const tx_tensor *const *inputs,
     return st;
 }
 
-static teexec_status *run_launched(tx_gpu_graph *g, const tx_tensor *const *inputs,
+static teexec_status *run_launched(tx_cuda_executor *g, const tx_tensor *const *inputs,
                                    tx_gpu_run_io *io, tx_tensor *outputs, const bool *want,
                                    cudaStream_t caller)
 {
@@ -506,7 +506,7 @@ static teexec_status *run_launched(tx_gpu_graph *g, const tx_tensor *const *inpu
         memset(&outputs[j], 0, sizeof outputs[j]);
         if (want && !want[j]) continue;
         int32_t o = ir->outputs[j];
-        gval *gv = &g->vals[o];
+        cx_value *gv = &g->vals[o];
         teexec_status *st = NULL;
         if (io->out_into && io->out_into[j])
             st = device_output(g, gv, io->out_into[j], &outputs[j], &io->host_copies);
@@ -533,20 +533,20 @@ static teexec_status *run_launched(tx_gpu_graph *g, const tx_tensor *const *inpu
     return NULL;
 }
 
-teexec_status *tx_gpu_graph_run_profile(const tx_gpu_graph *g, tx_run_profile *out)
+teexec_status *tx_cuda_executor_run_profile(const tx_cuda_executor *g, tx_run_profile *out)
 {
     return tx_run_profile_copy(out, &g->run_prof);
 }
 
-teexec_status *tx_gpu_graph_wait(tx_gpu_graph *g)
+teexec_status *tx_cuda_executor_wait(tx_cuda_executor *g)
 {
     CU(cudaStreamSynchronize(g->stream), "waiting for the model's runs");
     return NULL;
 }
 
-int tx_gpu_graph_device(const tx_gpu_graph *g) { return g->device; }
+int tx_cuda_executor_device(const tx_cuda_executor *g) { return g->device; }
 
-static teexec_status *update_delayed(tx_gpu_graph *g)
+static teexec_status *update_delayed(tx_cuda_executor *g)
 {
     if (!g->n_delayed) return NULL;
     float *h = malloc(2 * g->n_delayed * sizeof(float));
@@ -569,7 +569,7 @@ static teexec_status *update_delayed(tx_gpu_graph *g)
     return NULL;
 }
 
-void tx_gpu_graph_set_grad_hook(tx_gpu_graph *g, tx_gpu_grad_hook fn, void *ctx)
+void tx_cuda_executor_set_grad_hook(tx_cuda_executor *g, tx_gpu_grad_hook fn, void *ctx)
 {
     g->grad_hook = fn;
     g->grad_hook_ctx = ctx;
@@ -577,7 +577,7 @@ void tx_gpu_graph_set_grad_hook(tx_gpu_graph *g, tx_gpu_grad_hook fn, void *ctx)
 
 /* Data parallel: the step's gradients handed to the hook, which averages
  * them over the ranks in place before the optimizer launch reads them. */
-static teexec_status *reduce_grads(tx_gpu_graph *g)
+static teexec_status *reduce_grads(tx_cuda_executor *g)
 {
     size_t n = g->n_params;
     void **grads = calloc(n ? n : 1, sizeof(*grads));
@@ -585,7 +585,7 @@ static teexec_status *reduce_grads(tx_gpu_graph *g)
     teexec_dtype *dts = calloc(n ? n : 1, sizeof(*dts));
     teexec_status *st = grads && numel && dts ? NULL : tx_oom();
     for (size_t p = 0; p < n && !st; p++) {
-        const gval *gv = &g->vals[g->params[p].value];
+        const cx_value *gv = &g->vals[g->params[p].value];
         grads[p] = gv->grad.data;
         numel[p] = gv->grad.numel;
         dts[p] = gv->grad.dtype;
@@ -597,12 +597,12 @@ static teexec_status *reduce_grads(tx_gpu_graph *g)
     return st;
 }
 
-teexec_status *tx_gpu_graph_step(tx_gpu_graph *g, const tx_tensor *const *inputs,
+teexec_status *tx_cuda_executor_step(tx_cuda_executor *g, const tx_tensor *const *inputs,
                                  const tx_tensor *loss_data, double *loss)
 {
     if (!g->cfg.training)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "the CUDA graph was made for inference");
-    gval *lv = &g->vals[g->loss_value];
+    cx_value *lv = &g->vals[g->loss_value];
     if (!loss_data && !g->target_bound)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "the step needs the loss's %s",
                         g->topt.loss == TEEXEC_LOSS_MSE ? "\"target\"" : "\"labels\"");
@@ -693,28 +693,28 @@ teexec_status *tx_gpu_graph_step(tx_gpu_graph *g, const tx_tensor *const *inputs
 
 /* ---- parameters by the user's names ---------------------------------------------- */
 
-void tx_gpu_graph_set_run_options(tx_gpu_graph *g, const teexec_run_options *ro)
+void tx_cuda_executor_set_run_options(tx_cuda_executor *g, const teexec_run_options *ro)
 {
     g->run_opts = ro;
 }
 
-size_t tx_gpu_graph_output_count(const tx_gpu_graph *g) { return g->ir->n_outputs; }
+size_t tx_cuda_executor_output_count(const tx_cuda_executor *g) { return g->ir->n_outputs; }
 
-void tx_gpu_graph_output_info(const tx_gpu_graph *g, size_t j, teexec_dtype *dtype,
+void tx_cuda_executor_output_info(const tx_cuda_executor *g, size_t j, teexec_dtype *dtype,
                               tx_shape *shape)
 {
-    const gval *gv = &g->vals[g->ir->outputs[j]];
+    const cx_value *gv = &g->vals[g->ir->outputs[j]];
     const tx_tensor *src = gv->host && !gv->produced ? gv->host : &gv->dev;
     *dtype = gv->model_dtype;
     *shape = tx_shape_of(src);
 }
 
-const char *tx_gpu_graph_output_name(const tx_gpu_graph *g, size_t j)
+const char *tx_cuda_executor_output_name(const tx_cuda_executor *g, size_t j)
 {
     return j < g->ir->n_outputs ? g->ir->values[g->ir->outputs[j]].name : NULL;
 }
 
-const char *tx_gpu_graph_graphs_off_reason(const tx_gpu_graph *g)
+const char *tx_cuda_executor_graphs_off_reason(const tx_cuda_executor *g)
 {
     if (!g->cfg.cuda_graphs) return NULL;
     if (g->cfg.profile) return "profiling times every kernel on its own";
@@ -724,7 +724,7 @@ const char *tx_gpu_graph_graphs_off_reason(const tx_gpu_graph *g)
 /* raw: `name` is the lowered model's parameter, handed out in its layout;
  * else the user's name, which may be a lowered parameter's part (merged,
  * transposed, repeated) and comes back in the user's layout. */
-static teexec_status *param_tensor(const tx_gpu_graph *g, const char *name, bool grad, bool raw,
+static teexec_status *param_tensor(const tx_cuda_executor *g, const char *name, bool grad, bool raw,
                                    tx_tensor *out)
 {
     memset(out, 0, sizeof *out);
@@ -733,11 +733,11 @@ static teexec_status *param_tensor(const tx_gpu_graph *g, const char *name, bool
         if (!strcmp(g->sources[i].original, name)) src = &g->sources[i];
     const char *lname = src ? src->lowered : name;
     for (size_t p = 0; p < g->n_params; p++) {
-        const gparam *gp = &g->params[p];
+        const cx_param *gp = &g->params[p];
         if (strcmp(gp->name, lname)) continue;
         if (grad && !g->stepped)
             return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "no step has run yet");
-        const gval *gv = &g->vals[gp->value];
+        const cx_value *gv = &g->vals[gp->value];
         tx_tensor dev;
         if (grad) dev = gv->grad;
         else {
@@ -746,7 +746,7 @@ static teexec_status *param_tensor(const tx_gpu_graph *g, const char *name, bool
             dev.dtype = TEEXEC_DTYPE_FLOAT;
         }
         tx_tensor low;
-        TX_TRY(download((tx_gpu_graph *)g, &dev, gv->model_dtype, NULL, &low));
+        TX_TRY(download((tx_cuda_executor *)g, &dev, gv->model_dtype, NULL, &low));
         if (!src) {
             *out = low;
             return NULL;
@@ -758,25 +758,25 @@ static teexec_status *param_tensor(const tx_gpu_graph *g, const char *name, bool
     return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "\"%s\" is not a trainable parameter", name);
 }
 
-teexec_status *tx_gpu_graph_param(const tx_gpu_graph *g, const char *name, tx_tensor *out)
+teexec_status *tx_cuda_executor_param(const tx_cuda_executor *g, const char *name, tx_tensor *out)
 {
     return param_tensor(g, name, false, false, out);
 }
 
-teexec_status *tx_gpu_graph_param_lowered(const tx_gpu_graph *g, const char *name, tx_tensor *out)
+teexec_status *tx_cuda_executor_param_lowered(const tx_cuda_executor *g, const char *name, tx_tensor *out)
 {
     return param_tensor(g, name, false, true, out);
 }
 
-teexec_status *tx_gpu_graph_grad(const tx_gpu_graph *g, const char *name, tx_tensor *out)
+teexec_status *tx_cuda_executor_grad(const tx_cuda_executor *g, const char *name, tx_tensor *out)
 {
     return param_tensor(g, name, true, false, out);
 }
 
-size_t tx_gpu_graph_device_bytes(const tx_gpu_graph *g) { return g->arena_bytes + g->delayed_bytes; }
-const struct tx_ws_lease *tx_gpu_graph_weights(const tx_gpu_graph *g) { return g->weights; }
+size_t tx_cuda_executor_device_bytes(const tx_cuda_executor *g) { return g->arena_bytes + g->delayed_bytes; }
+const struct tx_ws_lease *tx_cuda_executor_weights(const tx_cuda_executor *g) { return g->weights; }
 
-teexec_status *tx_gpu_graph_profile(const tx_gpu_graph *g, char **out_text)
+teexec_status *tx_cuda_executor_profile(const tx_cuda_executor *g, char **out_text)
 {
     *out_text = NULL;
     if (!g->cfg.profile)

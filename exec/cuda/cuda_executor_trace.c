@@ -1,17 +1,17 @@
-/* gpu_graph_trace.c - what a CUDA executor runs, in the fuser plan's terms
- * (tx_gpu_graph_kernels, gpu_graph.h): the debug record that tests compare
+/* cuda_executor_trace.c - what a CUDA executor runs, in the fuser plan's terms
+ * (tx_cuda_executor_kernels, cuda_executor.h): the debug record that tests compare
  * with the plan's forward and backward layouts, so that `teexec plan
  * --explain` is shown to be what the GPU runs.
  *
- * It reads the executor as prepared (gpu_graph_build.c), walking the nodes
- * the way gpu_graph_run.c does: the forward in node order, a fused kernel
+ * It reads the executor as prepared (cuda_executor_build.c), walking the nodes
+ * the way cuda_executor_run.c does: the forward in node order, a fused kernel
  * at its first node and the others it covers skipped; the backward in
  * reverse node order, a fused kernel at its last node, a Linear carrying
  * the dGELU epilogue in place of itself and the GELU and Bias before it.
  *
  * Ownership: the returned array is the caller's. Thread-safety: reads the
  * executor only; not while it is being created or destroyed. */
-#include "exec/cuda/gpu_graph_internal.h"
+#include "exec/cuda/cuda_executor_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +35,7 @@ static teexec_status *push(trace *t, int32_t group, tx_fusion_id fusion, int32_t
     return NULL;
 }
 
-teexec_status *tx_gpu_graph_kernels(const tx_gpu_graph *g, tx_run_kernel **out, size_t *n,
+teexec_status *tx_cuda_executor_kernels(const tx_cuda_executor *g, tx_run_kernel **out, size_t *n,
                                     size_t *n_forward, const tx_fuser_plan **plan)
 {
     if (!g || !out || !n || !n_forward)
@@ -65,7 +65,7 @@ teexec_status *tx_gpu_graph_kernels(const tx_gpu_graph *g, tx_run_kernel **out, 
     }
     /* forward */
     for (size_t i = 0; !st && i < g->n_nodes; i++) {
-        const gnode *nd = &g->nodes[i];
+        const cx_node *nd = &g->nodes[i];
         if (grp[i] < 0) continue;
         if (nd->kind == GN_FOLDED) {
             /* known when the executor was made (or unused): computed then,
@@ -75,7 +75,7 @@ teexec_status *tx_gpu_graph_kernels(const tx_gpu_graph *g, tx_run_kernel **out, 
         }
         if (nd->kind != GN_TE) continue;
         if (nd->fwd_fused >= 0) {
-            const gfused *f = &g->fused[nd->fwd_fused];
+            const cx_fused *f = &g->fused[nd->fwd_fused];
             st = push(&t, grp[i], f->fusion, op[i], f->n);
         } else if (!nd->fwd_covered) {
             st = push(&t, grp[i], TX_FUSION_NONE, op[i], 1);
@@ -84,10 +84,10 @@ teexec_status *tx_gpu_graph_kernels(const tx_gpu_graph *g, tx_run_kernel **out, 
     size_t forward = t.n;
     /* backward */
     for (size_t r = g->n_nodes; !st && g->cfg.training && r-- > 0;) {
-        const gnode *nd = &g->nodes[r];
+        const cx_node *nd = &g->nodes[r];
         if (nd->kind != GN_TE || grp[r] < 0 || !nd->needs_bwd) continue;
         if (nd->bwd_fused >= 0) {
-            const gfused *f = &g->fused[nd->bwd_fused];
+            const cx_fused *f = &g->fused[nd->bwd_fused];
             int32_t lead = f->nodes[0];
             st = push(&t, grp[r], f->fusion, op[lead], f->n);
         } else if (nd->dgelu_act >= 0) {

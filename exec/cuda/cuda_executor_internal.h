@@ -1,17 +1,17 @@
 /*
- * gpu_graph_internal.h - what the CUDA executor's two halves share: the
- * executor's state (struct tx_gpu_graph and its per-value / per-node
- * records) and small helpers. gpu_graph_build.c creates it (lower, infer,
- * plan, prepare, one allocation); gpu_graph_run.c runs it (forward, loss,
+ * cuda_executor_internal.h - what the CUDA executor's two halves share: the
+ * executor's state (struct tx_cuda_executor and its per-value / per-node
+ * records) and small helpers. cuda_executor_build.c creates it (lower, infer,
+ * plan, prepare, one allocation); cuda_executor_run.c runs it (forward, loss,
  * backward, optimizer, CUDA graphs, profile, results).
  *
- * Ownership and thread-safety: as gpu_graph.h (the graph owns everything
+ * Ownership and thread-safety: as cuda_executor.h (the graph owns everything
  * here; one host thread at a time).
  */
-#ifndef TEEXEC_EXEC_CUDA_GPU_GRAPH_INTERNAL_H
-#define TEEXEC_EXEC_CUDA_GPU_GRAPH_INTERNAL_H
+#ifndef TEEXEC_EXEC_CUDA_CUDA_EXECUTOR_INTERNAL_H
+#define TEEXEC_EXEC_CUDA_CUDA_EXECUTOR_INTERNAL_H
 
-#include "exec/cuda/gpu_graph.h"
+#include "exec/cuda/cuda_executor.h"
 
 #include "base/shape.h"
 #include "exec/cuda/std_cuda.h"
@@ -25,7 +25,7 @@
 #include <cuda_runtime_api.h>
 #include <time.h>
 
-/* Setup phases timed by tx_gpu_graph_create (names in gx_setup_phase). */
+/* Setup phases timed by tx_cuda_executor_create (names in gx_setup_phase). */
 enum {
     GX_SETUP_DEVICE,  /* device, streams, handles */
     GX_SETUP_PLAN,    /* values typed, fuser plan, node preparation */
@@ -55,7 +55,7 @@ static inline double gx_now_ms(void)
 
 typedef enum gn_kind { GN_FOLDED, GN_TE, GN_STD } gn_kind;
 
-typedef struct gval {
+typedef struct cx_value {
     tx_tensor dev;             /* device view: dtype (compute-mapped), dims, data */
     teexec_dtype model_dtype;  /* the dtype inference gave (what callers see) */
     const tx_tensor *host;     /* host value known before running (folded / initializer) */
@@ -66,9 +66,9 @@ typedef struct gval {
     bool grad_live;            /* backward simulation / run: the grad buffer holds a value */
     bool shared;               /* dev.data is the model's shared copy (exec/weight_share.h):
                                 * read only, uploaded by whoever acquired it first */
-} gval;
+} cx_value;
 
-typedef struct gnode {
+typedef struct cx_node {
     gn_kind kind;
     const tx_ir_node *ir;
     int32_t index;
@@ -118,22 +118,22 @@ typedef struct gnode {
     int32_t dgelu_plan_group, dgelu_plan_first;
     bool fwd_covered, bwd_covered;
     uint64_t rng_base;
-} gnode;
+} cx_node;
 
-typedef struct gfused {
+typedef struct cx_fused {
     tx_cuda_fused *f;
     tx_fusion_id fusion;
     bool backward;
     int32_t n;
     int32_t nodes[8];
-} gfused;
+} cx_fused;
 
-typedef struct gparam {
+typedef struct cx_param {
     int32_t value;
     const char *name;
     float *master;             /* FP32 (== dev data when the compute dtype is FLOAT) */
     float *m, *v;
-} gparam;
+} cx_param;
 
 typedef struct prof_row {
     char name[96];
@@ -148,8 +148,8 @@ typedef struct prof_row {
     double first_ms;
 } prof_row;
 
-struct tx_gpu_graph {
-    tx_gpu_graph_config cfg;
+struct tx_cuda_executor {
+    tx_cuda_executor_config cfg;
     teexec_train_options topt;
     char *recipe_name;
     const teexec_model *lowered; /* the model's lowered copy (exec/prepare.h), borrowed */
@@ -162,12 +162,12 @@ struct tx_gpu_graph {
     const tx_ir_graph *ir;
     tx_fuser_plan *fplan;
     teexec_dtype compute;      /* UNDEFINED: keep the model's */
-    gval *vals;
-    gnode *nodes;
+    cx_value *vals;
+    cx_node *nodes;
     size_t n_nodes;
-    gfused *fused;
+    cx_fused *fused;
     size_t n_fused, cap_fused;
-    gparam *params;
+    cx_param *params;
     size_t n_params;
     tx_param_source *sources;  /* prep's (borrowed) or own_sources */
     size_t n_sources;
@@ -177,7 +177,7 @@ struct tx_gpu_graph {
     size_t n_in;
     /* DotProductAttention's cache mode: each graph input fed as cache_len,
      * with the new tokens and the capacity of the attention it bounds, for
-     * the range check of a run (gpu_graph_run.c) */
+     * the range check of a run (cuda_executor_run.c) */
     struct gx_cache_check {
         size_t input;
         int64_t s_q, capacity;
@@ -225,7 +225,7 @@ struct tx_gpu_graph {
     size_t n_prof;
     tx_run_profile run_prof;
     bool run_prof_on;
-    /* wall time of the executor's setup phases (tx_gpu_graph_create), for
+    /* wall time of the executor's setup phases (tx_cuda_executor_create), for
      * the profile: a new input shape pays all of them once */
     double setup_ms[GX_SETUP_PHASES];
     uint64_t calls_done;       /* finished run / step calls */
@@ -233,12 +233,12 @@ struct tx_gpu_graph {
     /* a caller's stream (tx_gpu_run_io): [0] recorded on it before the
      * run, [1] on ours after; made on first use */
     cudaEvent_t io_ev[2];
-    /* cancellation (tx_gpu_graph_set_run_options): the current run's
+    /* cancellation (tx_cuda_executor_set_run_options): the current run's
      * options, and whether run_body is being captured (no cancel points
      * inside a capture: the captured graph must be whole) */
     const teexec_run_options *run_opts;
     bool capturing;
-    /* data parallel: the gradient hook (tx_gpu_graph_set_grad_hook) */
+    /* data parallel: the gradient hook (tx_cuda_executor_set_grad_hook) */
     tx_gpu_grad_hook grad_hook;
     void *grad_hook_ctx;
 };
@@ -264,7 +264,7 @@ static inline bool is_float(teexec_dtype d)
     return d == TEEXEC_DTYPE_FLOAT || d == TEEXEC_DTYPE_BFLOAT16 || d == TEEXEC_DTYPE_FLOAT16;
 }
 
-static inline teexec_dtype map_dtype(const tx_gpu_graph *g, teexec_dtype d)
+static inline teexec_dtype map_dtype(const tx_cuda_executor *g, teexec_dtype d)
 {
     if (g->compute != TEEXEC_DTYPE_UNDEFINED && is_float(d)) return g->compute;
     return d;
