@@ -344,17 +344,14 @@ static teexec_status *infer_chain(tx_group_run *r)
         const tx_group_op *o = op_at(r, i);
         const tx_te_op_schema *s = tx_te_schema(o->op);
         if (!s) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "group op %d: unknown te.ops id", (int)i);
+        /* on the stack: this runs for every op of every run */
         tx_te_tinfo ext[NX], par_store[64];
-        const tx_te_tinfo *extp[NX] = {0};
-        const tx_te_tinfo **parp = NULL;
+        const tx_te_tinfo *extp[NX] = {0}, *parp[64];
         if (o->n_params > 64 || o->n_extra_inputs > NX)
             return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "group op %d: too many parameters", (int)i);
-        parp = calloc((size_t)(o->n_params ? o->n_params : 1), sizeof *parp);
-        if (!parp) return tx_oom();
         for (int e = 0; e < o->n_extra_inputs; e++) {
             int32_t from = o->channel_from[e];
             if (from >= i) {
-                free(parp);
                 return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                                 "group op %d: extra input %d comes from a later op %d", (int)i, e,
                                 (int)from);
@@ -375,7 +372,6 @@ static teexec_status *infer_chain(tx_group_run *r)
         tx_te_infer_out out;
         memset(&out, 0, sizeof out);
         teexec_status *st = tx_te_infer(s, &in, &out);
-        free(parp);
         if (st) return at_op(st, r, i, "shape inference");
         r->vinfo[i + 1] = out.output;
         r->xinfo[i] = out.extra_outputs[0];
