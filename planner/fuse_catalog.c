@@ -472,15 +472,21 @@ static int32_t match_linear_bias_act(const tx_fuse_ctx *c, int32_t at, int32_t m
     return 2;
 }
 
+/* cuBLASLt's bias / GELU epilogues take 16-bit operands: writes why the
+ * compute dtype of Linear `lin` does not fit `epilogue`, or returns false. */
+static bool not_16bit(const tx_fuse_ctx *c, int32_t lin, const char *epilogue, char *why)
+{
+    teexec_dtype dt = compute_dtype(c, lin);
+    if (dt == TEEXEC_DTYPE_FLOAT16 || dt == TEEXEC_DTYPE_BFLOAT16) return false;
+    snprintf(why, TX_REASON_MAX, "compute dtype %s: the %s takes float16 or bfloat16 only "
+             "(Linear %s; a recipe option dtype=bf16 casts)", teexec_dtype_name(dt), epilogue,
+             label(c, lin));
+    return true;
+}
+
 static bool reason_linear_bias_act(const tx_fuse_ctx *c, int32_t at, int32_t count, char *why)
 {
-    teexec_dtype dt = compute_dtype(c, at);
-    if (dt != TEEXEC_DTYPE_FLOAT16 && dt != TEEXEC_DTYPE_BFLOAT16) {
-        snprintf(why, TX_REASON_MAX, "compute dtype %s: the GEMM's bias epilogue takes float16 or "
-                 "bfloat16 only (Linear %s; a recipe option dtype=bf16 casts)",
-                 teexec_dtype_name(dt), label(c, at));
-        return true;
-    }
+    if (not_16bit(c, at, "GEMM's bias epilogue", why)) return true;
     if (count == 3 && c->req->recipe.kind != TX_RECIPE_NONE && at + 3 < c->grp->n_nodes
         && is_linear(op_at(c, at + 3))) {
         char rb[96];
@@ -652,13 +658,7 @@ static bool reason_linear_dgelu_bias(const tx_fuse_ctx *c, int32_t at, int32_t c
                  "the epilogue's bias reduction");
         return true;
     }
-    teexec_dtype dt = compute_dtype(c, lin);
-    if (dt != TEEXEC_DTYPE_FLOAT16 && dt != TEEXEC_DTYPE_BFLOAT16) {
-        snprintf(why, TX_REASON_MAX, "compute dtype %s: the DGELU_BGRAD epilogue takes float16 or "
-                 "bfloat16 only (Linear %s; a recipe option dtype=bf16 casts)",
-                 teexec_dtype_name(dt), label(c, lin));
-        return true;
-    }
+    if (not_16bit(c, lin, "DGELU_BGRAD epilogue", why)) return true;
     int64_t rows, cols;
     if (!rows_cols(c, main_in(c, lin), &rows, &cols)) {
         snprintf(why, TX_REASON_MAX, "the shape of Linear %s's input is not known at plan time",

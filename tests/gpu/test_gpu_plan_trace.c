@@ -88,22 +88,15 @@ typedef struct tally {
     size_t at;
 } tally;
 
-static bool has_decline(const tx_fuser_plan *fp, int32_t group, const tx_plan_kernel *k)
+/* The reason of the last decline of kernel k's fusion at its place (the
+ * executor's, added after planning), or NULL when there is none. */
+static const char *decline_at(const tx_fuser_plan *fp, int32_t group, const tx_plan_kernel *k)
 {
+    const char *r = NULL;
     for (size_t d = 0; d < fp->n_declines; d++)
         if (fp->declines[d].group == group && fp->declines[d].first_op == k->first &&
             fp->declines[d].fusion == k->fusion)
-            return true;
-    return false;
-}
-
-static const char *decline_reason(const tx_fuser_plan *fp, int32_t group, const tx_plan_kernel *k)
-{
-    const char *r = "";
-    for (size_t d = 0; d < fp->n_declines; d++)
-        if (fp->declines[d].group == group && fp->declines[d].first_op == k->first &&
-            fp->declines[d].fusion == k->fusion)
-            r = fp->declines[d].reason; /* the last: the executor's, added after planning */
+            r = fp->declines[d].reason;
     return r;
 }
 
@@ -140,14 +133,15 @@ static void check_group(const char *what, const tx_fuser_plan *fp, int32_t g, bo
         bool unfused = e->fusion != TX_FUSION_NONE;
         for (int32_t o = e->first; unfused && o < e->first + e->count; o++)
             unfused = at[o] >= 0 && run[at[o]].k.fusion == TX_FUSION_NONE && run[at[o]].k.count == 1;
-        if (unfused && has_decline(fp, g, e)) {
+        const char *reason = unfused ? decline_at(fp, g, e) : NULL;
+        if (reason) {
             matched += (size_t)e->count;
             t->declined++;
             const tx_fusion_info *fi = tx_fusion_info_of(e->fusion);
             if (t->at < sizeof t->declines)
                 t->at += (size_t)snprintf(t->declines + t->at, sizeof t->declines - t->at,
                                           "  %s: %s at group %d op %d: %s\n", what, fi->name,
-                                          (int)g, (int)e->first, decline_reason(fp, g, e));
+                                          (int)g, (int)e->first, reason);
             continue;
         }
         const tx_fusion_info *fi = tx_fusion_info_of(e->fusion);
