@@ -117,6 +117,13 @@ teexec_status *tx_cuda_executor_kernels(const tx_cuda_executor *g, tx_run_kernel
 }
 const struct tx_ws_lease *tx_cuda_executor_weights(const tx_cuda_executor *g) { (void)g; return NULL; }
 
+teexec_status *tx_cuda_executor_memory(const tx_cuda_executor *g, tx_cuda_memory_report *out)
+{
+    (void)g;
+    if (out) memset(out, 0, sizeof *out);
+    return none();
+}
+
 /* ---- device memory of public device tensors (exec/device_mem.h) ---- */
 
 teexec_status *tx_device_alloc(size_t bytes, int *device, void **out)

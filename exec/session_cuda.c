@@ -305,6 +305,14 @@ teexec_status *tx_session_cuda_kernels(const teexec_session *s, tx_run_kernel **
     return tx_cuda_executor_kernels(s->last_gpu, out, n, n_forward, plan);
 }
 
+teexec_status *tx_session_cuda_memory(const teexec_session *s, tx_cuda_memory_report *out)
+{
+    if (!s || !s->last_gpu)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "no CUDA run yet: the memory is that of the last run's executor");
+    return tx_cuda_executor_memory(s->last_gpu, out);
+}
+
 teexec_status *teexec_session_device_memory(const teexec_session *s, size_t *weight_bytes,
                                             size_t *own_bytes)
 {

@@ -194,6 +194,13 @@ teexec_status *tx_session_cuda_kernels(const teexec_session *s, tx_run_kernel **
                                        size_t *n_forward, const tx_fuser_plan **plan) TX_NODISCARD;
 teexec_status *tx_trainer_cuda_kernels(const teexec_trainer *t, tx_run_kernel **out, size_t *n,
                                        size_t *n_forward, const tx_fuser_plan **plan) TX_NODISCARD;
+/* And how that executor set its arena's lifetimes from the plan's memory
+ * plan (tx_cuda_executor_memory, exec/cuda/cuda_executor.h). */
+struct tx_cuda_memory_report;
+teexec_status *tx_session_cuda_memory(const teexec_session *s,
+                                      struct tx_cuda_memory_report *out) TX_NODISCARD;
+teexec_status *tx_trainer_cuda_memory(const teexec_trainer *t,
+                                      struct tx_cuda_memory_report *out) TX_NODISCARD;
 
 /* Debug switch for tests: the CPU trainer (recipe none) drops its plan and
  * runs every node with its own kernel and backward rule, as before the

@@ -966,6 +966,14 @@ teexec_status *tx_trainer_cuda_kernels(const teexec_trainer *t, tx_run_kernel **
     return tx_cuda_executor_kernels(t->gpu, out, n, n_forward, plan);
 }
 
+teexec_status *tx_trainer_cuda_memory(const teexec_trainer *t, tx_cuda_memory_report *out)
+{
+    if (!t || !t->cuda || !t->gpu)
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "no CUDA step yet: the memory is that of the trainer's executor");
+    return tx_cuda_executor_memory(t->gpu, out);
+}
+
 teexec_status *tx_trainer_debug_node_by_node(teexec_trainer *t)
 {
     if (!t || t->cuda) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "not a CPU trainer");

@@ -176,10 +176,18 @@ typedef struct mem_build {
     size_t n, cap;
 } mem_build;
 
-static teexec_status *add_tensor(mem_build *b, tx_mem_kind kind, size_t bytes, int32_t start, int32_t end,
-                                 int32_t inf_end, const char *fmt, ...) TX_PRINTF(7, 8);
-static teexec_status *add_tensor(mem_build *b, tx_mem_kind kind, size_t bytes, int32_t start, int32_t end,
-                                 int32_t inf_end, const char *fmt, ...)
+/* What a tensor holds (tx_mem_tensor's value, node, aux). */
+typedef struct mem_what {
+    int32_t value, node, aux;
+} mem_what;
+
+static mem_what of_value(int32_t v) { return (mem_what){v, -1, -1}; }
+static mem_what of_node(int32_t node, int32_t aux) { return (mem_what){-1, node, aux}; }
+
+static teexec_status *add_tensor(mem_build *b, tx_mem_kind kind, mem_what what, size_t bytes, int32_t start,
+                                 int32_t end, int32_t inf_end, const char *fmt, ...) TX_PRINTF(8, 9);
+static teexec_status *add_tensor(mem_build *b, tx_mem_kind kind, mem_what what, size_t bytes, int32_t start,
+                                 int32_t end, int32_t inf_end, const char *fmt, ...)
 {
     if (b->n == b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 64;
@@ -198,7 +206,8 @@ static teexec_status *add_tensor(mem_build *b, tx_mem_kind kind, size_t bytes, i
     va_end(ap);
     char *name = strdup(buf);
     if (!name) return tx_oom();
-    b->t[b->n] = (tx_mem_tensor){name, kind, bytes, start, end < start ? start : end, 0};
+    b->t[b->n] = (tx_mem_tensor){name, kind, bytes, start, end < start ? start : end, 0,
+                                 what.value, what.node, what.aux};
     b->inf_end[b->n] = inf_end;
     b->n++;
     return NULL;
@@ -301,7 +310,7 @@ static teexec_status *keep_value(mem_build *b, int32_t v, int32_t until)
     size_t bytes;
     TX_TRY(value_bytes(b, v, &bytes));
     int32_t start = b->sc.fwd_step[val->producer];
-    TX_TRY(add_tensor(b, TX_MEM_SAVED, bytes, start, until, -1, "%s", val->name));
+    TX_TRY(add_tensor(b, TX_MEM_SAVED, of_value(v), bytes, start, until, -1, "%s", val->name));
     b->val_tensor[v] = (int32_t)(b->n - 1);
     return NULL;
 }
@@ -328,7 +337,7 @@ static teexec_status *add_activations(mem_build *b)
         if (private_) continue;
         size_t bytes;
         TX_TRY(value_bytes(b, (int32_t)v, &bytes));
-        TX_TRY(add_tensor(b, TX_MEM_ACTIVATION, bytes, ps, end, end, "%s", val->name));
+        TX_TRY(add_tensor(b, TX_MEM_ACTIVATION, of_value((int32_t)v), bytes, ps, end, end, "%s", val->name));
         b->val_tensor[v] = (int32_t)(b->n - 1);
     }
     return NULL;
@@ -455,7 +464,8 @@ static teexec_status *add_saved_of(mem_build *b, int32_t ni)
             if (gemm) {
                 TX_TRY(colwise_copy(b, ni, TX_QOP_INPUT, m, k, &qb));
                 if (qb) {
-                    TX_TRY(add_tensor(b, TX_MEM_SAVED, qb, fs, bs, -1, "%s.x (quantized, columnwise)", n->label));
+                    TX_TRY(add_tensor(b, TX_MEM_SAVED, of_node(ni, -1), qb, fs, bs, -1, "%s.x (quantized, columnwise)",
+                                      n->label));
                     break;
                 }
             }
@@ -474,7 +484,7 @@ static teexec_status *add_saved_of(mem_build *b, int32_t ni)
                     size_t all;
                     if (!tx_mul_size(qb, (size_t)groups, &all))
                         return node_error(n, TEEXEC_ERR_LIMIT, "quantized weights too large");
-                    TX_TRY(add_tensor(b, TX_MEM_SAVED, all, fs, bs, -1, "%s.weight (quantized, columnwise)",
+                    TX_TRY(add_tensor(b, TX_MEM_SAVED, of_node(ni, -1), all, fs, bs, -1, "%s.weight (quantized, columnwise)",
                                       n->label));
                     lo = first_w + (size_t)groups; /* the weights are covered by the copy */
                 }
@@ -490,7 +500,8 @@ static teexec_status *add_saved_of(mem_build *b, int32_t ni)
             if (sv->index < 0 || sv->index >= s->n_aux)
                 return node_error(n, TEEXEC_ERR_INTERNAL, "saved entry %s names aux %d", sv->name, sv->index);
             TX_TRY(aux_bytes(b, n, s, sv->index, &ab));
-            TX_TRY(add_tensor(b, TX_MEM_SAVED, ab, fs, bs, -1, "%s.%s", n->label, s->aux[sv->index].name));
+            TX_TRY(add_tensor(b, TX_MEM_SAVED, of_node(ni, sv->index), ab, fs, bs, -1, "%s.%s", n->label,
+                              s->aux[sv->index].name));
             break;
         }
         }
@@ -527,7 +538,7 @@ static teexec_status *add_grads(mem_build *b)
         if (pbs >= 0 && all_in_producer) continue; /* passed inside one backward kernel */
         size_t bytes;
         TX_TRY(value_bytes(b, (int32_t)v, &bytes));
-        TX_TRY(add_tensor(b, TX_MEM_GRAD, bytes, start, end, -1, "grad:%s", val->name));
+        TX_TRY(add_tensor(b, TX_MEM_GRAD, of_value((int32_t)v), bytes, start, end, -1, "grad:%s", val->name));
     }
     return NULL;
 }
@@ -582,8 +593,13 @@ static teexec_status *add_workspaces(mem_build *b)
         }
         if (!any_gemm) continue;
         const char *dir = bwd ? "backward" : "forward";
-        if (gemm_ws) TX_TRY(add_tensor(b, TX_MEM_WORKSPACE, gemm_ws, s, s, bwd ? -1 : s, "%s:%s GEMM workspace", label, dir));
-        if (q) TX_TRY(add_tensor(b, TX_MEM_WORKSPACE, q, s, s, bwd ? -1 : s, "%s:%s quantized operands", label, dir));
+        mem_what at = of_node(grp->nodes[stp->first], -1);
+        if (gemm_ws)
+            TX_TRY(add_tensor(b, TX_MEM_WORKSPACE, at, gemm_ws, s, s, bwd ? -1 : s, "%s:%s GEMM workspace", label,
+                              dir));
+        if (q)
+            TX_TRY(add_tensor(b, TX_MEM_WORKSPACE, at, q, s, s, bwd ? -1 : s, "%s:%s quantized operands", label,
+                              dir));
     }
     return NULL;
 }

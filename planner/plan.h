@@ -268,6 +268,12 @@ typedef struct tx_mem_tensor {
     size_t bytes;
     int32_t start, end;
     size_t offset;            /* in the arena, aligned */
+    /* What it holds, for the executors that place their buffers from it
+     * (exec/cuda): the graph value (an activation, a saved value, or the
+     * gradient of `value` for TX_MEM_GRAD), else -1; the node whose
+     * kernel writes it for a saved aux tensor (`aux`: its index in the
+     * op's schema) or a saved quantized copy (aux -1), else -1. */
+    int32_t value, node, aux;
 } tx_mem_tensor;
 
 typedef struct tx_memory_plan {

@@ -190,4 +190,23 @@ teexec_status *tx_cuda_executor_kernels(const tx_cuda_executor *g, tx_run_kernel
                                     size_t *n_forward, const tx_fuser_plan **plan) TX_NODISCARD;
 const struct tx_ws_lease *tx_cuda_executor_weights(const tx_cuda_executor *g);
 
+/* How an executor set the lifetimes its arena is packed over (debug query
+ * for tests, cuda_executor_trace.c). planned: in the fuser plan's schedule,
+ * every value, grad and saved aux tensor the plan's memory plan lists kept
+ * at least as the memory plan says (from_plan: how many entries it took);
+ * where the executor's own uses reach further it keeps them too and counts
+ * them in widened, naming the first few. Not planned (why_own says why):
+ * the executor's own schedule and its conservative rule. */
+typedef struct tx_cuda_memory_report {
+    bool planned;
+    char why_own[192];
+    size_t from_plan, widened;
+    char widened_names[768];
+    size_t arena_bytes, plan_arena_bytes;
+    bool poisoned;  /* TEEXEC_CUDA_POISON_DEAD is on for it */
+} tx_cuda_memory_report;
+
+teexec_status *tx_cuda_executor_memory(const tx_cuda_executor *g,
+                                       tx_cuda_memory_report *out) TX_NODISCARD;
+
 #endif

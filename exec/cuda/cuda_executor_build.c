@@ -21,6 +21,8 @@
 #include "kernels/cuda/loss_mse.h"
 #include "kernels/cuda/sdpa_cudnn.h"
 #include "kernels/cuda/xent.h"
+#include "planner/plan_schedule.h"
+#include "planner/quant_plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -612,23 +614,38 @@ static teexec_status *bind_dgelu_epilogues(tx_cuda_executor *g)
 
 /* ---- creation: memory --------------------------------------------------------- */
 
-/* Schedule steps for buffer lifetimes: forward node i runs at step i (a
- * fused kernel at its first node's), the loss at step F = n_nodes, and
- * node i's backward at 2F - i (a fused kernel, or a Linear carrying the
- * dGELU+dbias epilogue, at its leading node's). */
+/* Schedule steps for buffer lifetimes.
+ *
+ * From the plan (always, unless the check below fails): the plan's
+ * schedule (planner/plan_schedule.h), the steps its memory plan gives
+ * lifetimes in. Forward node i runs at fwd[i], its backward at bwd[i], and
+ * the loss (with the clearing of zero grads) at the first backward step:
+ * lifetimes are inclusive, so what the loss writes is apart from all the
+ * first backward kernel touches.
+ *
+ * Own (the fallback): forward node i at step i (a fused kernel at its first
+ * node's), the loss at F = n_nodes, node i's backward at 2F - i (a fused
+ * kernel, or a Linear carrying the dGELU+dbias epilogue, at its leading
+ * node's); every input and output of a node with a backward kept to it. */
 typedef struct life_steps {
     int32_t *fwd, *bwd;
     int32_t loss;
+    bool from_plan;
 } life_steps;
 
-static teexec_status *life_steps_init(const tx_cuda_executor *g, life_steps *ls)
+static teexec_status *life_steps_alloc(const tx_cuda_executor *g, life_steps *ls)
 {
     size_t n = g->n_nodes;
     if (n > (size_t)INT32_MAX / 4) return tx_error(TEEXEC_ERR_LIMIT, "too many nodes");
     ls->fwd = malloc((n ? n : 1) * sizeof(int32_t));
     ls->bwd = malloc((n ? n : 1) * sizeof(int32_t));
-    if (!ls->fwd || !ls->bwd) return tx_oom();
-    int32_t F = (int32_t)n;
+    return ls->fwd && ls->bwd ? NULL : tx_oom();
+}
+
+static void life_steps_own(const tx_cuda_executor *g, life_steps *ls)
+{
+    int32_t F = (int32_t)g->n_nodes;
+    ls->from_plan = false;
     ls->loss = F;
     for (int32_t i = 0; i < F; i++) {
         ls->fwd[i] = i;
@@ -642,12 +659,85 @@ static teexec_status *life_steps_init(const tx_cuda_executor *g, life_steps *ls)
             else ls->fwd[gf->nodes[j]] = ls->fwd[lead];
         }
     }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < g->n_nodes; i++) {
         const cx_node *nd = &g->nodes[i];
         if (nd->dgelu_act < 0) continue;
         ls->bwd[nd->dgelu_act] = ls->bwd[nd->dgelu_bias] = ls->bwd[i];
     }
-    return NULL;
+}
+
+/* The plan's steps, if the executor runs its kernels in the plan's order:
+ * the forward in node order with non-decreasing steps, every node of a
+ * fused kernel at its kernel's step, and every node whose backward runs
+ * with a backward step, in reverse node order, non-decreasing. Otherwise
+ * false with *why (the executor then keeps its own steps). */
+static bool life_steps_plan(const tx_cuda_executor *g, const tx_plan_schedule *sc, life_steps *ls,
+                            char *why, size_t why_size)
+{
+    const tx_ir_graph *ir = g->ir;
+    if (sc->n_steps < 0 || (size_t)sc->n_forward > (size_t)INT32_MAX / 2) {
+        snprintf(why, why_size, "the plan's schedule is empty");
+        return false;
+    }
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        ls->fwd[i] = sc->fwd_step[i];
+        ls->bwd[i] = sc->bwd_step[i];
+    }
+    ls->loss = sc->n_forward;
+    int32_t last = -1;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const cx_node *n = &g->nodes[i];
+        if (n->kind == GN_FOLDED || n->fwd_covered || n->te_alias) continue;
+        if (ls->fwd[i] < last || ls->fwd[i] >= sc->n_forward) {
+            snprintf(why, why_size, "node \"%s\" runs its forward out of the plan's order",
+                     ir->nodes[i].label);
+            return false;
+        }
+        last = ls->fwd[i];
+        if (n->fwd_fused < 0) continue;
+        const cx_fused *gf = &g->fused[n->fwd_fused];
+        for (int32_t j = 0; j < gf->n; j++)
+            if (ls->fwd[gf->nodes[j]] != last) {
+                snprintf(why, why_size, "the fused kernel at \"%s\" spans plan steps",
+                         ir->nodes[i].label);
+                return false;
+            }
+    }
+    if (!g->cfg.training) return true;
+    last = ls->loss;
+    for (size_t i = g->n_nodes; i-- > 0;) {
+        const cx_node *n = &g->nodes[i];
+        if (n->kind == GN_FOLDED || !n->needs_bwd) continue;
+        if (ls->bwd[i] < ls->loss) {
+            snprintf(why, why_size, "node \"%s\" runs a backward the plan has none for",
+                     ir->nodes[i].label);
+            return false;
+        }
+        if (n->bwd_covered) continue; /* checked with the kernel covering it */
+        if (ls->bwd[i] < last) {
+            snprintf(why, why_size, "node \"%s\" runs its backward out of the plan's order",
+                     ir->nodes[i].label);
+            return false;
+        }
+        last = ls->bwd[i];
+        int32_t same[8 + 2];
+        int32_t n_same = 0;
+        if (n->bwd_fused >= 0) {
+            const cx_fused *gf = &g->fused[n->bwd_fused];
+            for (int32_t j = 0; j < gf->n && n_same < 8; j++) same[n_same++] = gf->nodes[j];
+        }
+        if (n->dgelu_act >= 0) {
+            same[n_same++] = n->dgelu_act;
+            same[n_same++] = n->dgelu_bias;
+        }
+        for (int32_t j = 0; j < n_same; j++)
+            if (ls->bwd[same[j]] != last) {
+                snprintf(why, why_size, "the fused backward at \"%s\" spans plan steps",
+                         ir->nodes[i].label);
+                return false;
+            }
+    }
+    return true;
 }
 
 static void life_steps_free(life_steps *ls)
@@ -671,15 +761,54 @@ static int32_t alias_root(const tx_cuda_executor *g, const int32_t *alias_of, in
     return v;
 }
 
-/* Lifetimes of every value's buffer and grad, from the schedule above:
- * a value lives from its producer's forward step to its last reader's,
- * extended to the backward step of every node that reads or writes it and
- * runs a backward (its saved context is a subset of its inputs and
- * outputs); a grad from the first backward step that writes it (the loss
- * step for the loss and for grads cleared before the backward) to its
- * producer's backward step. Graph inputs and outputs, parameters, known
- * constants and everything of an inference-only value that outlives the
- * call live for the whole run. */
+/* The value whose device tensor is t, or -1. */
+static int32_t value_of_tensor(const tx_cuda_executor *g, const tx_tensor *t)
+{
+    if (!t || !g->ir->n_values || t < &g->vals[0].dev || t > &g->vals[g->ir->n_values - 1].dev)
+        return -1;
+    size_t v = (size_t)((const char *)t - (const char *)&g->vals[0].dev) / sizeof(cx_value);
+    return v < g->ir->n_values && &g->vals[v].dev == t ? (int32_t)v : -1;
+}
+
+/* Whether a Linear's operand is quantized with a columnwise usage, so
+ * that its backward reads the copy its forward quantized (planner
+ * quant_plan.h; the executor's n->q follows the same entry). */
+static bool colwise_kept(const tx_cuda_executor *g, const cx_node *n, tx_qoperand op)
+{
+    if (n->kind != GN_TE || (n->s->id != TX_TE_LINEAR && n->s->id != TX_TE_GROUPED_LINEAR))
+        return false;
+    const tx_cuda_operand_q *q = op == TX_QOP_INPUT ? &n->q.x : &n->q.w;
+    const tx_plan_quant *pq = tx_plan_quant_find(g->fplan, n->index, op);
+    return q->on && pq && pq->quantized && (pq->usage & TX_QUSAGE_COLUMNWISE);
+}
+
+/* What the memory plan says and what the executor does differently
+ * (tx_cuda_executor_memory): a lifetime the executor had to widen. */
+static void note_widened(tx_cuda_executor *g, const char *what, const char *name)
+{
+    g->mem.widened++;
+    size_t len = strlen(g->mem.widened_names);
+    if (len + 4 >= sizeof g->mem.widened_names) return;
+    snprintf(g->mem.widened_names + len, sizeof g->mem.widened_names - len, "%s%s %s",
+             len ? "; " : "", what, name);
+}
+
+/* Lifetimes of every value's buffer and grad.
+ *
+ * The executor's own uses, in the schedule's steps: a value lives from its
+ * producer's forward step to its last reader's; a grad from the first
+ * backward step that writes it (the loss step for the loss and for grads
+ * cleared before the backward) to its producer's backward step. Graph
+ * inputs and outputs, parameters, known constants and everything of an
+ * inference-only value that outlives the call live for the whole run.
+ *
+ * What a backward reads of the forward: with the plan's steps, a te.ops
+ * op's saved context exactly as its backward is handed it
+ * (tx_te_setup_context), and for everything else the memory plan's
+ * lifetime of each value and grad it lists (planner/memory_plan.h), which
+ * every lifetime here includes; a lifetime of the executor's own uses that
+ * reaches past the plan's is noted (note_widened). With its own steps,
+ * every input and output of a node with a backward is kept to it. */
 static teexec_status *value_lifetimes(tx_cuda_executor *g, const life_steps *ls,
                                       const int32_t *alias_of, int32_t *vlo, int32_t *vhi,
                                       int32_t *glo, int32_t *ghi)
@@ -691,22 +820,43 @@ static teexec_status *value_lifetimes(tx_cuda_executor *g, const life_steps *ls,
         glo[v] = INT32_MAX, ghi[v] = INT32_MIN;
     }
     for (size_t i = 0; i < g->n_nodes; i++) {
-        const cx_node *n = &g->nodes[i];
+        cx_node *n = &g->nodes[i];
         if (n->kind == GN_FOLDED) continue;
         bool bwd = g->cfg.training && n->needs_bwd;
+        bool keep_all = bwd && !ls->from_plan;
+        /* read at the node's own step; with the executor's own steps, its
+         * index (never before a fused leader's) */
+        int32_t at = ls->from_plan ? ls->fwd[i] : (int32_t)i;
         for (size_t j = 0; j < n->ir->n_outputs; j++) {
             int32_t o = n->ir->outputs[j];
             if (o < 0) continue;
             widen(&vlo[o], &vhi[o], ls->fwd[i], ls->fwd[i]);
-            if (bwd) widen(&vlo[o], &vhi[o], ls->fwd[i], ls->bwd[i]);
+            if (keep_all) widen(&vlo[o], &vhi[o], ls->fwd[i], ls->bwd[i]);
         }
         for (size_t k = 0; k < n->ir->n_inputs; k++) {
             int32_t v = n->ir->inputs[k];
             if (v < 0) continue;
-            /* read at the node's own index: never before a fused leader's */
-            widen(&vlo[v], &vhi[v], (int32_t)i, (int32_t)i);
-            if (bwd) widen(&vlo[v], &vhi[v], (int32_t)i, ls->bwd[i]);
+            widen(&vlo[v], &vhi[v], at, at);
+            if (keep_all) widen(&vlo[v], &vhi[v], at, ls->bwd[i]);
             if (g->cfg.training && slot_req(g, n, k)) widen(&glo[v], &ghi[v], ls->bwd[i], ls->bwd[i]);
+        }
+        if (bwd && ls->from_plan && n->kind == GN_TE) {
+            const tx_tensor *saved[TX_TE_SAVED_CAP(64)];
+            int n_saved = 0;
+            TX_TRY(node_err(n->ir, tx_te_setup_context(&n->fa, n->desc.needs, saved,
+                                                       TX_TE_SAVED_CAP(n->n_params), &n_saved)));
+            /* a quantized GEMM operand with a columnwise usage: its backward
+             * reads the columnwise copy its forward kept (n->state), not
+             * the operand (as the memory plan counts it) */
+            bool qx = colwise_kept(g, n, TX_QOP_INPUT), qw = colwise_kept(g, n, TX_QOP_WEIGHT);
+            for (int e = 0; e < n_saved; e++) {
+                if (!saved[e] || (qx && saved[e] == n->fa.input)) continue;
+                bool param = false;
+                for (int k = 0; k < n->fa.n_params; k++) param |= saved[e] == n->fa.params[k];
+                if (qw && param) continue;
+                int32_t v = value_of_tensor(g, saved[e]);
+                if (v >= 0) widen(&vlo[v], &vhi[v], ls->fwd[i], ls->bwd[i]);
+            }
         }
         if (n->zero_gout0 && n->ir->outputs[0] >= 0)
             widen(&glo[n->ir->outputs[0]], &ghi[n->ir->outputs[0]], ls->loss, ls->loss);
@@ -728,12 +878,68 @@ static teexec_status *value_lifetimes(tx_cuda_executor *g, const life_steps *ls,
                 glo[v] = WHOLE_LO, ghi[v] = WHOLE_HI;
         }
     }
+    /* the memory plan's lifetimes: included; the executor's own uses past
+     * them noted */
+    const tx_memory_plan *mp = ls->from_plan && g->fplan ? &g->fplan->memory : NULL;
+    for (size_t t = 0; mp && t < mp->n_tensors; t++) {
+        const tx_mem_tensor *mt = &mp->tensors[t];
+        if (mt->value < 0 || (size_t)mt->value >= ir->n_values || mt->kind == TX_MEM_WORKSPACE)
+            continue;
+        bool grad = mt->kind == TX_MEM_GRAD;
+        int32_t *lo = grad ? &glo[mt->value] : &vlo[mt->value];
+        int32_t *hi = grad ? &ghi[mt->value] : &vhi[mt->value];
+        if (*lo == WHOLE_LO && *hi == WHOLE_HI) continue;
+        if (grad && !(g->vals[mt->value].req && g->cfg.training)) continue;
+        if (*lo <= *hi && (*lo < mt->start || *hi > mt->end))
+            note_widened(g, grad ? "grad of" : "value", ir->values[mt->value].name);
+        widen(lo, hi, mt->start, mt->end);
+        g->mem.from_plan++;
+    }
     /* an alias keeps its root's buffer alive */
     for (size_t v = 0; v < ir->n_values; v++) {
         int32_t r = alias_root(g, alias_of, (int32_t)v);
         if (r >= 0 && r != (int32_t)v) widen(&vlo[r], &vhi[r], vlo[v], vhi[v]);
     }
     return NULL;
+}
+
+/* The lifetime of node i's aux tensor j (normalization statistics,
+ * attention's softmax_lse, a dropout mask): written by its forward; with
+ * the plan's steps, kept as the memory plan's saved tensor for it says
+ * (when it has one: no backward wants it otherwise); with the executor's
+ * own, to its backward, or to the loss step without one. */
+static void aux_lifetime(tx_cuda_executor *g, const life_steps *ls, size_t i, int j, int32_t *lo,
+                         int32_t *hi)
+{
+    const cx_node *n = &g->nodes[i];
+    bool bwd = g->cfg.training && n->needs_bwd;
+    *lo = *hi = ls->fwd[i];
+    if (!ls->from_plan) {
+        *hi = bwd ? ls->bwd[i] : ls->loss;
+        return;
+    }
+    if (bwd) {
+        /* what its backward is handed (the saved context) */
+        const tx_tensor *saved[TX_TE_SAVED_CAP(64)];
+        int n_saved = 0;
+        teexec_status *st = tx_te_setup_context(&n->fa, n->desc.needs, saved,
+                                                TX_TE_SAVED_CAP(n->n_params), &n_saved);
+        if (st) { /* already checked by value_lifetimes; keep it to the backward */
+            teexec_status_destroy(st);
+            n_saved = 0;
+            *hi = ls->bwd[i];
+        }
+        for (int e = 0; e < n_saved; e++)
+            if (saved[e] == &n->aux[j]) *hi = ls->bwd[i];
+    }
+    const tx_memory_plan *mp = &g->fplan->memory;
+    for (size_t t = 0; t < mp->n_tensors; t++) {
+        const tx_mem_tensor *mt = &mp->tensors[t];
+        if (mt->node != (int32_t)i || mt->aux != j || mt->kind != TX_MEM_SAVED) continue;
+        if (*lo < mt->start || *hi > mt->end) note_widened(g, "aux of", n->ir->label);
+        widen(lo, hi, mt->start, mt->end);
+        g->mem.from_plan++;
+    }
 }
 
 /* The input index of value v when it is a graph input with storage of its
@@ -817,6 +1023,31 @@ static void ws_free(int device, void *ptr)
 
 static const tx_ws_ops ws_ops = {ws_alloc, ws_fill, ws_finish, ws_free};
 
+/* TEEXEC_CUDA_POISON_DEAD=1 (a debug mode, docs/cuda-backend.md): every
+ * arena buffer whose lifetime ends before the run does, filled with 0xFF
+ * bytes (NaN in every float dtype) right after its last step, so a kernel
+ * that reads a buffer the lifetimes call dead turns the outputs or grads
+ * into NaN instead of silently reading what another buffer wrote there. */
+static int cmp_poison(const void *a, const void *b)
+{
+    const cx_poison *x = a, *y = b;
+    return x->after < y->after ? -1 : x->after > y->after;
+}
+
+static teexec_status *list_poison(tx_cuda_executor *g, const tx_dev_reqs *l)
+{
+    g->poison = calloc(l->n ? l->n : 1, sizeof(*g->poison));
+    if (!g->poison) return tx_oom();
+    g->n_poison = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        const tx_dev_req *r = &l->r[i];
+        if (r->end == INT32_MAX) continue;
+        g->poison[g->n_poison++] = (cx_poison){*r->slot, r->bytes, r->end};
+    }
+    qsort(g->poison, g->n_poison, sizeof(*g->poison), cmp_poison);
+    return NULL;
+}
+
 static teexec_status *place_memory(tx_cuda_executor *g)
 {
     tx_dev_reqs l = {0};
@@ -865,8 +1096,27 @@ static teexec_status *place_memory(tx_cuda_executor *g)
         st = wire_backward(g);
         if (!st) st = bind_dgelu_epilogues(g);
     }
-    if (!st) st = life_steps_init(g, &ls);
+    if (!st) st = life_steps_alloc(g, &ls);
+    if (!st) {
+        /* the plan's schedule, which its memory plan's lifetimes are in */
+        tx_plan_schedule sc;
+        memset(&sc, 0, sizeof sc);
+        teexec_status *sst = tx_plan_schedule_build(ir, g->fplan, g->cfg.training, &sc);
+        if (sst) {
+            snprintf(g->mem.why_own, sizeof g->mem.why_own, "%s", teexec_status_message(sst));
+            teexec_status_destroy(sst);
+        }
+        g->mem.planned = !sst && life_steps_plan(g, &sc, &ls, g->mem.why_own,
+                                                 sizeof g->mem.why_own);
+        if (!g->mem.planned) life_steps_own(g, &ls);
+        tx_plan_schedule_free(&sc);
+    }
     if (!st) st = value_lifetimes(g, &ls, alias_of, vlo, vhi, glo, ghi);
+    for (size_t i = 0; i < g->n_nodes && !st; i++) {
+        g->nodes[i].fstep = ls.fwd[i];
+        g->nodes[i].bstep = ls.bwd[i];
+    }
+    g->loss_step = ls.loss;
     /* values (aliases take their root's buffer after placing) and grads */
     for (size_t v = 0; v < ir->n_values && !st; v++) {
         cx_value *gv = &g->vals[v];
@@ -899,10 +1149,11 @@ static teexec_status *place_memory(tx_cuda_executor *g)
     for (size_t i = 0; i < g->n_nodes && !st; i++) {
         cx_node *n = &g->nodes[i];
         if (n->kind == GN_TE) {
-            bool bwd = g->cfg.training && n->needs_bwd;
-            for (int j = 0; j < n->n_aux; j++)
-                tx_dev_want_live(&l, &n->aux[j].data, tensor_bytes(&n->aux[j]), ls.fwd[i],
-                                 bwd ? ls.bwd[i] : ls.loss);
+            for (int j = 0; j < n->n_aux; j++) {
+                int32_t lo, hi;
+                aux_lifetime(g, &ls, i, j, &lo, &hi);
+                tx_dev_want_live(&l, &n->aux[j].data, tensor_bytes(&n->aux[j]), lo, hi);
+            }
             /* states may carry data from one call to the next: whole run */
             if (n->state_bytes) tx_dev_want(&l, &n->state, n->state_bytes);
         }
@@ -974,6 +1225,7 @@ static teexec_status *place_memory(tx_cuda_executor *g)
             st = tx_dev_place(&l, "cuda executor: the model's tensors", &budget, &g->arena,
                               &g->arena_bytes);
         g->arena_unshared_bytes = l.sum_bytes;
+        if (!st && g->poison_dead) st = list_poison(g, &l);
     }
     /* the weights the model's other executors have not uploaded yet go up
      * now (under the registry's lock, so two creators never both upload) */
@@ -1128,6 +1380,7 @@ void tx_cuda_executor_destroy(tx_cuda_executor *g)
     if (g->graph_exec) cudaGraphExecDestroy(g->graph_exec);
     for (size_t i = 0; i < g->n_fused; i++) tx_cuda_fused_free(g->fused[i].f);
     free(g->fused);
+    free(g->poison);
     for (size_t i = 0; g->nodes && i < g->n_nodes; i++) {
         cx_node *n = &g->nodes[i];
         tx_cuda_te_node_free(n->te);
@@ -1420,6 +1673,8 @@ teexec_status *tx_cuda_executor_create(const teexec_model *model, const tx_cuda_
     else teexec_train_options_init(&g->topt);
     g->topt.loss_output = NULL;
     g->compute = cfg->dtype;
+    const char *poison = getenv("TEEXEC_CUDA_POISON_DEAD");
+    g->poison_dead = poison && !strcmp(poison, "1");
     tx_device_caps caps;
     double t0 = gx_now_ms(), t1;
 #define PHASE_DONE(ph) (t1 = gx_now_ms(), g->setup_ms[ph] += t1 - t0, t0 = t1)

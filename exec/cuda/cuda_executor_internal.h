@@ -118,7 +118,17 @@ typedef struct cx_node {
     int32_t dgelu_plan_group, dgelu_plan_first;
     bool fwd_covered, bwd_covered;
     uint64_t rng_base;
+    /* its forward's and backward's steps in the lifetimes' schedule
+     * (place_memory; bstep -1 or meaningless without a backward) */
+    int32_t fstep, bstep;
 } cx_node;
+
+/* An arena buffer dead after step `after` (TEEXEC_CUDA_POISON_DEAD). */
+typedef struct cx_poison {
+    void *ptr;
+    size_t bytes;
+    int32_t after;
+} cx_poison;
 
 typedef struct cx_fused {
     tx_cuda_fused *f;
@@ -195,6 +205,15 @@ struct tx_cuda_executor {
     tx_sdpa_cudnn *sdpa;
     void *arena;
     size_t arena_bytes;
+    /* how the arena's lifetimes were set (place_memory; read with
+     * tx_cuda_executor_memory) */
+    tx_cuda_memory_report mem;
+    int32_t loss_step;         /* the loss's step in the lifetimes' schedule */
+    /* TEEXEC_CUDA_POISON_DEAD: the buffers to poison, by step; the next
+     * one of the current run */
+    bool poison_dead;
+    cx_poison *poison;
+    size_t n_poison, poison_next;
     size_t arena_unshared_bytes; /* what it would take without lifetime sharing */
     void *scratch;
     size_t scratch_bytes;

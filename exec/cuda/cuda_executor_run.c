@@ -118,6 +118,19 @@ static teexec_status *check_cancel(tx_cuda_executor *g, const tx_ir_node *before
     return tx_run_cancelled_status(where, before->label);
 }
 
+/* TEEXEC_CUDA_POISON_DEAD: before a kernel at step `step`, every buffer
+ * whose lifetime ended before it is filled with 0xFF (NaN). No kernel ran
+ * between that end and this one, so nothing of a later buffer sharing the
+ * bytes has been written yet. */
+static teexec_status *poison_before(tx_cuda_executor *g, int32_t step)
+{
+    for (; g->poison_next < g->n_poison && g->poison[g->poison_next].after < step; g->poison_next++) {
+        const cx_poison *p = &g->poison[g->poison_next];
+        CU(cudaMemsetAsync(p->ptr, 0xFF, p->bytes, g->stream), "poisoning a dead buffer");
+    }
+    return NULL;
+}
+
 static teexec_status *run_forward(tx_cuda_executor *g)
 {
     uint64_t step = g->steps;
@@ -125,6 +138,7 @@ static teexec_status *run_forward(tx_cuda_executor *g)
         cx_node *n = &g->nodes[i];
         if (n->kind == GN_FOLDED || n->fwd_covered || n->te_alias) continue;
         TX_TRY(check_cancel(g, n->ir));
+        TX_TRY(poison_before(g, n->fstep));
         if (g->cfg.training) n->fa.rng_offset = tx_train_rng_offset(g->topt.seed, step, g->n_nodes, i);
         char name[128];
         if (profiling(g)) kernel_name(g, n, false, name, sizeof name);
@@ -188,6 +202,7 @@ static teexec_status *run_backward(tx_cuda_executor *g)
     for (size_t i = g->n_nodes; i-- > 0;) {
         cx_node *n = &g->nodes[i];
         if (n->kind == GN_FOLDED || !n->needs_bwd || n->bwd_covered) continue;
+        TX_TRY(poison_before(g, n->bstep));
         char name[128];
         if (profiling(g)) kernel_name(g, n, true, name, sizeof name);
         TX_TRY(prof_begin(g));
@@ -239,8 +254,10 @@ static teexec_status *run_loss(tx_cuda_executor *g)
 /* What one launch covers: inference forward, or forward + loss + backward. */
 static teexec_status *run_body(tx_cuda_executor *g)
 {
+    g->poison_next = 0;
     TX_TRY(run_forward(g));
     if (!g->cfg.training) return NULL;
+    TX_TRY(poison_before(g, g->loss_step));
     TX_TRY(prof_begin(g));
     TX_TRY(run_loss(g));
     TX_TRY(prof_end(g, "loss", -1, false));

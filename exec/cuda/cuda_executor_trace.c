@@ -9,6 +9,8 @@
  * reverse node order, a fused kernel at its last node, a Linear carrying
  * the dGELU epilogue in place of itself and the GELU and Bias before it.
  *
+ * tx_cuda_executor_memory reports how place_memory set the arena's lifetimes.
+ *
  * Ownership: the returned array is the caller's. Thread-safety: reads the
  * executor only; not while it is being created or destroyed. */
 #include "exec/cuda/cuda_executor_internal.h"
@@ -105,5 +107,15 @@ teexec_status *tx_cuda_executor_kernels(const tx_cuda_executor *g, tx_run_kernel
     *out = t.k;
     *n = t.n;
     *n_forward = forward;
+    return NULL;
+}
+
+teexec_status *tx_cuda_executor_memory(const tx_cuda_executor *g, tx_cuda_memory_report *out)
+{
+    if (!g || !out) return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "memory: NULL argument");
+    *out = g->mem;
+    out->arena_bytes = g->arena_bytes;
+    out->plan_arena_bytes = g->fplan ? g->fplan->memory.arena_bytes : 0;
+    out->poisoned = g->poison_dead;
     return NULL;
 }

@@ -11,18 +11,27 @@
  * prepare (no CUDA kernel for it, or a dGELU epilogue its wiring refused)
  * runs as its ops unfused, and then the plan holds the executor's decline
  * at that place saying why (what --profile and --explain print). Those are
- * counted and listed. */
+ * counted and listed.
+ *
+ * The memory plan too: every executor sets its arena's lifetimes in the
+ * plan's schedule from the plan's memory plan (tx_cuda_executor_memory);
+ * where its own uses reach past the plan's lifetimes it says so (counted
+ * and listed). And the lifetimes hold: each run and step is repeated with
+ * TEEXEC_CUDA_POISON_DEAD=1 (every buffer filled with NaN once its
+ * lifetime ends) and must give the same outputs and losses. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "exec/cuda/cuda_executor.h"
 #include "exec/session_internal.h"
 #include "teexec/teexec.h"
 #include "tests/model_inputs.h"
 #include "tests/gpu/gpu_harness.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +95,39 @@ typedef struct tally {
     int checked, declined;
     char declines[4096];
     size_t at;
+    /* memory: executors checked, plan entries taken, lifetimes widened */
+    int executors;
+    size_t from_plan, widened;
+    char widened_list[4096];
+    size_t wat;
 } tally;
+
+static void check_memory(const char *what, const tx_cuda_memory_report *r, tally *t)
+{
+    if (!r->planned) fail_msg("%s: the arena's lifetimes are not the plan's: %s", what, r->why_own);
+    t->executors++;
+    t->from_plan += r->from_plan;
+    t->widened += r->widened;
+    if (r->widened && t->wat < sizeof t->widened_list)
+        t->wat += (size_t)snprintf(t->widened_list + t->wat, sizeof t->widened_list - t->wat,
+                                   "  %s: %zu (%s)\n", what, r->widened, r->widened_names);
+}
+
+/* The same numbers as the unpoisoned run: a dead buffer read shows as a
+ * NaN (or as what happened to be left there); the tolerance only allows
+ * for kernels whose reduction order may vary from run to run. */
+static void same_floats(const char *what, const teexec_tensor *a, const teexec_tensor *b)
+{
+    if (teexec_tensor_dtype(a) != TEEXEC_DTYPE_FLOAT) return;
+    uint64_t n = teexec_tensor_element_count(a);
+    assert_int_equal(n, teexec_tensor_element_count(b));
+    const float *x = teexec_tensor_data((teexec_tensor *)a), *y = teexec_tensor_data((teexec_tensor *)b);
+    for (uint64_t i = 0; i < n; i++)
+        if (memcmp(&x[i], &y[i], sizeof(float)) != 0 &&
+            !(fabsf(x[i] - y[i]) <= 1e-3f * (fabsf(x[i]) > 1 ? fabsf(x[i]) : 1)))
+            fail_msg("%s: element %llu is %.9g with dead buffers poisoned, %.9g without", what,
+                     (unsigned long long)i, (double)y[i], (double)x[i]);
+}
 
 /* The reason of the last decline of kernel k's fusion at its place (the
  * executor's, added after planning), or NULL when there is none. */
@@ -169,8 +210,12 @@ static void check_trace(const char *what, const tx_run_kernel *k, size_t n, size
     if (!training && n != n_fwd) fail_msg("%s: an inference run ran backward kernels", what);
 }
 
-static void check_session(const char *name, const teexec_model *m, const io *in, tally *t)
+/* One inference run; poison: with TEEXEC_CUDA_POISON_DEAD=1. The trace
+ * and memory are checked on the unpoisoned run. */
+static void run_session(const char *name, const teexec_model *m, const io *in, bool poison,
+                        teexec_tensor **outs, tally *t)
 {
+    if (poison) setenv("TEEXEC_CUDA_POISON_DEAD", "1", 1);
     teexec_session_options *o = NULL;
     ok(teexec_session_options_create(&o), "options");
     ok(teexec_session_options_set_device(o, TEEXEC_DEVICE_CUDA), "device");
@@ -178,26 +223,48 @@ static void check_session(const char *name, const teexec_model *m, const io *in,
     ok(teexec_session_create(m, o, &s), name);
     teexec_session_options_destroy(o);
     size_t n_out = teexec_model_output_count(m);
-    teexec_tensor *outs[MAX_IO] = {0};
     assert_true(n_out <= MAX_IO);
     ok(teexec_session_run(s, in->n, in->names, (const teexec_tensor *const *)in->ts, n_out, NULL,
                           outs),
        name);
-    for (size_t i = 0; i < n_out; i++) teexec_tensor_destroy(outs[i]);
-    tx_run_kernel *k = NULL;
-    size_t n = 0, nf = 0;
-    const tx_fuser_plan *fp = NULL;
-    ok(tx_session_cuda_kernels(s, &k, &n, &nf, &fp), name);
     char what[300];
     snprintf(what, sizeof what, "%s inference", name);
-    check_trace(what, k, n, nf, fp, false, t);
-    free(k);
+    tx_cuda_memory_report mr;
+    ok(tx_session_cuda_memory(s, &mr), name);
+    if (mr.poisoned != poison) fail_msg("%s: poisoning is %s", what, mr.poisoned ? "on" : "off");
+    if (!poison) {
+        tx_run_kernel *k = NULL;
+        size_t n = 0, nf = 0;
+        const tx_fuser_plan *fp = NULL;
+        ok(tx_session_cuda_kernels(s, &k, &n, &nf, &fp), name);
+        check_trace(what, k, n, nf, fp, false, t);
+        free(k);
+        check_memory(what, &mr, t);
+    }
     teexec_session_destroy(s);
+    unsetenv("TEEXEC_CUDA_POISON_DEAD");
 }
 
-static void check_trainer(const char *name, const teexec_model *m, const teexec_dataset *ds,
-                          const char *recipe, tally *t)
+static void check_session(const char *name, const teexec_model *m, const io *in, tally *t)
 {
+    teexec_tensor *outs[MAX_IO] = {0}, *poisoned[MAX_IO] = {0};
+    run_session(name, m, in, false, outs, t);
+    run_session(name, m, in, true, poisoned, t);
+    for (size_t i = 0; i < teexec_model_output_count(m); i++) {
+        char what[300];
+        snprintf(what, sizeof what, "%s inference, output %zu", name, i);
+        same_floats(what, outs[i], poisoned[i]);
+        teexec_tensor_destroy(outs[i]);
+        teexec_tensor_destroy(poisoned[i]);
+    }
+}
+
+/* Two training steps (the second's loss reads the first's gradients
+ * through the update); poison as for run_session. */
+static void train_steps(const char *name, const teexec_model *m, const teexec_dataset *ds,
+                        const char *recipe, bool poison, double loss[2], tally *t)
+{
+    if (poison) setenv("TEEXEC_CUDA_POISON_DEAD", "1", 1);
     bool decoder = false;
     for (size_t i = 0; i < teexec_dataset_count(ds); i++)
         if (!strcmp(teexec_dataset_name(ds, i), "labels")) decoder = true;
@@ -214,16 +281,42 @@ static void check_trainer(const char *name, const teexec_model *m, const teexec_
     ok(teexec_trainer_create(m, &o, &tr), what);
     io b;
     first_rows(m, ds, &b);
-    double loss = 0;
-    ok(teexec_trainer_step(tr, b.n, b.names, (const teexec_tensor *const *)b.ts, &loss), what);
+    for (int i = 0; i < 2; i++)
+        ok(teexec_trainer_step(tr, b.n, b.names, (const teexec_tensor *const *)b.ts, &loss[i]),
+           what);
     tx_test_inputs_free(&b);
-    tx_run_kernel *k = NULL;
-    size_t n = 0, nf = 0;
-    const tx_fuser_plan *fp = NULL;
-    ok(tx_trainer_cuda_kernels(tr, &k, &n, &nf, &fp), what);
-    check_trace(what, k, n, nf, fp, true, t);
-    free(k);
+    tx_cuda_memory_report mr;
+    ok(tx_trainer_cuda_memory(tr, &mr), what);
+    if (mr.poisoned != poison) fail_msg("%s: poisoning is %s", what, mr.poisoned ? "on" : "off");
+    if (!poison) {
+        tx_run_kernel *k = NULL;
+        size_t n = 0, nf = 0;
+        const tx_fuser_plan *fp = NULL;
+        ok(tx_trainer_cuda_kernels(tr, &k, &n, &nf, &fp), what);
+        check_trace(what, k, n, nf, fp, true, t);
+        free(k);
+        check_memory(what, &mr, t);
+    }
     teexec_trainer_destroy(tr);
+    unsetenv("TEEXEC_CUDA_POISON_DEAD");
+}
+
+static void check_trainer(const char *name, const teexec_model *m, const teexec_dataset *ds,
+                          const char *recipe, tally *t)
+{
+    double plain[2], poisoned[2];
+    train_steps(name, m, ds, recipe, false, plain, t);
+    train_steps(name, m, ds, recipe, true, poisoned, t);
+    /* a NaN read from a dead buffer reaches the loss (forward) or the
+     * second loss through the update (backward); otherwise the runs may
+     * differ by the order of atomic adds only */
+    for (int i = 0; i < 2; i++) {
+        double tol = 1e-3 * (fabs(plain[i]) > 1 ? fabs(plain[i]) : 1);
+        if (!isfinite(poisoned[i]) || fabs(poisoned[i] - plain[i]) > tol)
+            fail_msg("%s training (bf16, %s): step %d loss %.9g with dead buffers poisoned, %.9g "
+                     "without",
+                     name, recipe, i + 1, poisoned[i], plain[i]);
+    }
 }
 
 /* One model directory: inference, and training where it has train.npz. */
@@ -285,9 +378,13 @@ static void gpu_runs_the_plan(void **state)
     check_tree("models/zoo", &t);
     print_message("%d group layouts checked; %d planned fusions declined by the executor:\n%s",
                   t.checked, t.declined, t.declines);
-    char detail[160];
-    snprintf(detail, sizeof detail, "%d group layouts as planned, %d executor declines",
-             t.checked, t.declined);
+    print_message("%d executors placed their arenas from the memory plan (%zu entries); %zu "
+                  "lifetimes widened past it:\n%s",
+                  t.executors, t.from_plan, t.widened, t.widened_list);
+    char detail[240];
+    snprintf(detail, sizeof detail, "%d group layouts as planned, %d executor declines; %d arenas "
+             "from the memory plan, %zu lifetimes widened; poisoned reruns equal",
+             t.checked, t.declined, t.executors, t.widened);
     tg_record("gpu_runs_the_plan", 1, detail);
     assert_true(t.checked > 100);
 }

@@ -146,6 +146,19 @@ static void hand_made_training_peak(void **state)
     assert_int_equal(g5->start, 10);
     assert_int_equal(g5->end, 11);
     assert_null(find_tensor(mp, "grad:makeextraoutput_1_y")); /* x needs no grad */
+    /* what each tensor holds, for executors placing their buffers by it */
+    int32_t v_ln = -1, v_gelu = -1;
+    for (size_t v = 0; v < m.g->n_values; v++) {
+        if (!strcmp(m.g->values[v].name, "layernorm_2")) v_ln = (int32_t)v;
+        if (!strcmp(m.g->values[v].name, "gelu_5")) v_gelu = (int32_t)v;
+    }
+    assert_int_equal(ln->value, v_ln);
+    assert_int_equal(ln->node, -1);
+    assert_int_equal(g5->value, v_gelu);
+    assert_int_equal(mu->value, -1);
+    assert_int_equal(mu->node, m.g->values[v_ln].producer);
+    assert_int_equal(mu->aux, 0); /* LayerNorm's aux: mu, rsigma */
+    assert_int_equal(find_tensor(mp, "layernorm_2.rsigma")->aux, 1);
     /* the residual fork is not saved by anyone: forward lifetime only */
     assert_int_equal(find_tensor(mp, "makeextraoutput_1_extra")->end, 7);
     check_no_overlap(mp);
@@ -174,6 +187,9 @@ static void quantized_saved_copies(void **state)
     const tx_mem_tensor *qw = find_tensor(mp, "linear_3.weight (quantized, columnwise)");
     assert_non_null(qw);
     assert_int_equal(qw->bytes, 128 * 32 + 4);
+    assert_int_equal(qw->value, -1);
+    assert_true(qw->node >= 0 && !strcmp(m.g->nodes[qw->node].label, "linear_3"));
+    assert_int_equal(qw->aux, -1);
     assert_int_equal(find_tensor(mp, "layernorm_2")->end, 2);
     /* sm_90: a GEMM workspace per GEMM kernel, one step each */
     const tx_mem_tensor *ws = find_tensor(mp, "linear_3:forward GEMM workspace");
@@ -290,10 +306,10 @@ static void allocator_reuses_and_aligns(void **state)
 {
     (void)state;
     /* a [0,1] 1000 B, b [1,2] 300 B, c [2,3] 1000 B, d [0,3] 10 B */
-    tx_mem_tensor t[4] = {{"a", TX_MEM_ACTIVATION, 1000, 0, 1, 0},
-                          {"b", TX_MEM_ACTIVATION, 300, 1, 2, 0},
-                          {"c", TX_MEM_ACTIVATION, 1000, 2, 3, 0},
-                          {"d", TX_MEM_WORKSPACE, 10, 0, 3, 0}};
+    tx_mem_tensor t[4] = {{"a", TX_MEM_ACTIVATION, 1000, 0, 1, 0, -1, -1, -1},
+                          {"b", TX_MEM_ACTIVATION, 300, 1, 2, 0, -1, -1, -1},
+                          {"c", TX_MEM_ACTIVATION, 1000, 2, 3, 0, -1, -1, -1},
+                          {"d", TX_MEM_WORKSPACE, 10, 0, 3, 0, -1, -1, -1}};
     tx_memory_plan mp;
     memset(&mp, 0, sizeof mp);
     mp.tensors = t;
@@ -308,9 +324,9 @@ static void allocator_reuses_and_aligns(void **state)
     assert_int_equal(mp.alignment, 256);
     assert_int_equal(tx_memory_peak(t, 4, 0, 3), 1310);
     /* a gap between two placed tensors is used when it fits */
-    tx_mem_tensor u[3] = {{"big1", TX_MEM_ACTIVATION, 512, 0, 5, 0},
-                          {"big2", TX_MEM_ACTIVATION, 512, 0, 1, 0},
-                          {"late", TX_MEM_ACTIVATION, 256, 2, 3, 0}};
+    tx_mem_tensor u[3] = {{"big1", TX_MEM_ACTIVATION, 512, 0, 5, 0, -1, -1, -1},
+                          {"big2", TX_MEM_ACTIVATION, 512, 0, 1, 0, -1, -1, -1},
+                          {"late", TX_MEM_ACTIVATION, 256, 2, 3, 0, -1, -1, -1}};
     mp.tensors = u;
     mp.n_tensors = 3;
     mp.alignment = 0;
