@@ -474,6 +474,15 @@ static void report_json(const bench_args *a, const bench_state *b, const summary
         json_key(&j, "loss_last");
         json_double(&j, b->loss_last);
     }
+    /* device memory it held (CUDA; 0 on the CPU): the trainer's own
+     * allocation, or the session's executors' and the weights they read */
+    size_t weights = 0, own = 0;
+    if (b->trainer) own = teexec_trainer_device_bytes(b->trainer);
+    else if (b->session) teexec_status_destroy(teexec_session_device_memory(b->session, &weights, &own));
+    json_key(&j, "device_bytes");
+    json_uint(&j, (uint64_t)own);
+    json_key(&j, "device_weight_bytes");
+    json_uint(&j, (uint64_t)weights);
     json_key(&j, "warmup");
     json_int(&j, a->warmup);
     json_key(&j, "iters");

@@ -191,12 +191,13 @@ teexec_status *tx_cuda_executor_kernels(const tx_cuda_executor *g, tx_run_kernel
 const struct tx_ws_lease *tx_cuda_executor_weights(const tx_cuda_executor *g);
 
 /* How an executor set the lifetimes its arena is packed over (debug query
- * for tests, cuda_executor_trace.c). planned: in the fuser plan's schedule,
- * every value, grad and saved aux tensor the plan's memory plan lists kept
- * at least as the memory plan says (from_plan: how many entries it took);
- * where the executor's own uses reach further it keeps them too and counts
- * them in widened, naming the first few. Not planned (why_own says why):
- * the executor's own schedule and its conservative rule. */
+ * for tests, cuda_executor_trace.c). planned: every value, grad and saved
+ * aux tensor the plan's memory plan lists is kept at least as long as the
+ * memory plan says, its lifetime in the plan's schedule mapped to the steps
+ * the executor runs them at (from_plan: how many entries it took); where
+ * the executor's own uses reach further it keeps them too and counts them
+ * in widened, naming the first few. Not planned (why_own says why): the
+ * executor's own conservative rule. */
 typedef struct tx_cuda_memory_report {
     bool planned;
     char why_own[192];

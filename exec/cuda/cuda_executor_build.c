@@ -614,42 +614,51 @@ static teexec_status *bind_dgelu_epilogues(tx_cuda_executor *g)
 
 /* ---- creation: memory --------------------------------------------------------- */
 
-/* Schedule steps for buffer lifetimes.
+static void widen(int32_t *lo, int32_t *hi, int32_t a, int32_t b)
+{
+    if (a < *lo) *lo = a;
+    if (b > *hi) *hi = b;
+}
+
+/* Schedule steps for buffer lifetimes, in the order the executor runs:
+ * forward node i at step i (a fused kernel at its first node's), the loss
+ * (with the clearing of zero grads) at F = n_nodes, node i's backward at
+ * 2F - i (a fused kernel, or a Linear carrying the dGELU+dbias epilogue, at
+ * its leading node's).
  *
- * From the plan (always, unless the check below fails): the plan's
- * schedule (planner/plan_schedule.h), the steps its memory plan gives
- * lifetimes in. Forward node i runs at fwd[i], its backward at bwd[i], and
- * the loss (with the clearing of zero grads) at the first backward step:
- * lifetimes are inclusive, so what the loss writes is apart from all the
- * first backward kernel touches.
- *
- * Own (the fallback): forward node i at step i (a fused kernel at its first
- * node's), the loss at F = n_nodes, node i's backward at 2F - i (a fused
- * kernel, or a Linear carrying the dGELU+dbias epilogue, at its leading
- * node's); every input and output of a node with a backward kept to it. */
+ * The plan's memory plan gives lifetimes in the plan's schedule
+ * (planner/plan_schedule.h), whose order of groups may differ from the
+ * node order (a group runs where the plan put it). Plan step s covers some
+ * nodes; pmin[s] / pmax[s] are the first and last executor steps of those
+ * nodes' kernels (forward steps for a forward step, backward steps for a
+ * backward one), so a plan lifetime [a, b] becomes the executor steps
+ * min(pmin[a..b]) .. max(pmax[a..b]): every step at which the plan lets
+ * any of its users run. planned: false when the plan's schedule could not
+ * be rebuilt (then every input and output of a node with a backward is
+ * kept to it, the executor's own conservative rule). */
 typedef struct life_steps {
     int32_t *fwd, *bwd;
     int32_t loss;
-    bool from_plan;
+    bool planned;
+    int32_t *pmin, *pmax; /* per plan step */
+    int32_t n_plan_steps;
+    int32_t *plan_bwd;    /* per node: its backward step in the plan, -1: none */
 } life_steps;
 
-static teexec_status *life_steps_alloc(const tx_cuda_executor *g, life_steps *ls)
+static teexec_status *life_steps_init(const tx_cuda_executor *g, life_steps *ls)
 {
     size_t n = g->n_nodes;
     if (n > (size_t)INT32_MAX / 4) return tx_error(TEEXEC_ERR_LIMIT, "too many nodes");
     ls->fwd = malloc((n ? n : 1) * sizeof(int32_t));
     ls->bwd = malloc((n ? n : 1) * sizeof(int32_t));
-    return ls->fwd && ls->bwd ? NULL : tx_oom();
-}
-
-static void life_steps_own(const tx_cuda_executor *g, life_steps *ls)
-{
-    int32_t F = (int32_t)g->n_nodes;
-    ls->from_plan = false;
+    ls->plan_bwd = malloc((n ? n : 1) * sizeof(int32_t));
+    if (!ls->fwd || !ls->bwd || !ls->plan_bwd) return tx_oom();
+    int32_t F = (int32_t)n;
     ls->loss = F;
     for (int32_t i = 0; i < F; i++) {
         ls->fwd[i] = i;
         ls->bwd[i] = 2 * F - i;
+        ls->plan_bwd[i] = -1;
     }
     for (size_t f = 0; f < g->n_fused; f++) {
         const cx_fused *gf = &g->fused[f];
@@ -659,97 +668,64 @@ static void life_steps_own(const tx_cuda_executor *g, life_steps *ls)
             else ls->fwd[gf->nodes[j]] = ls->fwd[lead];
         }
     }
-    for (size_t i = 0; i < g->n_nodes; i++) {
+    for (size_t i = 0; i < n; i++) {
         const cx_node *nd = &g->nodes[i];
         if (nd->dgelu_act < 0) continue;
         ls->bwd[nd->dgelu_act] = ls->bwd[nd->dgelu_bias] = ls->bwd[i];
     }
+    return NULL;
 }
 
-/* The plan's steps, if the executor runs its kernels in the plan's order:
- * the forward in node order with non-decreasing steps, every node of a
- * fused kernel at its kernel's step, and every node whose backward runs
- * with a backward step, in reverse node order, non-decreasing. Otherwise
- * false with *why (the executor then keeps its own steps). */
-static bool life_steps_plan(const tx_cuda_executor *g, const tx_plan_schedule *sc, life_steps *ls,
-                            char *why, size_t why_size)
+/* pmin / pmax from the plan's schedule; *why when it cannot be had. */
+static teexec_status *life_steps_map_plan(const tx_cuda_executor *g, life_steps *ls, char *why,
+                                          size_t why_size)
 {
-    const tx_ir_graph *ir = g->ir;
-    if (sc->n_steps < 0 || (size_t)sc->n_forward > (size_t)INT32_MAX / 2) {
-        snprintf(why, why_size, "the plan's schedule is empty");
-        return false;
+    tx_plan_schedule sc;
+    memset(&sc, 0, sizeof sc);
+    teexec_status *st = g->fplan ? tx_plan_schedule_build(g->ir, g->fplan, g->cfg.training, &sc)
+                                 : tx_error(TEEXEC_ERR_INTERNAL, "no fuser plan");
+    if (st) {
+        snprintf(why, why_size, "%s", teexec_status_message(st));
+        teexec_status_destroy(st);
+        tx_plan_schedule_free(&sc);
+        return NULL; /* not planned: the conservative rule */
     }
+    size_t ns = sc.n_steps > 0 ? (size_t)sc.n_steps : 1;
+    ls->pmin = malloc(ns * sizeof(int32_t));
+    ls->pmax = malloc(ns * sizeof(int32_t));
+    if (!ls->pmin || !ls->pmax) {
+        tx_plan_schedule_free(&sc);
+        return tx_oom();
+    }
+    for (size_t k = 0; k < ns; k++) ls->pmin[k] = INT32_MAX, ls->pmax[k] = INT32_MIN;
     for (size_t i = 0; i < g->n_nodes; i++) {
-        ls->fwd[i] = sc->fwd_step[i];
-        ls->bwd[i] = sc->bwd_step[i];
+        int32_t f = sc.fwd_step[i], b = sc.bwd_step[i];
+        if (f >= 0 && f < sc.n_steps) widen(&ls->pmin[f], &ls->pmax[f], ls->fwd[i], ls->fwd[i]);
+        if (b >= 0 && b < sc.n_steps) widen(&ls->pmin[b], &ls->pmax[b], ls->bwd[i], ls->bwd[i]);
+        ls->plan_bwd[i] = b;
     }
-    ls->loss = sc->n_forward;
-    int32_t last = -1;
-    for (size_t i = 0; i < g->n_nodes; i++) {
-        const cx_node *n = &g->nodes[i];
-        if (n->kind == GN_FOLDED || n->fwd_covered || n->te_alias) continue;
-        if (ls->fwd[i] < last || ls->fwd[i] >= sc->n_forward) {
-            snprintf(why, why_size, "node \"%s\" runs its forward out of the plan's order",
-                     ir->nodes[i].label);
-            return false;
-        }
-        last = ls->fwd[i];
-        if (n->fwd_fused < 0) continue;
-        const cx_fused *gf = &g->fused[n->fwd_fused];
-        for (int32_t j = 0; j < gf->n; j++)
-            if (ls->fwd[gf->nodes[j]] != last) {
-                snprintf(why, why_size, "the fused kernel at \"%s\" spans plan steps",
-                         ir->nodes[i].label);
-                return false;
-            }
-    }
-    if (!g->cfg.training) return true;
-    last = ls->loss;
-    for (size_t i = g->n_nodes; i-- > 0;) {
-        const cx_node *n = &g->nodes[i];
-        if (n->kind == GN_FOLDED || !n->needs_bwd) continue;
-        if (ls->bwd[i] < ls->loss) {
-            snprintf(why, why_size, "node \"%s\" runs a backward the plan has none for",
-                     ir->nodes[i].label);
-            return false;
-        }
-        if (n->bwd_covered) continue; /* checked with the kernel covering it */
-        if (ls->bwd[i] < last) {
-            snprintf(why, why_size, "node \"%s\" runs its backward out of the plan's order",
-                     ir->nodes[i].label);
-            return false;
-        }
-        last = ls->bwd[i];
-        int32_t same[8 + 2];
-        int32_t n_same = 0;
-        if (n->bwd_fused >= 0) {
-            const cx_fused *gf = &g->fused[n->bwd_fused];
-            for (int32_t j = 0; j < gf->n && n_same < 8; j++) same[n_same++] = gf->nodes[j];
-        }
-        if (n->dgelu_act >= 0) {
-            same[n_same++] = n->dgelu_act;
-            same[n_same++] = n->dgelu_bias;
-        }
-        for (int32_t j = 0; j < n_same; j++)
-            if (ls->bwd[same[j]] != last) {
-                snprintf(why, why_size, "the fused backward at \"%s\" spans plan steps",
-                         ir->nodes[i].label);
-                return false;
-            }
-    }
-    return true;
+    ls->n_plan_steps = sc.n_steps;
+    ls->planned = true;
+    tx_plan_schedule_free(&sc);
+    return NULL;
+}
+
+/* A plan lifetime [a, b] in the executor's steps (see life_steps). */
+static void plan_span(const life_steps *ls, int32_t a, int32_t b, int32_t *lo, int32_t *hi)
+{
+    *lo = INT32_MAX, *hi = INT32_MIN;
+    if (a < 0) a = 0;
+    if (b >= ls->n_plan_steps) b = ls->n_plan_steps - 1;
+    for (int32_t k = a; k <= b; k++) widen(lo, hi, ls->pmin[k], ls->pmax[k]);
 }
 
 static void life_steps_free(life_steps *ls)
 {
     free(ls->fwd);
     free(ls->bwd);
-}
-
-static void widen(int32_t *lo, int32_t *hi, int32_t a, int32_t b)
-{
-    if (a < *lo) *lo = a;
-    if (b > *hi) *hi = b;
+    free(ls->plan_bwd);
+    free(ls->pmin);
+    free(ls->pmax);
 }
 
 /* The root buffer of a value: a standard op that only reinterprets its
@@ -793,22 +769,23 @@ static void note_widened(tx_cuda_executor *g, const char *what, const char *name
              len ? "; " : "", what, name);
 }
 
-/* Lifetimes of every value's buffer and grad.
+/* Lifetimes of every value's buffer and grad, in the executor's steps.
  *
- * The executor's own uses, in the schedule's steps: a value lives from its
- * producer's forward step to its last reader's; a grad from the first
- * backward step that writes it (the loss step for the loss and for grads
- * cleared before the backward) to its producer's backward step. Graph
- * inputs and outputs, parameters, known constants and everything of an
- * inference-only value that outlives the call live for the whole run.
+ * The executor's own uses: a value lives from its producer's forward step
+ * to its last reader's; a grad from the first backward step that writes it
+ * (the loss step for the loss and for grads cleared before the backward)
+ * to its producer's backward step. Graph inputs and outputs, parameters,
+ * known constants and everything of an inference-only value that outlives
+ * the call live for the whole run.
  *
- * What a backward reads of the forward: with the plan's steps, a te.ops
- * op's saved context exactly as its backward is handed it
- * (tx_te_setup_context), and for everything else the memory plan's
- * lifetime of each value and grad it lists (planner/memory_plan.h), which
- * every lifetime here includes; a lifetime of the executor's own uses that
- * reaches past the plan's is noted (note_widened). With its own steps,
- * every input and output of a node with a backward is kept to it. */
+ * What a backward reads of the forward: the memory plan's lifetime of every
+ * value and grad it lists (planner/memory_plan.h), which each lifetime here
+ * includes, and a te.ops op's saved context as its backward is handed it
+ * (tx_te_setup_context; a quantized GEMM operand's columnwise copy stands
+ * for the operand, as the plan counts it). An own use past the plan's
+ * lifetime is noted (note_widened), as is a node whose backward the plan
+ * has not scheduled: its inputs and outputs are kept to its backward, the
+ * rule used for every node when the plan's schedule is missing. */
 static teexec_status *value_lifetimes(tx_cuda_executor *g, const life_steps *ls,
                                       const int32_t *alias_of, int32_t *vlo, int32_t *vhi,
                                       int32_t *glo, int32_t *ghi)
@@ -823,10 +800,12 @@ static teexec_status *value_lifetimes(tx_cuda_executor *g, const life_steps *ls,
         cx_node *n = &g->nodes[i];
         if (n->kind == GN_FOLDED) continue;
         bool bwd = g->cfg.training && n->needs_bwd;
-        bool keep_all = bwd && !ls->from_plan;
-        /* read at the node's own step; with the executor's own steps, its
-         * index (never before a fused leader's) */
-        int32_t at = ls->from_plan ? ls->fwd[i] : (int32_t)i;
+        bool unplanned = bwd && ls->planned && ls->plan_bwd[i] < 0;
+        if (unplanned) note_widened(g, "the unplanned backward of", n->ir->label);
+        bool keep_all = bwd && (!ls->planned || unplanned);
+        /* a fused kernel reads its nodes' inputs at its own step; without
+         * the plan, at each node's index (never before the leader's) */
+        int32_t at = ls->planned ? ls->fwd[i] : (int32_t)i;
         for (size_t j = 0; j < n->ir->n_outputs; j++) {
             int32_t o = n->ir->outputs[j];
             if (o < 0) continue;
@@ -840,14 +819,11 @@ static teexec_status *value_lifetimes(tx_cuda_executor *g, const life_steps *ls,
             if (keep_all) widen(&vlo[v], &vhi[v], at, ls->bwd[i]);
             if (g->cfg.training && slot_req(g, n, k)) widen(&glo[v], &ghi[v], ls->bwd[i], ls->bwd[i]);
         }
-        if (bwd && ls->from_plan && n->kind == GN_TE) {
+        if (bwd && !keep_all && n->kind == GN_TE) {
             const tx_tensor *saved[TX_TE_SAVED_CAP(64)];
             int n_saved = 0;
             TX_TRY(node_err(n->ir, tx_te_setup_context(&n->fa, n->desc.needs, saved,
                                                        TX_TE_SAVED_CAP(n->n_params), &n_saved)));
-            /* a quantized GEMM operand with a columnwise usage: its backward
-             * reads the columnwise copy its forward kept (n->state), not
-             * the operand (as the memory plan counts it) */
             bool qx = colwise_kept(g, n, TX_QOP_INPUT), qw = colwise_kept(g, n, TX_QOP_WEIGHT);
             for (int e = 0; e < n_saved; e++) {
                 if (!saved[e] || (qx && saved[e] == n->fa.input)) continue;
@@ -880,19 +856,22 @@ static teexec_status *value_lifetimes(tx_cuda_executor *g, const life_steps *ls,
     }
     /* the memory plan's lifetimes: included; the executor's own uses past
      * them noted */
-    const tx_memory_plan *mp = ls->from_plan && g->fplan ? &g->fplan->memory : NULL;
+    const tx_memory_plan *mp = ls->planned ? &g->fplan->memory : NULL;
     for (size_t t = 0; mp && t < mp->n_tensors; t++) {
         const tx_mem_tensor *mt = &mp->tensors[t];
         if (mt->value < 0 || (size_t)mt->value >= ir->n_values || mt->kind == TX_MEM_WORKSPACE)
             continue;
         bool grad = mt->kind == TX_MEM_GRAD;
+        if (grad && !(g->vals[mt->value].req && g->cfg.training)) continue;
         int32_t *lo = grad ? &glo[mt->value] : &vlo[mt->value];
         int32_t *hi = grad ? &ghi[mt->value] : &vhi[mt->value];
         if (*lo == WHOLE_LO && *hi == WHOLE_HI) continue;
-        if (grad && !(g->vals[mt->value].req && g->cfg.training)) continue;
-        if (*lo <= *hi && (*lo < mt->start || *hi > mt->end))
+        int32_t plo, phi;
+        plan_span(ls, mt->start, mt->end, &plo, &phi);
+        if (plo > phi) continue;
+        if (*lo <= *hi && (*lo < plo || *hi > phi))
             note_widened(g, grad ? "grad of" : "value", ir->values[mt->value].name);
-        widen(lo, hi, mt->start, mt->end);
+        widen(lo, hi, plo, phi);
         g->mem.from_plan++;
     }
     /* an alias keeps its root's buffer alive */
@@ -904,27 +883,26 @@ static teexec_status *value_lifetimes(tx_cuda_executor *g, const life_steps *ls,
 }
 
 /* The lifetime of node i's aux tensor j (normalization statistics,
- * attention's softmax_lse, a dropout mask): written by its forward; with
- * the plan's steps, kept as the memory plan's saved tensor for it says
- * (when it has one: no backward wants it otherwise); with the executor's
- * own, to its backward, or to the loss step without one. */
+ * attention's softmax_lse, a dropout mask): written by its forward, kept to
+ * its backward when that is handed it and as long as the memory plan's
+ * saved tensor for it says; without the plan's schedule, or for a backward
+ * the plan has not scheduled, to the backward (the loss step without one). */
 static void aux_lifetime(tx_cuda_executor *g, const life_steps *ls, size_t i, int j, int32_t *lo,
                          int32_t *hi)
 {
     const cx_node *n = &g->nodes[i];
     bool bwd = g->cfg.training && n->needs_bwd;
     *lo = *hi = ls->fwd[i];
-    if (!ls->from_plan) {
+    if (!ls->planned || (bwd && ls->plan_bwd[i] < 0)) {
         *hi = bwd ? ls->bwd[i] : ls->loss;
         return;
     }
     if (bwd) {
-        /* what its backward is handed (the saved context) */
         const tx_tensor *saved[TX_TE_SAVED_CAP(64)];
         int n_saved = 0;
         teexec_status *st = tx_te_setup_context(&n->fa, n->desc.needs, saved,
                                                 TX_TE_SAVED_CAP(n->n_params), &n_saved);
-        if (st) { /* already checked by value_lifetimes; keep it to the backward */
+        if (st) { /* already reported by value_lifetimes; keep it to the backward */
             teexec_status_destroy(st);
             n_saved = 0;
             *hi = ls->bwd[i];
@@ -936,8 +914,11 @@ static void aux_lifetime(tx_cuda_executor *g, const life_steps *ls, size_t i, in
     for (size_t t = 0; t < mp->n_tensors; t++) {
         const tx_mem_tensor *mt = &mp->tensors[t];
         if (mt->node != (int32_t)i || mt->aux != j || mt->kind != TX_MEM_SAVED) continue;
-        if (*lo < mt->start || *hi > mt->end) note_widened(g, "aux of", n->ir->label);
-        widen(lo, hi, mt->start, mt->end);
+        int32_t plo, phi;
+        plan_span(ls, mt->start, mt->end, &plo, &phi);
+        if (plo > phi) continue;
+        if (*lo < plo || *hi > phi) note_widened(g, "aux of", n->ir->label);
+        widen(lo, hi, plo, phi);
         g->mem.from_plan++;
     }
 }
@@ -1096,21 +1077,9 @@ static teexec_status *place_memory(tx_cuda_executor *g)
         st = wire_backward(g);
         if (!st) st = bind_dgelu_epilogues(g);
     }
-    if (!st) st = life_steps_alloc(g, &ls);
-    if (!st) {
-        /* the plan's schedule, which its memory plan's lifetimes are in */
-        tx_plan_schedule sc;
-        memset(&sc, 0, sizeof sc);
-        teexec_status *sst = tx_plan_schedule_build(ir, g->fplan, g->cfg.training, &sc);
-        if (sst) {
-            snprintf(g->mem.why_own, sizeof g->mem.why_own, "%s", teexec_status_message(sst));
-            teexec_status_destroy(sst);
-        }
-        g->mem.planned = !sst && life_steps_plan(g, &sc, &ls, g->mem.why_own,
-                                                 sizeof g->mem.why_own);
-        if (!g->mem.planned) life_steps_own(g, &ls);
-        tx_plan_schedule_free(&sc);
-    }
+    if (!st) st = life_steps_init(g, &ls);
+    if (!st) st = life_steps_map_plan(g, &ls, g->mem.why_own, sizeof g->mem.why_own);
+    g->mem.planned = ls.planned;
     if (!st) st = value_lifetimes(g, &ls, alias_of, vlo, vhi, glo, ghi);
     for (size_t i = 0; i < g->n_nodes && !st; i++) {
         g->nodes[i].fstep = ls.fwd[i];
