@@ -633,9 +633,10 @@ static void widen(int32_t *lo, int32_t *hi, int32_t a, int32_t b)
  * nodes' kernels (forward steps for a forward step, backward steps for a
  * backward one), so a plan lifetime [a, b] becomes the executor steps
  * min(pmin[a..b]) .. max(pmax[a..b]): every step at which the plan lets
- * any of its users run. planned: false when the plan's schedule could not
- * be rebuilt (then every input and output of a node with a backward is
- * kept to it, the executor's own conservative rule). */
+ * any of its users run. The loss, which the plan does not schedule, counts
+ * as part of the plan's first backward step. planned: false when the plan's
+ * schedule could not be rebuilt (then every input and output of a node with
+ * a backward is kept to it, the executor's own conservative rule). */
 typedef struct life_steps {
     int32_t *fwd, *bwd;
     int32_t loss;
@@ -704,6 +705,10 @@ static teexec_status *life_steps_map_plan(const tx_cuda_executor *g, life_steps 
         if (b >= 0 && b < sc.n_steps) widen(&ls->pmin[b], &ls->pmax[b], ls->bwd[i], ls->bwd[i]);
         ls->plan_bwd[i] = b;
     }
+    /* the plan does not schedule the loss: it runs as the start of the
+     * plan's first backward step (whose kernels read the grads it writes) */
+    if (g->cfg.training && sc.n_forward < sc.n_steps)
+        widen(&ls->pmin[sc.n_forward], &ls->pmax[sc.n_forward], ls->loss, ls->loss);
     ls->n_plan_steps = sc.n_steps;
     ls->planned = true;
     tx_plan_schedule_free(&sc);
