@@ -644,6 +644,8 @@ typedef struct life_steps {
     int32_t *pmin, *pmax; /* per plan step */
     int32_t n_plan_steps;
     int32_t *plan_bwd;    /* per node: its backward step in the plan, -1: none */
+    int32_t *aux_entry;   /* per (node, aux index < TX_TE_MAX_EXTRA): the memory
+                           * plan's saved tensor for it, -1: none */
 } life_steps;
 
 static teexec_status *life_steps_init(const tx_cuda_executor *g, life_steps *ls)
@@ -710,8 +712,19 @@ static teexec_status *life_steps_map_plan(const tx_cuda_executor *g, life_steps 
     if (g->cfg.training && sc.n_forward < sc.n_steps)
         widen(&ls->pmin[sc.n_forward], &ls->pmax[sc.n_forward], ls->loss, ls->loss);
     ls->n_plan_steps = sc.n_steps;
-    ls->planned = true;
     tx_plan_schedule_free(&sc);
+    size_t na = (g->n_nodes ? g->n_nodes : 1) * TX_TE_MAX_EXTRA;
+    ls->aux_entry = malloc(na * sizeof(int32_t));
+    if (!ls->aux_entry) return tx_oom();
+    for (size_t k = 0; k < na; k++) ls->aux_entry[k] = -1;
+    const tx_memory_plan *mp = &g->fplan->memory;
+    for (size_t t = 0; t < mp->n_tensors && t <= (size_t)INT32_MAX; t++) {
+        const tx_mem_tensor *mt = &mp->tensors[t];
+        if (mt->kind == TX_MEM_SAVED && mt->node >= 0 && (size_t)mt->node < g->n_nodes &&
+            mt->aux >= 0 && mt->aux < TX_TE_MAX_EXTRA)
+            ls->aux_entry[(size_t)mt->node * TX_TE_MAX_EXTRA + (size_t)mt->aux] = (int32_t)t;
+    }
+    ls->planned = true;
     return NULL;
 }
 
@@ -731,6 +744,7 @@ static void life_steps_free(life_steps *ls)
     free(ls->plan_bwd);
     free(ls->pmin);
     free(ls->pmax);
+    free(ls->aux_entry);
 }
 
 /* The root buffer of a value: a standard op that only reinterprets its
@@ -825,17 +839,14 @@ static teexec_status *value_lifetimes(tx_cuda_executor *g, const life_steps *ls,
             if (g->cfg.training && slot_req(g, n, k)) widen(&glo[v], &ghi[v], ls->bwd[i], ls->bwd[i]);
         }
         if (bwd && !keep_all && n->kind == GN_TE) {
-            const tx_tensor *saved[TX_TE_SAVED_CAP(64)];
-            int n_saved = 0;
-            TX_TRY(node_err(n->ir, tx_te_setup_context(&n->fa, n->desc.needs, saved,
-                                                       TX_TE_SAVED_CAP(n->n_params), &n_saved)));
             bool qx = colwise_kept(g, n, TX_QOP_INPUT), qw = colwise_kept(g, n, TX_QOP_WEIGHT);
-            for (int e = 0; e < n_saved; e++) {
-                if (!saved[e] || (qx && saved[e] == n->fa.input)) continue;
+            for (int e = 0; e < n->n_saved; e++) {
+                const tx_tensor *sv = n->saved[e];
+                if (!sv || (qx && sv == n->fa.input)) continue;
                 bool param = false;
-                for (int k = 0; k < n->fa.n_params; k++) param |= saved[e] == n->fa.params[k];
+                for (int k = 0; k < n->fa.n_params; k++) param |= sv == n->fa.params[k];
                 if (qw && param) continue;
-                int32_t v = value_of_tensor(g, saved[e]);
+                int32_t v = value_of_tensor(g, sv);
                 if (v >= 0) widen(&vlo[v], &vhi[v], ls->fwd[i], ls->bwd[i]);
             }
         }
@@ -902,30 +913,17 @@ static void aux_lifetime(tx_cuda_executor *g, const life_steps *ls, size_t i, in
         *hi = bwd ? ls->bwd[i] : ls->loss;
         return;
     }
-    if (bwd) {
-        const tx_tensor *saved[TX_TE_SAVED_CAP(64)];
-        int n_saved = 0;
-        teexec_status *st = tx_te_setup_context(&n->fa, n->desc.needs, saved,
-                                                TX_TE_SAVED_CAP(n->n_params), &n_saved);
-        if (st) { /* already reported by value_lifetimes; keep it to the backward */
-            teexec_status_destroy(st);
-            n_saved = 0;
-            *hi = ls->bwd[i];
-        }
-        for (int e = 0; e < n_saved; e++)
-            if (saved[e] == &n->aux[j]) *hi = ls->bwd[i];
-    }
-    const tx_memory_plan *mp = &g->fplan->memory;
-    for (size_t t = 0; t < mp->n_tensors; t++) {
-        const tx_mem_tensor *mt = &mp->tensors[t];
-        if (mt->node != (int32_t)i || mt->aux != j || mt->kind != TX_MEM_SAVED) continue;
-        int32_t plo, phi;
-        plan_span(ls, mt->start, mt->end, &plo, &phi);
-        if (plo > phi) continue;
-        if (*lo < plo || *hi > phi) note_widened(g, "aux of", n->ir->label);
-        widen(lo, hi, plo, phi);
-        g->mem.from_plan++;
-    }
+    for (int e = 0; bwd && e < n->n_saved; e++)
+        if (n->saved[e] == &n->aux[j]) *hi = ls->bwd[i];
+    int32_t t = ls->aux_entry[i * TX_TE_MAX_EXTRA + (size_t)j];
+    if (t < 0) return;
+    const tx_mem_tensor *mt = &g->fplan->memory.tensors[t];
+    int32_t plo, phi;
+    plan_span(ls, mt->start, mt->end, &plo, &phi);
+    if (plo > phi) return;
+    if (*lo < plo || *hi > phi) note_widened(g, "aux of", n->ir->label);
+    widen(lo, hi, plo, phi);
+    g->mem.from_plan++;
 }
 
 /* The input index of value v when it is a graph input with storage of its
@@ -1081,6 +1079,12 @@ static teexec_status *place_memory(tx_cuda_executor *g)
     if (!st && g->cfg.training) {
         st = wire_backward(g);
         if (!st) st = bind_dgelu_epilogues(g);
+    }
+    for (size_t i = 0; i < g->n_nodes && !st; i++) {
+        cx_node *n = &g->nodes[i];
+        if (n->kind != GN_TE || !g->cfg.training || !n->needs_bwd) continue;
+        st = node_err(n->ir, tx_te_setup_context(&n->fa, n->desc.needs, n->saved,
+                                                 TX_TE_SAVED_CAP(n->n_params), &n->n_saved));
     }
     if (!st) st = life_steps_init(g, &ls);
     if (!st) st = life_steps_map_plan(g, &ls, g->mem.why_own, sizeof g->mem.why_own);
@@ -1324,9 +1328,6 @@ static teexec_status *finish_args(tx_cuda_executor *g)
     for (size_t i = 0; i < g->n_nodes; i++) {
         cx_node *n = &g->nodes[i];
         if (n->kind != GN_TE || !g->cfg.training || !n->needs_bwd) continue;
-        int n_saved = 0;
-        TX_TRY(node_err(n->ir, tx_te_setup_context(&n->fa, n->desc.needs, n->saved,
-                                                   TX_TE_SAVED_CAP(n->n_params), &n_saved)));
         tx_te_bwd_args *b = &n->ba;
         memset(b, 0, sizeof *b);
         b->op = n->s->id;
@@ -1335,7 +1336,7 @@ static teexec_status *finish_args(tx_cuda_executor *g)
         b->grad_extra_outputs = n->gout + 1;
         b->n_grad_extra_outputs = (int)n->ir->n_outputs - 1;
         b->saved = n->saved;
-        b->n_saved = n_saved;
+        b->n_saved = n->n_saved;
         b->grad_input = n->gin[0];
         b->grad_extra_inputs = n->gin + 1;
         b->n_grad_extra_inputs = n->s->n_extra_inputs;

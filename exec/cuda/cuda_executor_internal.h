@@ -90,7 +90,11 @@ typedef struct cx_node {
     void *state;
     tx_te_fwd_args fa;
     tx_te_bwd_args ba;
+    /* its backward's saved context (tx_te_setup_context over fa: pointers
+     * to value and aux tensors, collected once before the arena is placed,
+     * whose lifetimes follow it) */
     const tx_tensor *saved[TX_TE_MAX_SAVED + 64];
+    int n_saved;
     const tx_tensor *gout[1 + TX_TE_MAX_EXTRA];
     tx_tensor *gin[64];
     /* standard */
