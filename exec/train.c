@@ -3,6 +3,7 @@
  * under the recipe), forward keeping
  * every value, loss, reverse-topological backward walk, optimizer step. */
 #include "exec/train_internal.h"
+#include "exec/train_schedule.h"
 
 #include "base/log.h"
 #include "base/shape.h"
@@ -71,6 +72,7 @@ struct teexec_trainer {
     tx_tensor (*aux)[TX_TE_MAX_EXTRA]; /* per node: te.ops aux (saved context) */
     int *n_aux;              /* per node */
     uint64_t n_steps;        /* steps begun, for tx_train_rng_offset */
+    uint64_t n_updates;      /* optimizer updates made: the schedule's step index */
     bool stepped;
     /* CUDA trainers: the executor (made at creation when the inputs'
      * shapes are declared, else at the first step) as the one payload of
@@ -760,6 +762,7 @@ teexec_status *teexec_trainer_create(const teexec_model *model, const teexec_tra
     }
     t->ocfg.weight_decay = t->opt.weight_decay;
     st = tx_optim_config_check(&t->ocfg);
+    if (!st) st = tx_train_schedule_check(&t->opt);
     if (st) goto fail;
 
     /* kernels, every missing one listed at once (exec/op_gaps.h) */
@@ -1463,6 +1466,21 @@ static teexec_status *trainer_step(teexec_trainer *t, const teexec_run_options *
     TX_TRY(tx_status_with_file(backward(t), model_path(t)));
     TX_TRY(check_step_cancel(ro, "after the backward, before the optimizer update"));
     if (t->dp) TX_TRY(dp_reduce(t, (double)n_counted, &loss));
+    t->ocfg.lr = tx_train_lr_at(&t->opt, (int64_t)t->n_updates);
+    t->ocfg.grad_scale = 1.0;
+    if (t->opt.clip_grad_norm > 0.0) {
+        /* every rank holds every averaged gradient (zero1 included), so
+         * each computes the same global norm */
+        double ss = 0.0;
+        for (size_t i = 0; i < t->n_params; i++) {
+            tx_param *p = &t->params[i];
+            TX_TRY(grad_buf(t, p->value, p->data.numel));
+            const double *gv = t->grads[p->value];
+            for (uint64_t k = 0; k < p->data.numel; k++) ss += gv[k] * gv[k];
+        }
+        t->ocfg.grad_scale = tx_train_clip_coef(t->opt.clip_grad_norm, sqrt(ss));
+    }
+    t->n_updates++;
     for (size_t i = 0; i < t->n_params; i++) {
         tx_param *p = &t->params[i];
         TX_TRY(grad_buf(t, p->value, p->data.numel));

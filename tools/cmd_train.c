@@ -61,6 +61,14 @@ static void train_usage(FILE *f)
             "  --lr F                   learning rate (default 1e-3)\n"
             "  --weight-decay F         (default 0.01)\n"
             "  --momentum F             SGD momentum (default 0)\n"
+            "  --beta1 F --beta2 F --eps F\n"
+            "                           AdamW's (defaults 0.9, 0.999, 1e-8)\n"
+            "  --warmup-steps N         learning rate rises linearly over the first N steps\n"
+            "  --decay-steps N --min-lr F\n"
+            "                           then falls along a cosine to F at step N (nanoGPT's\n"
+            "                           schedule; default: no decay)\n"
+            "  --clip-grad-norm F       scale the gradients down to a global 2-norm of F\n"
+            "                           (as torch.nn.utils.clip_grad_norm_; default off)\n"
             "  --steps N                optimizer steps (default 1)\n"
             "  --batch B                rows of dim 0 per step, cycling (default: all)\n"
             "  --seed N                 seed (default 0)\n"
@@ -182,18 +190,28 @@ static int parse_args(int argc, char **argv, train_args *a)
             if (!strcmp(v, "adamw")) a->opt.optimizer = TEEXEC_OPTIMIZER_ADAMW;
             else if (!strcmp(v, "sgd")) a->opt.optimizer = TEEXEC_OPTIMIZER_SGD;
             else return cli_usage_error(CMD, "--optimizer must be adamw or sgd, not \"%s\"", v);
-        } else if (!strcmp(o, "--lr") || !strcmp(o, "--weight-decay") || !strcmp(o, "--momentum")) {
+        } else if (!strcmp(o, "--lr") || !strcmp(o, "--weight-decay") || !strcmp(o, "--momentum") ||
+                   !strcmp(o, "--beta1") || !strcmp(o, "--beta2") || !strcmp(o, "--eps") ||
+                   !strcmp(o, "--min-lr") || !strcmp(o, "--clip-grad-norm")) {
             if (!parse_num(v, &d)) return cli_usage_error(CMD, "%s needs a number, not \"%s\"", o, v);
             if (!strcmp(o, "--lr")) a->opt.lr = d;
             else if (!strcmp(o, "--weight-decay")) a->opt.weight_decay = d;
+            else if (!strcmp(o, "--beta1")) a->opt.beta1 = d;
+            else if (!strcmp(o, "--beta2")) a->opt.beta2 = d;
+            else if (!strcmp(o, "--eps")) a->opt.eps = d;
+            else if (!strcmp(o, "--min-lr")) a->opt.min_lr = d;
+            else if (!strcmp(o, "--clip-grad-norm")) a->opt.clip_grad_norm = d;
             else a->opt.momentum = d;
         } else if (!strcmp(o, "--steps") || !strcmp(o, "--batch") || !strcmp(o, "--seed") ||
-                   !strcmp(o, "--seq")) {
+                   !strcmp(o, "--seq") || !strcmp(o, "--warmup-steps") ||
+                   !strcmp(o, "--decay-steps")) {
             if (!parse_long(v, &l))
                 return cli_usage_error(CMD, "%s needs a non-negative integer, not \"%s\"", o, v);
             if (!strcmp(o, "--steps")) a->steps = l;
             else if (!strcmp(o, "--batch")) a->batch = l;
             else if (!strcmp(o, "--seq")) a->seq = l;
+            else if (!strcmp(o, "--warmup-steps")) a->opt.warmup_steps = l;
+            else if (!strcmp(o, "--decay-steps")) a->opt.decay_steps = l;
             else a->opt.seed = (uint64_t)l;
         } else {
             return cli_usage_error(CMD, "unknown option %s", o);

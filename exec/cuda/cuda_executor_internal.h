@@ -230,6 +230,8 @@ struct tx_cuda_executor {
     float *xent_loss;
     tx_cuda_optim_tensor *opt_dev;
     uint64_t opt_blocks;
+    double *clip_partials;     /* gradient clipping (topt.clip_grad_norm > 0): scratch */
+    double *clip_coef;         /* [factor, norm] of the last step */
     /* fp8-delayed: one scale and amax per (node, operand) slot */
     tx_delayed_state delayed;
     float *delayed_dev;        /* [count] scales, then [count] amaxes */

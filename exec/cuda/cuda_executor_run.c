@@ -8,6 +8,7 @@
 #include "exec/cuda/te_cuda_linear.h"
 #include "exec/run_options.h"
 #include "exec/train_internal.h"
+#include "exec/train_schedule.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gemm_lt.h"
@@ -681,11 +682,18 @@ teexec_status *tx_cuda_executor_step(tx_cuda_executor *g, const tx_tensor *const
         tx_cuda_optim_step_args oa = {.kind = g->topt.optimizer == TEEXEC_OPTIMIZER_ADAMW
                                                   ? TX_CUDA_OPTIM_ADAMW
                                                   : TX_CUDA_OPTIM_SGD,
-                                      .lr = g->topt.lr, .weight_decay = g->topt.weight_decay,
+                                      .lr = tx_train_lr_at(&g->topt, (int64_t)g->steps - 1),
+                                      .weight_decay = g->topt.weight_decay,
                                       .momentum = g->topt.momentum, .beta1 = g->topt.beta1,
                                       .beta2 = g->topt.beta2, .eps = g->topt.eps,
                                       .step = (int64_t)g->steps};
         TX_TRY(prof_begin(g));
+        if (g->topt.clip_grad_norm > 0.0) {
+            TX_TRY(tx_cuda_grad_clip_coef(g->opt_dev, g->n_params, g->opt_blocks,
+                                          g->topt.clip_grad_norm, g->clip_partials, g->clip_coef,
+                                          g->stream));
+            oa.grad_scale = g->clip_coef;
+        }
         TX_TRY(tx_cuda_optim_step(&oa, g->opt_dev, g->n_params, g->opt_blocks, g->stream));
         TX_TRY(prof_end(g, "optimizer", -1, false));
     }

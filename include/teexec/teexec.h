@@ -1024,6 +1024,21 @@ typedef struct teexec_train_options {
     double weight_decay;       /* [0.01] */
     double momentum;           /* SGD [0] */
     double beta1, beta2, eps;  /* AdamW [0.9, 0.999, 1e-8] */
+    /* Learning-rate schedule, as nanoGPT's: for the step with index s (0 =
+     * the trainer's first), lr * (s + 1) / warmup_steps while s <
+     * warmup_steps; then, with decay_steps > warmup_steps, a cosine from lr
+     * down to min_lr reached at s = decay_steps and held after it; else lr.
+     * [0, 0, 0: lr at every step] */
+    int64_t warmup_steps;
+    int64_t decay_steps;
+    double min_lr;
+    /* Gradient-norm clipping, as torch.nn.utils.clip_grad_norm_: when > 0,
+     * every gradient is multiplied by min(1, clip_grad_norm / (N + 1e-6)),
+     * N the 2-norm over all trainable gradients of the step (after the data
+     * parallel average), before the optimizer reads it. teexec_trainer_grad
+     * still returns the gradient before clipping. A non-finite N makes the
+     * update non-finite, as in PyTorch. [0: off] */
+    double clip_grad_norm;
     uint64_t seed;             /* for ops that draw random numbers [0] */
     /* Initializers to keep fixed: a comma-separated list of names or shell
      * patterns ("*.bias,wte"), matched against the user's initializer names

@@ -21,6 +21,7 @@ tx_optim_config tx_optim_default(tx_optim_kind kind, double lr)
     c.beta2 = 0.999;
     c.eps = 1e-8;
     c.weight_decay = kind == TX_OPTIM_ADAMW ? 0.01 : 0.0;
+    c.grad_scale = 1.0;
     return c;
 }
 
@@ -33,6 +34,10 @@ teexec_status *tx_optim_config_check(const tx_optim_config *c)
     if (!(c->weight_decay >= 0.0) || !isfinite(c->weight_decay))
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
                         "optimizer: weight decay must be >= 0, got %g", c->weight_decay);
+    if (!isnan(c->grad_scale) && (!(c->grad_scale >= 0.0) || !isfinite(c->grad_scale)))
+        return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
+                        "optimizer: the gradient scale must be finite and >= 0, got %g",
+                        c->grad_scale);
     if (c->kind == TX_OPTIM_SGD) {
         if (!(c->momentum >= 0.0) || !(c->dampening >= 0.0 && c->dampening <= 1.0))
             return tx_error(TEEXEC_ERR_INVALID_ARGUMENT,
@@ -112,6 +117,8 @@ teexec_status *tx_optim_step(tx_optim_slot *s, const tx_optim_config *c, tx_tens
     if (st) goto done;
     s->step++;
     uint64_t n = param->numel;
+    if (c->grad_scale != 1.0)
+        for (uint64_t i = 0; i < n; i++) g[i] *= c->grad_scale;
     if (c->kind == TX_OPTIM_SGD) {
         for (uint64_t i = 0; i < n; i++) {
             double d = g[i] + c->weight_decay * p[i];

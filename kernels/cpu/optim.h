@@ -34,13 +34,19 @@ typedef struct tx_optim_config {
     bool nesterov;
     /* AdamW */
     double beta1, beta2, eps;
+    /* Every gradient element is multiplied by this before the update (the
+     * trainers' gradient-norm clipping); 1 leaves the arithmetic exactly
+     * as without it. */
+    double grad_scale;
 } tx_optim_config;
 
 /* PyTorch's defaults: SGD momentum 0, AdamW betas (0.9, 0.999), eps 1e-8,
- * weight_decay 0.01. */
+ * weight_decay 0.01; grad_scale 1. */
 tx_optim_config tx_optim_default(tx_optim_kind kind, double lr);
 
-/* Checks lr, betas, eps, momentum, dampening and weight decay ranges. */
+/* Checks lr, betas, eps, momentum, dampening, weight decay and grad_scale
+ * ranges (grad_scale: finite and >= 0, or NaN: a non-finite clipping
+ * norm, which PyTorch lets through too). */
 teexec_status *tx_optim_config_check(const tx_optim_config *c) TX_NODISCARD;
 
 typedef struct tx_optim_slot {

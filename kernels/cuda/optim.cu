@@ -89,24 +89,79 @@ __device__ __forceinline__ void st_model4(void *mp, uint64_t i, int dt, const fl
 
 __device__ __forceinline__ bool aligned(const void *p, uintptr_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
 
+/* The tensor that owns block `blk`: the last whose first block is <= blk
+ * (empty tensors own no block, so the search skips them). */
+__device__ size_t owner_of(const tx_cuda_optim_tensor *ts, size_t n_tensors, uint64_t blk)
+{
+    size_t lo = 0, hi = n_tensors;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ts[mid].first_block <= blk) lo = mid;
+        else hi = mid;
+    }
+    while (lo + 1 < n_tensors && ts[lo + 1].first_block <= blk) lo++;
+    return lo;
+}
+
+/* A block's sum of a per-thread double, in a fixed tree: the same bits for
+ * the same inputs. Thread 0 gets the result. */
+__device__ double block_sum(double v)
+{
+    __shared__ double s[kThreads];
+    s[threadIdx.x] = v;
+    __syncthreads();
+    for (int w = kThreads / 2; w > 0; w /= 2) {
+        if ((int)threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
+        __syncthreads();
+    }
+    return s[0];
+}
+
+/* Per optimizer block: the sum of its gradients' squares. */
 __global__ void __launch_bounds__(kThreads)
-optim_kernel(step_consts k, const tx_cuda_optim_tensor *ts, size_t n_tensors)
+grad_sq_kernel(const tx_cuda_optim_tensor *ts, size_t n_tensors, double *partials)
 {
     __shared__ size_t s_t;
     uint64_t blk = blockIdx.x;
-    if (threadIdx.x == 0) {
-        /* the last tensor whose first block is <= this block (empty tensors
-         * own no block, so the search skips them) */
-        size_t lo = 0, hi = n_tensors;
-        while (hi - lo > 1) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (ts[mid].first_block <= blk) lo = mid;
-            else hi = mid;
-        }
-        while (lo + 1 < n_tensors && ts[lo + 1].first_block <= blk) lo++;
-        s_t = lo;
-    }
+    if (threadIdx.x == 0) s_t = owner_of(ts, n_tensors, blk);
     __syncthreads();
+    const tx_cuda_optim_tensor t = ts[s_t];
+    uint64_t i0 = (blk - t.first_block) * TX_CUDA_OPTIM_CHUNK;
+    uint64_t i1 = i0 + TX_CUDA_OPTIM_CHUNK < t.n ? i0 + TX_CUDA_OPTIM_CHUNK : t.n;
+    double acc = 0.0;
+    for (uint64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
+        double g = ld_grad(t.grad, i, t.grad_dtype);
+        acc += g * g;
+    }
+    double sum = block_sum(acc);
+    if (threadIdx.x == 0) partials[blk] = sum;
+}
+
+/* One block: the partials in order of their index, then the factor. */
+__global__ void __launch_bounds__(kThreads)
+clip_coef_kernel(const double *partials, uint64_t n, double max_norm, double *coef)
+{
+    double acc = 0.0;
+    for (uint64_t i = threadIdx.x; i < n; i += blockDim.x) acc += partials[i];
+    double ss = block_sum(acc);
+    if (threadIdx.x == 0) {
+        double norm = sqrt(ss);
+        double c = max_norm / (norm + 1e-6);
+        coef[0] = isfinite(norm) ? (c < 1.0 ? c : 1.0) : (double)NAN;
+        coef[1] = norm;
+    }
+}
+
+__global__ void __launch_bounds__(kThreads)
+optim_kernel(step_consts k, const tx_cuda_optim_tensor *ts, size_t n_tensors,
+             const double *grad_scale)
+{
+    __shared__ size_t s_t;
+    uint64_t blk = blockIdx.x;
+    if (threadIdx.x == 0) s_t = owner_of(ts, n_tensors, blk);
+    __syncthreads();
+    const double gs = grad_scale ? *grad_scale : 1.0;
+    const bool scaled = gs != 1.0;
     const tx_cuda_optim_tensor t = ts[s_t];
     uint64_t i0 = (blk - t.first_block) * TX_CUDA_OPTIM_CHUNK;
     uint64_t i1 = i0 + TX_CUDA_OPTIM_CHUNK < t.n ? i0 + TX_CUDA_OPTIM_CHUNK : t.n;
@@ -122,6 +177,8 @@ optim_kernel(step_consts k, const tx_cuda_optim_tensor *ts, size_t n_tensors)
     for (uint64_t i = i0 + 4 * (uint64_t)threadIdx.x; i < iv; i += 4 * (uint64_t)blockDim.x) {
         double g[4];
         ld_grad4(t.grad, i, t.grad_dtype, g);
+        if (scaled)
+            for (int e = 0; e < 4; e++) g[e] *= gs;
         float4 pm = *(const float4 *)(t.master + i);
         float4 mo = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vv = mo;
         if (t.m) mo = *(const float4 *)(t.m + i);
@@ -136,6 +193,7 @@ optim_kernel(step_consts k, const tx_cuda_optim_tensor *ts, size_t n_tensors)
     }
     for (uint64_t i = iv + threadIdx.x; i < i1; i += blockDim.x) {
         double g = ld_grad(t.grad, i, t.grad_dtype);
+        if (scaled) g *= gs;
         update_one(k, g, t.master + i, t.m ? t.m + i : NULL, t.v ? t.v + i : NULL);
         if (t.model) tx_st(t.model, (size_t)i, t.model_dtype, t.master[i]);
     }
@@ -223,8 +281,42 @@ extern "C" teexec_status *tx_cuda_optim_step(const tx_cuda_optim_step_args *a,
     if (!dev_tensors) return bad("cuda optimizer: no tensor array (%lld tensors)", (long long)n_tensors);
     if (total_blocks > (uint64_t)INT32_MAX)
         return bad("cuda optimizer: %lld blocks is too many for one launch", (long long)total_blocks);
-    optim_kernel<<<(unsigned)total_blocks, kThreads, 0, (cudaStream_t)stream>>>(k, dev_tensors,
-                                                                               n_tensors);
+    optim_kernel<<<(unsigned)total_blocks, kThreads, 0, (cudaStream_t)stream>>>(
+        k, dev_tensors, n_tensors, a->grad_scale);
     TX_CUDA_LAUNCHED("optimizer step");
+    return NULL;
+}
+
+extern "C" uint64_t tx_cuda_grad_clip_partials(uint64_t total_blocks)
+{
+    return total_blocks ? total_blocks : 1;
+}
+
+extern "C" teexec_status *tx_cuda_grad_clip_coef(const tx_cuda_optim_tensor *dev_tensors,
+                                                 size_t n_tensors, uint64_t total_blocks,
+                                                 double max_norm, double *dev_partials,
+                                                 double *dev_coef, void *stream)
+{
+    if (!(max_norm > 0.0) || !isfinite(max_norm))
+        return tx_status_new(TEEXEC_ERR_INVALID_ARGUMENT, NULL, NULL,
+                             "gradient clipping: max norm must be finite and > 0, got %g",
+                             max_norm);
+    if (!dev_partials || !dev_coef)
+        return bad("gradient clipping: no scratch or result buffer (%lld tensors)",
+                   (long long)n_tensors);
+    if (total_blocks > (uint64_t)INT32_MAX)
+        return bad("gradient clipping: %lld blocks is too many for one launch",
+                   (long long)total_blocks);
+    cudaStream_t s = (cudaStream_t)stream;
+    if (n_tensors && total_blocks) {
+        if (!dev_tensors)
+            return bad("gradient clipping: no tensor array (%lld tensors)", (long long)n_tensors);
+        grad_sq_kernel<<<(unsigned)total_blocks, kThreads, 0, s>>>(dev_tensors, n_tensors,
+                                                                   dev_partials);
+        TX_CUDA_LAUNCHED("gradient norm");
+    }
+    clip_coef_kernel<<<1, kThreads, 0, s>>>(dev_partials, n_tensors ? total_blocks : 0, max_norm,
+                                           dev_coef);
+    TX_CUDA_LAUNCHED("gradient clipping factor");
     return NULL;
 }

@@ -56,6 +56,10 @@ typedef struct tx_cuda_optim_step_args {
     int nesterov;
     double beta1, beta2, eps;    /* AdamW */
     int64_t step;                /* 1 for the first step (as the CPU slot's count after ++) */
+    /* Device pointer: every gradient element is multiplied by *grad_scale
+     * (in double, as the CPU's tx_optim_config.grad_scale) before the
+     * update; NULL = 1, the arithmetic exactly as without it. */
+    const double *grad_scale;
 } tx_cuda_optim_step_args;
 
 /* Fills first_block of each entry (host array) and *total_blocks; checks
@@ -69,6 +73,19 @@ teexec_status *tx_cuda_optim_layout(tx_cuda_optim_tensor *tensors, size_t n_tens
 teexec_status *tx_cuda_optim_step(const tx_cuda_optim_step_args *args,
                                   const tx_cuda_optim_tensor *dev_tensors, size_t n_tensors,
                                   uint64_t total_blocks, void *stream);
+
+/* Doubles of scratch tx_cuda_grad_clip_coef needs for total_blocks blocks. */
+uint64_t tx_cuda_grad_clip_partials(uint64_t total_blocks);
+
+/* Gradient-norm clipping's factor over every gradient of the array (the
+ * layout tx_cuda_optim_layout made): dev_coef[0] = min(1, max_norm / (N +
+ * 1e-6)) and dev_coef[1] = N, N the 2-norm of all gradient elements summed
+ * in double (per block, then the blocks in order: the same bits every run);
+ * NaN for a non-finite N. dev_partials holds tx_cuda_grad_clip_partials
+ * doubles. max_norm > 0 and finite. Pass dev_coef as the step's grad_scale. */
+teexec_status *tx_cuda_grad_clip_coef(const tx_cuda_optim_tensor *dev_tensors, size_t n_tensors,
+                                      uint64_t total_blocks, double max_norm,
+                                      double *dev_partials, double *dev_coef, void *stream);
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,10 @@
  * over several steps on a list of tensors of mixed dtypes (bf16 / fp16
  * parameters with FP32 masters, fp32 parameters updated in place, an empty
  * tensor, sizes that do and do not fill the last block): masters, model
- * copies and moments must be identical bit for bit. */
+ * copies and moments must be identical bit for bit. The clipping cases also
+ * check the device's gradient norm against an FP64 sum on the host (and
+ * that it repeats bit for bit), then step both sides with the factor the
+ * device computed as grad_scale. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +15,7 @@
 
 #include "kernels/cpu/optim.h"
 #include "kernels/cuda/optim.h"
+#include "exec/train_schedule.h"
 #include "tests/gpu/gpu_harness.h"
 #include "tests/gpu/kern_util.h"
 
@@ -26,6 +30,7 @@ typedef struct optim_case {
     int n_tensors;
     int64_t sizes[MAXT];
     teexec_dtype dtypes[MAXT];
+    double clip; /* gradient-norm clipping bound; 0 = off */
 } optim_case;
 
 static void run_optim(void **state)
@@ -70,19 +75,44 @@ static void run_optim(void **state)
     uint64_t blocks = 0;
     TG_OK(tx_cuda_optim_layout(desc, (size_t)nt, &blocks));
     tx_cuda_optim_tensor *dDesc = tg_dev_upload(desc, sizeof(desc[0]) * (size_t)nt);
+    double *dPartials = tg_dev_alloc(tx_cuda_grad_clip_partials(blocks) * sizeof(double));
+    double *dCoef = tg_dev_alloc(2 * sizeof(double));
     for (int step = 1; step <= c->steps; step++) {
+        double ss = 0.0;
         for (int t = 0; t < nt; t++) {
-            for (uint64_t i = 0; i < grad[t].numel; i++)
+            for (uint64_t i = 0; i < grad[t].numel; i++) {
                 ku_set(&grad[t], i, (float)(ku_urand() * 2.0 - 1.0) * (step == 2 ? 1e-3f : 1.0f));
+                double g = ku_get(&grad[t], i);
+                ss += g * g;
+            }
             tg_upload_to(dGrad[t], grad[t].data, grad[t].nbytes);
-            TG_OK(tx_optim_step(&slot[t], &cfg, &param[t], &grad[t]));
         }
+        double coef[2] = {1.0, 0.0};
+        if (c->clip > 0.0) {
+            TG_OK(tx_cuda_grad_clip_coef(dDesc, (size_t)nt, blocks, c->clip, dPartials, dCoef, NULL));
+            tg_download(coef, dCoef, sizeof coef);
+            double again[2];
+            TG_OK(tx_cuda_grad_clip_coef(dDesc, (size_t)nt, blocks, c->clip, dPartials, dCoef, NULL));
+            tg_download(again, dCoef, sizeof again);
+            assert_memory_equal(coef, again, sizeof coef); /* deterministic */
+            double want = sqrt(ss);
+            if (fabs(coef[1] - want) > 1e-12 * want) {
+                fprintf(stderr, "%s step %d: device norm %.17g, FP64 %.17g\n", c->name, step,
+                        coef[1], want);
+                fail();
+            }
+            assert_true(coef[0] == tx_train_clip_coef(c->clip, coef[1]));
+            if (step != 2) assert_true(coef[0] < 1.0); /* these cases do clip */
+            cfg.grad_scale = coef[0];
+        }
+        for (int t = 0; t < nt; t++) TG_OK(tx_optim_step(&slot[t], &cfg, &param[t], &grad[t]));
         tx_cuda_optim_step_args sa = {.kind = c->kind == TX_OPTIM_ADAMW ? TX_CUDA_OPTIM_ADAMW
                                                                         : TX_CUDA_OPTIM_SGD,
                                       .lr = cfg.lr, .weight_decay = cfg.weight_decay,
                                       .momentum = cfg.momentum, .dampening = cfg.dampening,
                                       .nesterov = cfg.nesterov, .beta1 = cfg.beta1,
-                                      .beta2 = cfg.beta2, .eps = cfg.eps, .step = step};
+                                      .beta2 = cfg.beta2, .eps = cfg.eps, .step = step,
+                                      .grad_scale = c->clip > 0.0 ? dCoef : NULL};
         TG_OK(tx_cuda_optim_step(&sa, dDesc, (size_t)nt, blocks, NULL));
         tg_sync("optimizer step");
     }
@@ -105,6 +135,8 @@ static void run_optim(void **state)
         }
     }
     tg_dev_free(dDesc);
+    tg_dev_free(dPartials);
+    tg_dev_free(dCoef);
     for (int t = 0; t < nt; t++) {
         if (dMaster[t] != dParam[t]) tg_dev_free(dMaster[t]);
         tg_dev_free(dParam[t]);
@@ -145,12 +177,15 @@ static void bad_settings_are_errors(void **state)
 
 static const optim_case cases[] = {
     {"adamw_mixed", TX_OPTIM_ADAMW, 1e-3, 0.01, 0, 0, 0, 4, 5,
-     {10000, 4096, 0, 777, 300000}, {BF, FL, BF, HF, BF}},
-    {"adamw_f32_no_wd", TX_OPTIM_ADAMW, 3e-4, 0.0, 0, 0, 0, 3, 2, {8193, 1}, {FL, FL}},
+     {10000, 4096, 0, 777, 300000}, {BF, FL, BF, HF, BF}, 0.0},
+    {"adamw_f32_no_wd", TX_OPTIM_ADAMW, 3e-4, 0.0, 0, 0, 0, 3, 2, {8193, 1}, {FL, FL}, 0.0},
     {"sgd_momentum_dampening", TX_OPTIM_SGD, 0.05, 1e-4, 0.9, 0.1, 0, 4, 3,
-     {5000, 4097, 12}, {BF, FL, HF}},
-    {"sgd_nesterov", TX_OPTIM_SGD, 0.1, 0.0, 0.9, 0.0, 1, 3, 2, {65536, 100}, {FL, BF}},
-    {"sgd_plain", TX_OPTIM_SGD, 0.01, 0.001, 0.0, 0.0, 0, 2, 2, {4096, 4095}, {BF, FL}},
+     {5000, 4097, 12}, {BF, FL, HF}, 0.0},
+    {"sgd_nesterov", TX_OPTIM_SGD, 0.1, 0.0, 0.9, 0.0, 1, 3, 2, {65536, 100}, {FL, BF}, 0.0},
+    {"sgd_plain", TX_OPTIM_SGD, 0.01, 0.001, 0.0, 0.0, 0, 2, 2, {4096, 4095}, {BF, FL}, 0.0},
+    {"adamw_clipped", TX_OPTIM_ADAMW, 1e-3, 0.01, 0, 0, 0, 3, 4, {10000, 0, 4097, 300000},
+     {BF, FL, HF, FL}, 1.0},
+    {"sgd_clipped", TX_OPTIM_SGD, 0.05, 0.0, 0.9, 0.0, 0, 3, 2, {5000, 12}, {FL, BF}, 0.5},
 };
 
 int main(void)
