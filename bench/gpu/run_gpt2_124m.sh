@@ -15,6 +15,9 @@
 #
 #   CARRY_DIR=.carry/lead OUT=/tmp/o bash bench/gpu/run_gpt2_124m.sh
 #   env: BATCH SEQ STEPS (8 1024 200), RECIPES ("none fp8-current"), WORK,
+#        WARMUP BETA2 CLIP (20 0.95 1.0: nanoGPT's linear warmup, betas
+#        0.9/0.95 and gradient clipping, passed to both sides; WARMUP=0
+#        BETA2=0.999 CLIP=0 is the constant schedule of earlier runs),
 #        FP32_REF=1 (also PyTorch and teexec without bf16: PyTorch's own
 #        bf16-vs-fp32 spread, and teexec fp32 held to PyTorch fp32),
 #        PROFILE=1 (teexec's per-kernel profile of 20 bf16 steps),
@@ -24,6 +27,10 @@ C=${CARRY_DIR:-.carry/lead}
 OUT=${OUT:-/tmp/gpt2-124m}
 WORK=${WORK:-/tmp/gpt2-124m-work}
 B=${BATCH:-8}; T=${SEQ:-1024}; S=${STEPS:-200}; RECIPES=${RECIPES:-none fp8-current}
+W=${WARMUP:-20}; B2=${BETA2:-0.95}; CL=${CLIP:-1.0}
+# the same optimizer and schedule on both sides
+SCHED_TORCH="--warmup-steps $W --beta2 $B2 --clip-grad-norm $CL"
+SCHED_TEEXEC="--lr 6e-4 --warmup-steps $W --beta2 $B2 --clip-grad-norm $CL"
 mkdir -p "$OUT" "$WORK"
 export LD_LIBRARY_PATH=$PWD/$C:$PWD/$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
@@ -31,8 +38,8 @@ X="$C/teexec"
 {
   date -u
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  echo "GPT-2 124M batch=$B seq=$T steps=$S"
-  python3 bench/gpu/torch_gpt2_124m.py --out "$WORK" --batch "$B" --seq "$T" --steps "$S" \
+  echo "GPT-2 124M batch=$B seq=$T steps=$S warmup=$W beta2=$B2 clip=$CL"
+  python3 bench/gpu/torch_gpt2_124m.py --out "$WORK" --batch "$B" --seq "$T" --steps "$S" $SCHED_TORCH \
       ${FP32_REF:+--fp32-ref} ${REPEAT_REF:+--repeat-ref} 2>&1 |
     grep -v -i warning
   for e in dynamo torchscript; do
@@ -49,7 +56,7 @@ X="$C/teexec"
       [ "$e" = torchscript ] && [ "$r" != none ] && continue
       f="$WORK/teexec_${e}_$r.json"
       timeout 400 "$X" train "$m" --device cuda --dtype bf16 --recipe "$r" --data "$WORK/tokens.npy" \
-        --seq "$T" --batch "$B" --steps "$S" --lr 6e-4 --json > "$f" 2> "$f.err"
+        --seq "$T" --batch "$B" --steps "$S" $SCHED_TEEXEC --json > "$f" 2> "$f.err"
       rc=$?
       echo "teexec train $e $r: rc=$rc $(tail -n 2 "$f.err" | tr '\n' ' ')"
       [ $rc = 0 ] || rm -f "$f"
@@ -60,7 +67,7 @@ X="$C/teexec"
   if [ -n "${FP32_REF:-}" ] && [ -f "$m" ]; then
     f="$WORK/teexec_dynamo_fp32.json"
     timeout 400 "$X" train "$m" --device cuda --dtype fp32 --data "$WORK/tokens.npy" \
-      --seq "$T" --batch "$B" --steps "$S" --lr 6e-4 --json > "$f" 2> "$f.err"
+      --seq "$T" --batch "$B" --steps "$S" $SCHED_TEEXEC --json > "$f" 2> "$f.err"
     rc=$?
     echo "teexec train dynamo fp32: rc=$rc $(tail -n 2 "$f.err" | tr '\n' ' ')"
     [ $rc = 0 ] || rm -f "$f"
@@ -68,7 +75,7 @@ X="$C/teexec"
   fi
   if [ -n "${PROFILE:-}" ] && [ -f "$m" ]; then
     timeout 200 "$X" train "$m" --device cuda --dtype bf16 --data "$WORK/tokens.npy" \
-      --seq "$T" --batch "$B" --steps 20 --lr 6e-4 --profile > "$OUT/profile_dynamo_bf16.txt" 2>&1
+      --seq "$T" --batch "$B" --steps 20 $SCHED_TEEXEC --profile > "$OUT/profile_dynamo_bf16.txt" 2>&1
     echo "teexec profile dynamo bf16: rc=$? ($OUT/profile_dynamo_bf16.txt)"
   fi
   echo

@@ -14,8 +14,11 @@
 3. Trains the same weights in PyTorch on the same windows that
    `teexec train --data DIR/tokens.npy --seq T --batch B` walks (row r of
    step s starts at ((s*B + r) * T) mod (N - T)): bf16 autocast, fused
-   AdamW (lr 6e-4, betas 0.9/0.999, eps 1e-8, weight decay 0.01, teexec's
-   betas, eps and decay), `--steps` steps eager (the reference loss curve,
+   AdamW (lr 6e-4, eps 1e-8, weight decay 0.01, betas --beta1/--beta2,
+   teexec's defaults 0.9/0.999), optionally nanoGPT's schedule: a linear
+   warmup over --warmup-steps (lr * (s+1) / W, as `teexec train
+   --warmup-steps`) and clip_grad_norm_ to --clip-grad-norm (as `teexec
+   train --clip-grad-norm`), `--steps` steps eager (the reference loss curve,
    DIR/torch_losses.npy) and a shorter run under torch.compile for speed.
    Writes DIR/torch.json: tokens/s of both, peak device memory
    (max_memory_allocated) of the eager step.
@@ -84,11 +87,22 @@ def windows(toks, s, b, t):
     return ids, lab
 
 
+def adamw(a):
+    return {**ADAMW, "betas": (a.beta1, a.beta2)}
+
+
+def lr_at(a, s):
+    """teexec's tx_train_lr_at without a decay: the warmup, then constant."""
+    if a.warmup_steps > 0 and s < a.warmup_steps:
+        return ADAMW["lr"] * (s + 1) / a.warmup_steps
+    return ADAMW["lr"]
+
+
 def train(torch, model, toks, a, steps, compiled, autocast=True):
     import contextlib
     import torch.nn.functional as F
     model = model.cuda().train()
-    opt = torch.optim.AdamW(model.parameters(), fused=True, **ADAMW)
+    opt = torch.optim.AdamW(model.parameters(), fused=True, **adamw(a))
     fwd = torch.compile(model) if compiled else model
     losses, times = [], []
     torch.cuda.reset_peak_memory_stats()
@@ -103,6 +117,10 @@ def train(torch, model, toks, a, steps, compiled, autocast=True):
             logits = fwd(x)
         loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.view(-1))
         loss.backward()
+        if a.clip_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip_grad_norm)
+        for grp in opt.param_groups:
+            grp["lr"] = lr_at(a, s)
         opt.step()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
@@ -133,7 +151,9 @@ def make(a):
                 log(f"exported {path}: {os.path.getsize(path) / 1e6:.1f} MB in {time.time() - t0:.0f} s")
             except Exception as e:  # reported; the other exporter still runs
                 log(f"export {exporter} FAILED: {str(e).splitlines()[-1][:300] if str(e) else repr(e)}")
-    res = {"batch": a.batch, "seq": a.seq, "steps": a.steps, "adamw": {**ADAMW, "betas": list(ADAMW["betas"])}}
+    res = {"batch": a.batch, "seq": a.seq, "steps": a.steps,
+           "adamw": {**adamw(a), "betas": [a.beta1, a.beta2]},
+           "warmup_steps": a.warmup_steps, "clip_grad_norm": a.clip_grad_norm}
     losses, tps, peak = train(torch, build(torch, make_zoo), toks, a, a.steps, False)
     np.save(os.path.join(a.out, "torch_losses.npy"), np.array(losses, np.float64))
     res["eager"] = {"tokens_per_s": tps, "peak_bytes": peak, "loss_first": losses[0], "loss_last": losses[-1]}
@@ -233,6 +253,12 @@ def main():
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--compile-steps", type=int, default=40)
+    ap.add_argument("--warmup-steps", type=int, default=0,
+                    help="linear lr warmup over N steps (teexec train --warmup-steps)")
+    ap.add_argument("--beta1", type=float, default=0.9)
+    ap.add_argument("--beta2", type=float, default=0.999)
+    ap.add_argument("--clip-grad-norm", type=float, default=0.0,
+                    help="clip_grad_norm_ to this global norm (teexec train --clip-grad-norm)")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--no-export", action="store_true")
     ap.add_argument("--repeat-ref", action="store_true",
