@@ -38,9 +38,9 @@
  *   BackwardLinearScale  Linear, ConstantScale: alpha = s. Any recipe.
  *   BackwardActivationBias  (Linear,) Bias, GELU|QGELU|ReLU|SReLU|SiLU: one
  *       kernel for dact, dbias (two-pass column sum: deterministic) and the
- *       quantized grad for the Linear before. It writes E4M3 only, per-tensor
- *       FP8 or MXFP8: a HYBRID recipe (E5M2 grads), fp8-block and nvfp4 are
- *       declined; needs a recipe and a native GEMM, like TE's.
+ *       quantized grad for the Linear before: per-tensor FP8 in E4M3 or
+ *       E5M2 (HYBRID), MXFP8 in E4M3 only (mxfp8:hybrid, fp8-block and nvfp4
+ *       are declined); needs a recipe and a native GEMM, like TE's.
  *   BackwardAddNorm  MakeExtraOutput, RMSNorm|LayerNorm: norm backward plus
  *       the fork's grad in one kernel. Any recipe, deterministic.
  *   BackwardBiasQuantize  (Linear,) Bias: dbias and the Linear's quantized
@@ -101,7 +101,7 @@ static const tx_fusion_info infos[TX_FUSION_COUNT] = {
      "dgrad and wgrad GEMMs with alpha = scale", ALL, true, false, false, false},
     {TX_FUSION_BWD_ACT_BIAS, "BackwardActivationBias", TX_PASS_BACKWARD,
      "(Linear) Bias GELU|QGELU|ReLU|SReLU|SiLU",
-     "dactivation + dbias + quantize the Linear's grad_output (E4M3) in one kernel", E4M3_GRADS,
+     "dactivation + dbias + quantize the Linear's grad_output in one kernel", E4M3_GRADS,
      true, true, true, false},
     {TX_FUSION_BWD_ADD_NORM, "BackwardAddNorm", TX_PASS_BACKWARD, "MakeExtraOutput RMSNorm|LayerNorm",
      "norm backward adding the fork's grad", ALL, true, false, false, false},
@@ -595,10 +595,10 @@ static bool reason_act_bias(const tx_fuse_ctx *c, int32_t at, int32_t count, cha
     const tx_recipe *r = &c->req->recipe;
     const tx_fusion_info *fi = &infos[TX_FUSION_BWD_ACT_BIAS];
     if (no_recipe(c, why)) return true;
-    if (r->hybrid && fi->grad_e4m3_only) {
+    if (r->hybrid && r->kind == TX_RECIPE_MXFP8 && fi->grad_e4m3_only) {
         snprintf(why, TX_REASON_MAX, "recipe %s: Linear %s's grad_output is E5M2 (HYBRID) and the "
-                 "fused dact+dbias kernel writes E4M3 only", recipe_str(c, rb, sizeof rb),
-                 label(c, at - 1));
+                 "fused dact+dbias kernel writes MXFP8 grads in E4M3 only",
+                 recipe_str(c, rb, sizeof rb), label(c, at - 1));
         return true;
     }
     if (!(fi->recipes & TX_RECIPE_BIT(r->kind))) {

@@ -59,8 +59,9 @@ typedef enum tx_recipe_kind {
 
 typedef struct tx_recipe {
     tx_recipe_kind kind;
-    /* FP8 formats: E4M3 everywhere, or HYBRID: E4M3 forward, E5M2 grads
-     * (fp8-delayed, fp8-current, mxfp8). */
+    /* FP8 formats: E4M3 everywhere, or HYBRID: E4M3 forward, E5M2 grads.
+     * As TE: HYBRID by default for fp8-delayed and fp8-current, E4M3 for
+     * mxfp8 (":e4m3" / ":hybrid" for the other); the others are E4M3. */
     bool hybrid;
     int amax_history_len;     /* fp8-delayed; default 1024 */
     bool mxfp8_2d_weights;    /* mxfp8: 32x32 weight blocks */
@@ -82,12 +83,13 @@ typedef struct tx_recipe {
 } tx_recipe;
 
 /* Parses "none", "fp8-delayed", "fp8-current", "fp8-block", "mxfp8",
- * "nvfp4", each optionally followed by ":hybrid" (the FP8 ones and mxfp8)
- * and ",key=value" options (history=N, 2d=0|1, rht=0|1, sr=0|1, pow2=0|1,
+ * "nvfp4", each optionally followed by ":hybrid" or ":e4m3" (the grad
+ * format of fp8-delayed, fp8-current and mxfp8) and ",key=value" options (history=N, 2d=0|1, rht=0|1, sr=0|1, pow2=0|1,
  * dtype=bf16|fp16|fp32). Defaults as TE's. BAD_ARGUMENT with the accepted
  * list on anything else. */
 teexec_status *tx_recipe_parse(const char *text, tx_recipe *out) TX_NODISCARD;
-/* "mxfp8", "fp8-current:hybrid", ... (static or buf). */
+/* "mxfp8", "fp8-current:e4m3", "mxfp8:hybrid", ... (static or buf): a
+ * grad format other than the recipe's default is written. */
 const char *tx_recipe_name(const tx_recipe *r, char *buf, size_t size);
 
 /* ---- device ---------------------------------------------------------------- */
@@ -168,7 +170,7 @@ typedef struct tx_fusion_info {
      * why. A plan never asks a fused kernel for more. */
     unsigned recipes;       /* TX_RECIPE_BIT of each recipe kind it runs under */
     bool deterministic;     /* same bits run to run (no float atomics) */
-    bool grad_e4m3_only;    /* a quantized grad it writes is E4M3 (never E5M2) */
+    bool grad_e4m3_only;    /* an MXFP8 grad it writes is E4M3 (never E5M2) */
     bool needs_native_gemm; /* only where the recipe's GEMM is native */
     bool cuda_only;         /* a GPU kernel (a cuBLASLt epilogue); the CPU declines it */
 } tx_fusion_info;

@@ -15,8 +15,10 @@
 
 static const char recipe_help[] =
     "  --recipe R        none (default), fp8-delayed, fp8-current, fp8-block, mxfp8,\n"
-    "                    nvfp4; add :hybrid for E5M2 gradients (fp8-*, mxfp8) and\n"
-    "                    ,key=value options: history=N (fp8-delayed amax history),\n"
+    "                    nvfp4. Gradients as TE's recipes: E5M2 (HYBRID) for\n"
+    "                    fp8-delayed and fp8-current (:e4m3 for E4M3), E4M3 for\n"
+    "                    mxfp8 (:hybrid for E5M2). Then ,key=value options:\n"
+    "                    history=N (fp8-delayed amax history),\n"
     "                    2d=0|1 (2-D weight blocks), rht=0|1 and sr=0|1 (nvfp4's\n"
     "                    Hadamard transform and stochastic rounding), pow2=0|1\n"
     "                    (power-of-two scales: fp8-block default 1, fp8-current 0),\n"

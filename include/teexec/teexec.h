@@ -481,7 +481,8 @@ TEEXEC_API teexec_status *teexec_session_options_set_dim_buckets(teexec_session_
                                                                  size_t n_sizes);
 /* The quantization recipe a session runs the model's Linears under:
  * "none" (default), "fp8-delayed", "fp8-current", "fp8-block", "mxfp8",
- * "nvfp4" (":hybrid" for E5M2 grads), as teexec_plan_options_set_recipe.
+ * "nvfp4" (grad formats as TE's: see teexec_plan_options_set_recipe), as
+ * teexec_plan_options_set_recipe.
  * CPU sessions run every recipe (the plan's fuser groups, bit-exact CPU
  * quantizers, FP32 GEMMs on the dequantized operands; fp8-delayed state
  * per session, rolled after each run); CPU trainers accept "none" only
@@ -1184,7 +1185,10 @@ typedef struct teexec_plan_options teexec_plan_options;
 TEEXEC_API teexec_status *teexec_plan_options_create(teexec_plan_options **out_options);
 TEEXEC_API void teexec_plan_options_destroy(teexec_plan_options *options);
 /* "none", "fp8-delayed", "fp8-current", "fp8-block", "mxfp8", "nvfp4",
- * optionally with ":hybrid" (E5M2 grads) and ",key=value" options (see
+ * optionally with a grad format and ",key=value" options. Grads follow TE's
+ * recipes: fp8-delayed and fp8-current are HYBRID (E4M3 forward, E5M2
+ * grads) unless ":e4m3", mxfp8 is E4M3 unless ":hybrid", the others E4M3
+ * (FP8) or E2M1 (NVFP4). Options (see
  * `teexec plan --help`). TEEXEC_ERR_INVALID_ARGUMENT naming the accepted
  * values otherwise. */
 TEEXEC_API teexec_status *teexec_plan_options_set_recipe(teexec_plan_options *options,

@@ -125,7 +125,7 @@ typedef struct recipe_case {
 
 static const recipe_case recipes[] = {
     {"fp8-delayed", 0.1}, {"fp8-current", 0.1}, {"fp8-block", 0.1},  {"mxfp8", 0.1},
-    {"nvfp4", 0.25},      {"mxfp8:hybrid", 0.1}, {"fp8-current:hybrid", 0.1},
+    {"nvfp4", 0.25},      {"mxfp8:hybrid", 0.1}, {"fp8-current:e4m3", 0.1},
 };
 
 /* must_quantize: every recipe's plan quantizes some operand here.

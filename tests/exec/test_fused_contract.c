@@ -536,11 +536,11 @@ typedef struct sweep_stats {
     int fusions_seen[TX_FUSION_COUNT];
 } sweep_stats;
 
-static void sweep(const built_group *b, tx_recipe_kind kind, sweep_stats *stats,
+static void sweep(const built_group *b, tx_recipe_kind kind, bool hybrid, sweep_stats *stats,
                   const tx_group_config *given)
 {
     qsetup q;
-    make_quant(&q, b, kind, false);
+    make_quant(&q, b, kind, hybrid);
     if (given) q.cfg = *given;
     g_cfg = &q.cfg;
     bool quantized = kind != TX_RECIPE_NONE;
@@ -583,7 +583,7 @@ static void sweep(const built_group *b, tx_recipe_kind kind, sweep_stats *stats,
     g_cfg = NULL;
 }
 
-static void all_groups_all_layouts(tx_recipe_kind kind)
+static void all_groups_all_layouts(tx_recipe_kind kind, bool hybrid)
 {
     rng_state = 0x5eed0000u + (uint64_t)kind;
     void (*makers[])(built_group *) = {group_te_mlp, group_scale_add, group_swiglu, group_moe};
@@ -592,11 +592,11 @@ static void all_groups_all_layouts(tx_recipe_kind kind)
     for (size_t m = 0; m < sizeof makers / sizeof *makers; m++) {
         built_group b;
         makers[m](&b);
-        sweep(&b, kind, &stats, NULL);
+        sweep(&b, kind, hybrid, &stats, NULL);
         free_group(&b);
     }
-    print_message("recipe %d: %ld forward x backward combinations byte-identical\n", (int)kind,
-                  stats.runs);
+    print_message("recipe %d%s: %ld forward x backward combinations byte-identical\n", (int)kind,
+                  hybrid ? " (HYBRID: E5M2 grads)" : "", stats.runs);
     /* every catalog fusion the CPU runs was exercised (the quantize ones
      * need a recipe) */
     for (int f = 1; f < TX_FUSION_COUNT; f++) {
@@ -608,10 +608,17 @@ static void all_groups_all_layouts(tx_recipe_kind kind)
     }
 }
 
-static void recipe_none(void **state) { (void)state; all_groups_all_layouts(TX_RECIPE_NONE); }
-static void recipe_fp8_current(void **state) { (void)state; all_groups_all_layouts(TX_RECIPE_FP8_CURRENT); }
-static void recipe_mxfp8(void **state) { (void)state; all_groups_all_layouts(TX_RECIPE_MXFP8); }
-static void recipe_nvfp4(void **state) { (void)state; all_groups_all_layouts(TX_RECIPE_NVFP4); }
+static void recipe_none(void **state) { (void)state; all_groups_all_layouts(TX_RECIPE_NONE, false); }
+static void recipe_fp8_current(void **state) { (void)state; all_groups_all_layouts(TX_RECIPE_FP8_CURRENT, false); }
+/* fp8-current's default: E5M2 grads through every hand-off, the fused
+ * dact+dbias's included */
+static void recipe_fp8_current_hybrid(void **state)
+{
+    (void)state;
+    all_groups_all_layouts(TX_RECIPE_FP8_CURRENT, true);
+}
+static void recipe_mxfp8(void **state) { (void)state; all_groups_all_layouts(TX_RECIPE_MXFP8, false); }
+static void recipe_nvfp4(void **state) { (void)state; all_groups_all_layouts(TX_RECIPE_NVFP4, false); }
 
 /* The comparisons can fail: a quantized run differs from an unquantized
  * one, and a changed weight changes the grads. */
@@ -1102,7 +1109,7 @@ static void te_models_all_layouts(void **state)
                     tx_group_run_free(p);
                     tx_group_run_free(q);
                 }
-                sweep(&b, kinds[ri], &stats, &cfg);
+                sweep(&b, kinds[ri], f.plan->recipe.hybrid, &stats, &cfg);
                 groups++;
                 free_group(&b);
             }
@@ -1125,6 +1132,7 @@ int main(void)
         cmocka_unit_test(te_models_all_layouts),
         cmocka_unit_test(recipe_none),
         cmocka_unit_test(recipe_fp8_current),
+        cmocka_unit_test(recipe_fp8_current_hybrid),
         cmocka_unit_test(recipe_mxfp8),
         cmocka_unit_test(recipe_nvfp4),
     };

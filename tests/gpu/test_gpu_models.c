@@ -291,8 +291,10 @@ static void test_training_fp32_bf16(void **state)
 static void test_recipes(void **state)
 {
     (void)state;
-    static const char *const recipes[] = {"fp8-delayed", "fp8-current", "fp8-block", "mxfp8",
-                                          "nvfp4"};
+    /* the FP8 per-tensor recipes in both grad formats: E5M2 (their
+     * default, TE's HYBRID) and E4M3 */
+    static const char *const recipes[] = {"fp8-delayed", "fp8-current", "fp8-current:e4m3",
+                                          "fp8-block",   "mxfp8",       "nvfp4"};
     /* 32 rows x 64 features: every recipe's block shape fits; models/mlp's
      * 16 rows are NVFP4's smallest (rows % 16), and the planner keeps its
      * MXFP8 operands (below 32 rows) in bf16 */

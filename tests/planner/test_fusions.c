@@ -141,7 +141,7 @@ static void hybrid_refuses_e4m3_only_backward_activation_bias(void **state)
     fx_plan(&f, &(fx_req){.recipe = "mxfp8:hybrid", .device = "sm_100", .training = true});
     expect_reason(&f, TX_FUSION_BWD_ACT_BIAS, "b1",
                   "recipe mxfp8:hybrid: Linear fc1's grad_output is E5M2 (HYBRID) and the fused "
-                  "dact+dbias kernel writes E4M3 only");
+                  "dact+dbias kernel writes MXFP8 grads in E4M3 only");
     /* never reinterpreted: the bias falls back to the general quantizer,
      * which writes E5M2 */
     assert_string_equal(bwd(&f), "unfused(ln) unfused(fc1) BackwardBiasQuantize(b1) unfused(act) "
@@ -149,11 +149,16 @@ static void hybrid_refuses_e4m3_only_backward_activation_bias(void **state)
     for (size_t i = 0; i < f.plan->n_groups; i++)
         for (int32_t k = 0; k < f.plan->groups[i].n_backward; k++)
             assert_int_not_equal(f.plan->groups[i].backward[k].fusion, TX_FUSION_BWD_ACT_BIAS);
-    /* the same under fp8-current:hybrid on Hopper (native FP8) */
-    fx_plan(&f, &(fx_req){.recipe = "fp8-current:hybrid", .device = "sm_90", .training = true});
-    expect_reason(&f, TX_FUSION_BWD_ACT_BIAS, "b1", "E5M2");
-    fx_plan(&f, &(fx_req){.recipe = "fp8-current", .device = "sm_90", .training = true});
-    assert_null(fx_decline(&f, TX_FUSION_BWD_ACT_BIAS, "b1"));
+    /* per-tensor FP8 on Hopper (native FP8): the fused kernel writes
+     * either grad format, so fp8-current (HYBRID, TE's default) and
+     * fp8-current:e4m3 both fuse it */
+    const char *fp8[] = {"fp8-current", "fp8-current:hybrid", "fp8-current:e4m3", "fp8-delayed"};
+    for (size_t i = 0; i < sizeof fp8 / sizeof fp8[0]; i++) {
+        fx_plan(&f, &(fx_req){.recipe = fp8[i], .device = "sm_90", .training = true});
+        assert_null(fx_decline(&f, TX_FUSION_BWD_ACT_BIAS, "b1"));
+        if (!strstr(bwd(&f), "BackwardActivationBias(b1 act)"))
+            fail_msg("%s: backward layout %s", fp8[i], bwd(&f));
+    }
     fx_free(&f);
     mb_free_all();
 }

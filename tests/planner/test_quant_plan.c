@@ -222,15 +222,25 @@ static void block_shapes_per_recipe(void **state)
     static const struct {
         const char *recipe;
         tx_qkind kind;
-        teexec_dtype dt;
+        teexec_dtype dt, dy_dt;
         int xr, xc, wr, wc;
     } cases[] = {
-        {"fp8-block", TX_QKIND_FP8_BLOCK, TEEXEC_DTYPE_FLOAT8E4M3FN, 1, 128, 128, 128},
-        {"mxfp8", TX_QKIND_MXFP8, TEEXEC_DTYPE_FLOAT8E4M3FN, 1, 32, 1, 32},
-        {"mxfp8,2d=1", TX_QKIND_MXFP8, TEEXEC_DTYPE_FLOAT8E4M3FN, 1, 32, 32, 32},
-        {"nvfp4", TX_QKIND_NVFP4, TEEXEC_DTYPE_FLOAT4E2M1, 1, 16, 16, 16},
-        {"nvfp4,2d=0", TX_QKIND_NVFP4, TEEXEC_DTYPE_FLOAT4E2M1, 1, 16, 1, 16},
-        {"fp8-delayed", TX_QKIND_FP8_TENSOR, TEEXEC_DTYPE_FLOAT8E4M3FN, 1, 1, 1, 1},
+        {"fp8-block", TX_QKIND_FP8_BLOCK, TEEXEC_DTYPE_FLOAT8E4M3FN, TEEXEC_DTYPE_FLOAT8E4M3FN, 1,
+         128, 128, 128},
+        {"mxfp8", TX_QKIND_MXFP8, TEEXEC_DTYPE_FLOAT8E4M3FN, TEEXEC_DTYPE_FLOAT8E4M3FN, 1, 32, 1,
+         32},
+        {"mxfp8,2d=1", TX_QKIND_MXFP8, TEEXEC_DTYPE_FLOAT8E4M3FN, TEEXEC_DTYPE_FLOAT8E4M3FN, 1, 32,
+         32, 32},
+        {"nvfp4", TX_QKIND_NVFP4, TEEXEC_DTYPE_FLOAT4E2M1, TEEXEC_DTYPE_FLOAT4E2M1, 1, 16, 16, 16},
+        {"nvfp4,2d=0", TX_QKIND_NVFP4, TEEXEC_DTYPE_FLOAT4E2M1, TEEXEC_DTYPE_FLOAT4E2M1, 1, 16, 1,
+         16},
+        /* TE's DelayedScaling / Float8CurrentScaling default: HYBRID */
+        {"fp8-delayed", TX_QKIND_FP8_TENSOR, TEEXEC_DTYPE_FLOAT8E4M3FN, TEEXEC_DTYPE_FLOAT8E5M2, 1,
+         1, 1, 1},
+        {"fp8-current", TX_QKIND_FP8_TENSOR, TEEXEC_DTYPE_FLOAT8E4M3FN, TEEXEC_DTYPE_FLOAT8E5M2, 1,
+         1, 1, 1},
+        {"fp8-current:e4m3", TX_QKIND_FP8_TENSOR, TEEXEC_DTYPE_FLOAT8E4M3FN,
+         TEEXEC_DTYPE_FLOAT8E4M3FN, 1, 1, 1, 1},
     };
     chain_opts o = base_chain;
     o.m = 128; /* fp8-block: a native size */
@@ -244,7 +254,7 @@ static void block_shapes_per_recipe(void **state)
         assert_int_equal(x->kind, cases[i].kind);
         assert_int_equal(w->kind, cases[i].kind);
         assert_int_equal(x->data_dtype, cases[i].dt);
-        assert_int_equal(dy->data_dtype, cases[i].dt); /* no :hybrid */
+        assert_int_equal(dy->data_dtype, cases[i].dy_dt);
         assert_int_equal(x->block_rows, cases[i].xr);
         assert_int_equal(x->block_cols, cases[i].xc);
         assert_int_equal(dy->block_rows, cases[i].xr);

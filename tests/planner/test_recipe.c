@@ -48,6 +48,12 @@ static void defaults_follow_te(void **state)
     assert_int_equal(r.kind, TX_RECIPE_FP8_DELAYED);
     assert_int_equal(r.amax_history_len, 1024);
     assert_int_equal(r.compute_dtype, TEEXEC_DTYPE_BFLOAT16);
+    /* TE: DelayedScaling and Float8CurrentScaling default to
+     * Format.HYBRID (E5M2 grads); MXFP8BlockScaling to E4M3 */
+    assert_true(r.hybrid);
+    assert_true(parse_ok("fp8-current").hybrid);
+    assert_false(parse_ok("fp8-block").hybrid);
+    assert_false(parse_ok("nvfp4").hybrid);
 
     r = parse_ok("nvfp4");
     assert_true(r.nvfp4_rht);
@@ -74,6 +80,10 @@ static void options_and_hybrid(void **state)
     r = parse_ok("fp8-delayed:hybrid,history=16");
     assert_true(r.hybrid);
     assert_int_equal(r.amax_history_len, 16);
+    /* ":e4m3": E4M3 grads too */
+    assert_false(parse_ok("fp8-current:e4m3").hybrid);
+    assert_false(parse_ok("fp8-delayed:E4M3,history=8").hybrid);
+    assert_false(parse_ok("mxfp8:e4m3").hybrid);
     r = parse_ok("nvfp4,rht=0,sr=0,2d=0");
     assert_false(r.nvfp4_rht);
     assert_false(r.nvfp4_stochastic);
@@ -91,8 +101,9 @@ static void options_and_hybrid(void **state)
 static void names_round_trip(void **state)
 {
     (void)state;
-    const char *texts[] = {"none", "none,dtype=bf16", "fp8-delayed", "fp8-delayed:hybrid,history=16",
-                           "fp8-current:hybrid", "fp8-block", "mxfp8", "mxfp8:hybrid,2d=1",
+    const char *texts[] = {"none", "none,dtype=bf16", "fp8-delayed", "fp8-delayed,history=16",
+                           "fp8-delayed:e4m3", "fp8-current", "fp8-current:e4m3,pow2=1",
+                           "fp8-block", "mxfp8", "mxfp8:hybrid,2d=1",
                            "nvfp4", "nvfp4,2d=0,rht=0,sr=0", "fp8-current,dtype=fp32",
                            "mxfp8,first_last_hp=1,dtype=fp16", "fp8-block,pow2=0",
                            "fp8-current,pow2=1"};
@@ -112,6 +123,11 @@ static void names_round_trip(void **state)
     }
     tx_recipe r = parse_ok("mxfp8:hybrid");
     assert_string_equal(tx_recipe_name(&r, NULL, 0), "mxfp8"); /* no buffer: the bare kind */
+    /* the default grad format is not written: ":hybrid" of fp8-current is
+     * its default */
+    char buf[64];
+    r = parse_ok("fp8-current:hybrid");
+    assert_string_equal(tx_recipe_name(&r, buf, sizeof buf), "fp8-current");
 }
 
 static void refusals_say_why(void **state)
