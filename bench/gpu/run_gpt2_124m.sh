@@ -21,7 +21,8 @@
 #        FP32_REF=1 (also PyTorch and teexec without bf16: PyTorch's own
 #        bf16-vs-fp32 spread, and teexec fp32 held to PyTorch fp32),
 #        PROFILE=1 (teexec's per-kernel profile of 20 bf16 steps),
-#        REPEAT_REF=1 (PyTorch's eager bf16 run twice: its own spread)
+#        REPEAT_REF=1 (PyTorch's eager bf16 run twice: its own spread),
+#        NO_COMPILE=1 (skip the torch.compile timing: curves only)
 set -u
 C=${CARRY_DIR:-.carry/lead}
 OUT=${OUT:-/tmp/gpt2-124m}
@@ -40,7 +41,7 @@ X="$C/teexec"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   echo "GPT-2 124M batch=$B seq=$T steps=$S warmup=$W beta2=$B2 clip=$CL"
   python3 bench/gpu/torch_gpt2_124m.py --out "$WORK" --batch "$B" --seq "$T" --steps "$S" $SCHED_TORCH \
-      ${FP32_REF:+--fp32-ref} ${REPEAT_REF:+--repeat-ref} 2>&1 |
+      ${FP32_REF:+--fp32-ref} ${REPEAT_REF:+--repeat-ref} ${NO_COMPILE:+--no-compile} 2>&1 |
     grep -v -i warning
   for e in dynamo torchscript; do
     m="$WORK/gpt2_124m_$e/model.onnx"
@@ -54,7 +55,7 @@ X="$C/teexec"
     [ -f "$m" ] || continue
     for r in $RECIPES; do
       [ "$e" = torchscript ] && [ "$r" != none ] && continue
-      f="$WORK/teexec_${e}_$r.json"
+      f="$WORK/teexec_${e}_${r//[:,=]/_}.json"  # recipe options make no file names
       timeout 400 "$X" train "$m" --device cuda --dtype bf16 --recipe "$r" --data "$WORK/tokens.npy" \
         --seq "$T" --batch "$B" --steps "$S" $SCHED_TEEXEC --json > "$f" 2> "$f.err"
       rc=$?
