@@ -67,8 +67,9 @@
 #define ALL TX_RECIPES_ALL
 #define QUANTIZED (ALL & ~TX_RECIPE_BIT(TX_RECIPE_NONE))
 #define MX_NV (TX_RECIPE_BIT(TX_RECIPE_MXFP8) | TX_RECIPE_BIT(TX_RECIPE_NVFP4))
-#define E4M3_GRADS (TX_RECIPE_BIT(TX_RECIPE_FP8_DELAYED) | TX_RECIPE_BIT(TX_RECIPE_FP8_CURRENT) \
-                    | TX_RECIPE_BIT(TX_RECIPE_MXFP8))
+/* the recipes BackwardActivationBias's kernel writes grads for */
+#define FP8_MX_GRADS (TX_RECIPE_BIT(TX_RECIPE_FP8_DELAYED) | TX_RECIPE_BIT(TX_RECIPE_FP8_CURRENT) \
+                      | TX_RECIPE_BIT(TX_RECIPE_MXFP8))
 
 static const tx_fusion_info infos[TX_FUSION_COUNT] = {
     {TX_FUSION_NONE, "unfused", TX_PASS_FORWARD, "any one basic op", "the op's own kernel", ALL,
@@ -101,7 +102,7 @@ static const tx_fusion_info infos[TX_FUSION_COUNT] = {
      "dgrad and wgrad GEMMs with alpha = scale", ALL, true, false, false, false},
     {TX_FUSION_BWD_ACT_BIAS, "BackwardActivationBias", TX_PASS_BACKWARD,
      "(Linear) Bias GELU|QGELU|ReLU|SReLU|SiLU",
-     "dactivation + dbias + quantize the Linear's grad_output in one kernel", E4M3_GRADS,
+     "dactivation + dbias + quantize the Linear's grad_output in one kernel", FP8_MX_GRADS,
      true, true, true, false},
     {TX_FUSION_BWD_ADD_NORM, "BackwardAddNorm", TX_PASS_BACKWARD, "MakeExtraOutput RMSNorm|LayerNorm",
      "norm backward adding the fork's grad", ALL, true, false, false, false},

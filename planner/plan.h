@@ -84,7 +84,8 @@ typedef struct tx_recipe {
 
 /* Parses "none", "fp8-delayed", "fp8-current", "fp8-block", "mxfp8",
  * "nvfp4", each optionally followed by ":hybrid" or ":e4m3" (the grad
- * format of fp8-delayed, fp8-current and mxfp8) and ",key=value" options (history=N, 2d=0|1, rht=0|1, sr=0|1, pow2=0|1,
+ * format of fp8-delayed, fp8-current and mxfp8) and ",key=value" options
+ * (history=N, 2d=0|1, rht=0|1, sr=0|1, pow2=0|1, first_last_hp=0|1,
  * dtype=bf16|fp16|fp32). Defaults as TE's. BAD_ARGUMENT with the accepted
  * list on anything else. */
 teexec_status *tx_recipe_parse(const char *text, tx_recipe *out) TX_NODISCARD;

@@ -481,8 +481,7 @@ TEEXEC_API teexec_status *teexec_session_options_set_dim_buckets(teexec_session_
                                                                  size_t n_sizes);
 /* The quantization recipe a session runs the model's Linears under:
  * "none" (default), "fp8-delayed", "fp8-current", "fp8-block", "mxfp8",
- * "nvfp4" (grad formats as TE's: see teexec_plan_options_set_recipe), as
- * teexec_plan_options_set_recipe.
+ * "nvfp4", with grad formats and options as teexec_plan_options_set_recipe.
  * CPU sessions run every recipe (the plan's fuser groups, bit-exact CPU
  * quantizers, FP32 GEMMs on the dequantized operands; fp8-delayed state
  * per session, rolled after each run); CPU trainers accept "none" only
