@@ -51,26 +51,23 @@ __global__ void __launch_bounds__(512) amax_kernel(const T *x, size_t nvec, size
 
 /* Per-tensor cast(+transpose). One scale for the whole tensor, so an
  * element's FP8 byte is the same in both usages: each element is converted
- * once, in the row sweep, and the transposed copy is a byte transpose of
- * the staged codes (1 byte per element of shared memory instead of the
- * input's 2 or 4, and no second conversion). A block of 256 threads owns
- * 128 rows x 128 columns as fp8_tile_kernel does. The byte tile's 4-byte
- * words are XOR-swizzled by row group so that the transpose reads (8 row
- * groups x 4 word columns per warp) hit 32 distinct banks. */
-constexpr int PT_R = 128, PT_C = 128, PT_NT = 256;
-
-__device__ __forceinline__ int pt_word(int r, int w) { return r * (PT_C / 4) + (w ^ (((r >> 4) & 7) << 2)); }
+ * once and the transposed copy is a byte transpose of the staged codes
+ * (fp8_tile.cuh). */
+using txq::FT_C;
+using txq::FT_NT;
+using txq::FT_R;
+using txq::ft_word;
 
 template <typename T, bool ROW, bool COL>
-__global__ void __launch_bounds__(PT_NT) fp8_pt_kernel(txq::Fp8TileParams p)
+__global__ void __launch_bounds__(FT_NT) fp8_pt_kernel(txq::Fp8TileParams p)
 {
-    __shared__ __align__(16) uint32_t qs[COL ? PT_R * PT_C / 4 : 1];
+    __shared__ __align__(16) uint32_t qs[COL ? txq::FT_WORDS : 1];
 
     const bool E5M2 = p.e5m2 != 0;
     const int tid = threadIdx.x, lane = tid & 31;
     const int l16 = tid & 15, rg = tid >> 4;
     const size_t kb = blockIdx.x % p.ncb;
-    const size_t r0 = (blockIdx.x / p.ncb) * PT_R, c0 = kb * PT_C;
+    const size_t r0 = (blockIdx.x / p.ncb) * FT_R, c0 = kb * FT_C;
     const size_t M = p.rows, K = p.cols;
     const T *x = static_cast<const T *>(p.x);
     const size_t c = c0 + (size_t)l16 * 8;
@@ -102,7 +99,7 @@ __global__ void __launch_bounds__(PT_NT) fp8_pt_kernel(txq::Fp8TileParams p)
         q.x = txq::quant_fp8x4_fast(E5M2, v, s);
         q.y = txq::quant_fp8x4_fast(E5M2, v + 4, s);
         if (ROW && cin && r < M) *reinterpret_cast<uint2 *>(p.row_data + r * K + c) = q;
-        if (COL) *reinterpret_cast<uint2 *>(&qs[pt_word(rl, 2 * l16)]) = q;
+        if (COL) *reinterpret_cast<uint2 *>(&qs[ft_word(rl, 2 * l16)]) = q;
     }
     if (tmax != tmax || !(fabsf(s) <= FLT_MAX) || s == 0.0f) {
         tmax = 0.0f;
@@ -121,14 +118,14 @@ __global__ void __launch_bounds__(PT_NT) fp8_pt_kernel(txq::Fp8TileParams p)
             q.x = txq::quant_fp8x4(E5M2, v, s);
             q.y = txq::quant_fp8x4(E5M2, v + 4, s);
             if (ROW && cin && r < M) *reinterpret_cast<uint2 *>(p.row_data + r * K + c) = q;
-            if (COL) *reinterpret_cast<uint2 *>(&qs[pt_word(rl, 2 * l16)]) = q;
+            if (COL) *reinterpret_cast<uint2 *>(&qs[ft_word(rl, 2 * l16)]) = q;
         }
     }
     /* one atomic per block: one per warp meant 64K atomics on one address
      * for a 256 MiB input, serialized in L2; the delayed cast ran at 74%
      * of copy while current scaling's identical cast, without them, ran at
      * ~86% (H200). */
-    __shared__ float wmax[PT_NT / 32];
+    __shared__ float wmax[FT_NT / 32];
     if (p.amax) {
         tmax = txq::warp_max_xor(tmax, 32);
         if (lane == 0) wmax[tid >> 5] = tmax;
@@ -137,45 +134,21 @@ __global__ void __launch_bounds__(PT_NT) fp8_pt_kernel(txq::Fp8TileParams p)
     if (p.amax && tid == 0) {
         float a = wmax[0];
 #pragma unroll
-        for (int w = 1; w < PT_NT / 32; w++) a = fmaxf(a, wmax[w]);
+        for (int w = 1; w < FT_NT / 32; w++) a = fmaxf(a, wmax[w]);
         if (a > 0.0f) atomicMax(reinterpret_cast<unsigned int *>(p.amax), __float_as_uint(a));
     }
     if (!COL) return;
 
-    /* byte transpose: thread owns input columns 4*cg..4*cg+3 (output rows)
-     * and input rows 16*rb..16*rb+15; the 8 threads of one cg are adjacent
-     * lanes, so each store instruction writes whole 128-byte output rows */
-    const int rb = tid & 7, cg = tid >> 3;
-    if (r0 + rb * 16 >= M) return; /* M % 16 == 0: chunks are whole */
-    uint32_t o[4][4];
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        const int rr = rb * 16 + k * 4;
-        const uint32_t a = qs[pt_word(rr, cg)], b = qs[pt_word(rr + 1, cg)];
-        const uint32_t cq = qs[pt_word(rr + 2, cg)], d = qs[pt_word(rr + 3, cg)];
-        const uint32_t t0 = __byte_perm(a, b, 0x5140), t1 = __byte_perm(cq, d, 0x5140);
-        const uint32_t t2 = __byte_perm(a, b, 0x7362), t3 = __byte_perm(cq, d, 0x7362);
-        o[0][k] = __byte_perm(t0, t1, 0x5410);
-        o[1][k] = __byte_perm(t0, t1, 0x7632);
-        o[2][k] = __byte_perm(t2, t3, 0x5410);
-        o[3][k] = __byte_perm(t2, t3, 0x7632);
-    }
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const size_t cc = c0 + (size_t)cg * 4 + j;
-        if (cc < K)
-            *reinterpret_cast<uint4 *>(p.col_data + cc * M + r0 + rb * 16) =
-                make_uint4(o[j][0], o[j][1], o[j][2], o[j][3]);
-    }
+    txq::ft_store_transposed(qs, p.col_data, M, K, r0, c0, tid);
 }
 
 template <typename T>
 cudaError_t pt_dispatch(const txq::Fp8TileParams &p, unsigned blocks, cudaStream_t s)
 {
     const bool row = p.row_data != NULL, col = p.col_data != NULL;
-    if (row && col) fp8_pt_kernel<T, true, true><<<blocks, PT_NT, 0, s>>>(p);
-    else if (row) fp8_pt_kernel<T, true, false><<<blocks, PT_NT, 0, s>>>(p);
-    else fp8_pt_kernel<T, false, true><<<blocks, PT_NT, 0, s>>>(p);
+    if (row && col) fp8_pt_kernel<T, true, true><<<blocks, FT_NT, 0, s>>>(p);
+    else if (row) fp8_pt_kernel<T, true, false><<<blocks, FT_NT, 0, s>>>(p);
+    else fp8_pt_kernel<T, false, true><<<blocks, FT_NT, 0, s>>>(p);
     return cudaGetLastError();
 }
 
