@@ -277,24 +277,21 @@ __device__ __forceinline__ float e8m0_val(uint32_t e)
 /* ---- E2M1 ------------------------------------------------------------- */
 
 /* tx_f32_to_e2m1: RN-even onto {0,.5,1,1.5,2,3,4,6}, saturating; NaN -> +6
- * (0x7); the sign of zero results is kept. */
+ * (0x7); the sign of zero results is kept. The grid's step is 0.5 below 2,
+ * then 1, then 2: adding 2^22 times the step (a float whose ulp is the
+ * step) rounds |x| onto it in the hardware's RN-even, and the ulps added
+ * count the code from the start of the binade. About 13 instructions
+ * against a threshold chain's 19, in a kernel bound by instruction issue;
+ * equal to the chain for all 2^32 inputs (checked on the CPU). */
 __device__ __forceinline__ uint32_t enc_e2m1(float x)
 {
-    uint32_t u = __float_as_uint(x);
-    uint32_t sign = (u >> 28) & 8u;
-    uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return 0x7u;
-    float m = __uint_as_float(a);
-    uint32_t code;
-    if (m <= 0.25f) code = 0;
-    else if (m < 0.75f) code = 1;
-    else if (m <= 1.25f) code = 2;
-    else if (m < 1.75f) code = 3;
-    else if (m <= 2.5f) code = 4;
-    else if (m < 3.5f) code = 5;
-    else if (m <= 5.0f) code = 6;
-    else code = 7;
-    return sign | code;
+    const uint32_t u = __float_as_uint(x), a = u & 0x7fffffffu;
+    const uint32_t sign = a > 0x7f800000u ? 0u : (u >> 28) & 8u;
+    const uint32_t am = a < 0x40C00000u ? a : 0x40C00000u; /* min(|x|, 6): NaN, Inf -> 6 */
+    const uint32_t e = (am >> 23) > 127u ? (am >> 23) : 127u;
+    const uint32_t mb = (e + 22u) << 23;                   /* 2^22 * step */
+    const uint32_t n = __float_as_uint(__fadd_rn(__uint_as_float(am), __uint_as_float(mb))) - mb;
+    return sign | (n + 2u * e - 254u);
 }
 
 __device__ __forceinline__ float dec_e2m1(uint32_t nib)
@@ -306,6 +303,15 @@ __device__ __forceinline__ float dec_e2m1(uint32_t nib)
 
 /* ---- E4M3 scale (NVFP4 block decode scale) ------------------------------ */
 __device__ __forceinline__ float f32_from_e4m3(uint32_t b) { return dec_fp8<false>(b); }
+
+/* The same for codes 0..0x7E (non-negative, not NaN: what a saturating
+ * encode of a non-negative finite value gives): the code's bits moved into
+ * a float's exponent and mantissa fields are the value times 2^-120 (E4M3's
+ * subnormals land on float subnormals), so one exact multiply scales them. */
+__device__ __forceinline__ float f32_from_e4m3_pos(uint32_t b)
+{
+    return __fmul_rn(__uint_as_float(b << 20), 0x1p120f);
+}
 
 /* ---- scale layouts ------------------------------------------------------ */
 

@@ -94,8 +94,10 @@ __device__ __forceinline__ float round_bf16_from_f64(double d)
     return __uint_as_float(u);
 }
 
+/* The in-order double sum (kernels/cpu/hadamard.c's definition), for
+ * blocks whose terms the butterfly below might not add exactly. */
 template <bool BF16>
-__device__ __forceinline__ void rht16(const float v[16], float w[16])
+__device__ __forceinline__ void rht16_in_order(const float v[16], float w[16])
 {
     constexpr int sgn[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
 #pragma unroll
@@ -108,6 +110,53 @@ __device__ __forceinline__ void rht16(const float v[16], float w[16])
         }
         s = s * 0.25;
         w[j] = BF16 ? round_bf16_from_f64(s) : __double2float_rn(s);
+    }
+}
+
+/* When every partial sum is exact in double, the order of the additions
+ * does not matter, and the fast Walsh-Hadamard butterfly (4 additions per
+ * element) gives the in-order sum's double (16 per element). Sums of 16
+ * values of p significant bits whose exponents span d binades need at most
+ * d + p + 4 bits: exact in double for d <= 49 - p (bf16 p = 8: 41, fp32 p
+ * = 24: 25). Zeros do not count; subnormals count as the least exponent
+ * (same last bit); Inf and NaN take the in-order path, whose result any
+ * order gives anyway. */
+template <bool BF16>
+__device__ __forceinline__ void rht16(const float v[16], float w[16])
+{
+    constexpr int sgn[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
+    uint32_t emax = 0, emin = 255;
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        const uint32_t a = __float_as_uint(v[i]) & 0x7fffffffu;
+        uint32_t e = a >> 23;
+        e = e == 0 ? 1u : e;
+        emax = a != 0 && e > emax ? e : emax;
+        emin = a != 0 && e < emin ? e : emin;
+    }
+    if (emax == 255u || (emax > emin && emax - emin > (BF16 ? 41u : 25u))) {
+        rht16_in_order<BF16>(v, w);
+        return;
+    }
+    double d[16];
+#pragma unroll
+    for (int i = 0; i < 16; i++) d[i] = sgn[i] < 0 ? -(double)v[i] : (double)v[i];
+#pragma unroll
+    for (int h = 1; h < 16; h <<= 1)
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            if ((i & h) == 0) {
+                const double x = d[i], y = d[i + h];
+                d[i] = __dadd_rn(x, y);
+                d[i + h] = __dsub_rn(x, y);
+            }
+    /* an exact zero: the in-order sum, started at +0, can only give +0;
+     * the butterfly gives -0 for sums of negative zeros. Adding +0 makes
+     * -0 into +0 and leaves every other value alone. */
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const double t = __dadd_rn(d[j], 0.0) * 0.25;
+        w[j] = BF16 ? round_bf16_from_f64(t) : __double2float_rn(t);
     }
 }
 
@@ -126,14 +175,17 @@ __device__ __forceinline__ Glob glob_from_amax(float amax)
     return g;
 }
 
+/* block_amax >= 0 is never NaN (fmaxf-reduced) and g.k is finite and
+ * positive, so the clamped product is finite and non-negative: the plain
+ * hardware cvt gives the CPU's byte and a code 0..0x7E. */
 __device__ __forceinline__ uint32_t block_scale_code(const Glob &g, float block_amax)
 {
-    return txq::enc_fp8(false, fminf(__fmul_rn(block_amax, g.k), FLT_MAX));
+    return txq::cvt_fp8x2(false, fminf(__fmul_rn(block_amax, g.k), FLT_MAX), 0.0f) & 0xffu;
 }
 
 __device__ __forceinline__ float block_mult(const Glob &g, uint32_t sb)
 {
-    return fminf(__frcp_rn(__fmul_rn(txq::f32_from_e4m3(sb), g.s_dec)), FLT_MAX);
+    return fminf(__frcp_rn(__fmul_rn(txq::f32_from_e4m3_pos(sb), g.s_dec)), FLT_MAX);
 }
 
 struct Params {
@@ -163,7 +215,10 @@ __device__ __forceinline__ size_t soff(int swz, size_t r, size_t c, size_t ld)
     return swz ? txq::swizzle128x4(r, c, ld) : r * ld + c;
 }
 
-template <typename T, bool ROW, bool COL, bool TWO_D, bool RHT>
+/* SR is a template argument: the stochastic encoder's compare chain and
+ * Philox, left in RN kernels behind a run-time branch, had cost registers
+ * and instruction cache. */
+template <typename T, bool ROW, bool COL, bool TWO_D, bool RHT, bool SR>
 __global__ void __launch_bounds__(NT) nvfp4_kernel(Params p)
 {
     typedef typename Stage<T>::type S;
@@ -244,12 +299,12 @@ __global__ void __launch_bounds__(NT) nvfp4_kernel(Params p)
             const float m = block_mult(grow, sb);
             if (!cin || r >= M) continue;
             uint4 d = make_uint4(0, 0, 0, 0);
-            if (p.sr) d = philox(p.seed, 0, (r * K + c) / 16 + p.offset);
+            if (SR) d = philox(p.seed, 0, (r * K + c) / 16 + p.offset);
             uint32_t packed = 0;
 #pragma unroll
             for (int j = 0; j < 8; j++) {
                 const float y = __fmul_rn(v[i][j], m);
-                const uint32_t q = p.sr ? e2m1_sr(y, draw_byte(d, (unsigned)((c & 15) + j)))
+                const uint32_t q = SR ? e2m1_sr(y, draw_byte(d, (unsigned)((c & 15) + j)))
                                         : txq::enc_e2m1(y);
                 packed |= q << (4 * j);
                 if (TWO_D && COL) qs[rr][lane * 8 + j] = (uint8_t)q;
@@ -299,14 +354,14 @@ __global__ void __launch_bounds__(NT) nvfp4_kernel(Params p)
             if (ccin && 16 * (size_t)h < rows_in)
                 p.col_scales[soff(p.swz, cc, r0 / 16 + h, p.col_ld)] = (uint8_t)sb;
             uint4 d = make_uint4(0, 0, 0, 0);
-            if (p.sr && ccin) d = philox(p.seed, 1, (cc * M + r0 + 16 * h) / 16 + p.offset);
+            if (SR && ccin) d = philox(p.seed, 1, (cc * M + r0 + 16 * h) / 16 + p.offset);
 #pragma unroll
             for (int w = 0; w < 2; w++) {
                 uint32_t packed = 0;
 #pragma unroll
                 for (int j = 0; j < 8; j++) {
                     const float t = __fmul_rn(y[8 * w + j], m);
-                    const uint32_t q = p.sr ? e2m1_sr(t, draw_byte(d, (unsigned)(8 * w + j)))
+                    const uint32_t q = SR ? e2m1_sr(t, draw_byte(d, (unsigned)(8 * w + j)))
                                             : txq::enc_e2m1(t);
                     packed |= q << (4 * j);
                 }
@@ -368,21 +423,29 @@ __global__ void set_amax_kernel(float *amax, float row, float col, int copy_row_
     }
 }
 
-template <typename T, bool TWO_D, bool RHT>
+template <typename T, bool TWO_D, bool RHT, bool SR>
 void launch_usage(const Params &p, bool row, bool col, unsigned blocks, cudaStream_t s)
 {
-    if (row && col) nvfp4_kernel<T, true, true, TWO_D, RHT><<<blocks, NT, 0, s>>>(p);
-    else if (row) nvfp4_kernel<T, true, false, TWO_D, false><<<blocks, NT, 0, s>>>(p);
-    else nvfp4_kernel<T, false, true, TWO_D, RHT><<<blocks, NT, 0, s>>>(p);
+    if (row && col) nvfp4_kernel<T, true, true, TWO_D, RHT, SR><<<blocks, NT, 0, s>>>(p);
+    else if (row) nvfp4_kernel<T, true, false, TWO_D, false, SR><<<blocks, NT, 0, s>>>(p);
+    else nvfp4_kernel<T, false, true, TWO_D, RHT, SR><<<blocks, NT, 0, s>>>(p);
+}
+
+template <typename T, bool SR>
+void launch_mode(const Params &p, bool row, bool col, bool two_d, bool rht, unsigned blocks,
+                 cudaStream_t s)
+{
+    if (two_d) launch_usage<T, true, false, SR>(p, row, col, blocks, s);
+    else if (rht) launch_usage<T, false, true, SR>(p, row, col, blocks, s);
+    else launch_usage<T, false, false, SR>(p, row, col, blocks, s);
 }
 
 template <typename T>
 void launch(const Params &p, bool row, bool col, bool two_d, bool rht, unsigned blocks,
             cudaStream_t s)
 {
-    if (two_d) launch_usage<T, true, false>(p, row, col, blocks, s);
-    else if (rht) launch_usage<T, false, true>(p, row, col, blocks, s);
-    else launch_usage<T, false, false>(p, row, col, blocks, s);
+    if (p.sr) launch_mode<T, true>(p, row, col, two_d, rht, blocks, s);
+    else launch_mode<T, false>(p, row, col, two_d, rht, blocks, s);
 }
 
 } /* namespace */
@@ -438,9 +501,18 @@ extern "C" teexec_status *tx_cuda_nvfp4_quantize(const tx_cuda_nvfp4_args *a, vo
         }
     }
 
-    /* pass 2 */
-    if (row) TX_CUDA_TRY(cudaMemsetAsync(a->row_scales, 0, a->row_scale_bytes, s), what);
-    if (col) TX_CUDA_TRY(cudaMemsetAsync(a->col_scales, 0, a->col_scale_bytes, s), what);
+    /* pass 2; scale bytes are zeroed only where the kernel leaves some
+     * unwritten (padding, a larger buffer) */
+    const size_t nblk = a->rows * (a->cols / 16);
+    const bool swz = a->swizzled != 0;
+    const bool row_dense = a->row_scale_bytes == nblk &&
+                           (swz ? a->rows % 128 == 0 && (a->cols / 16) % 4 == 0
+                                : a->row_scale_ld == a->cols / 16);
+    const bool col_dense = a->col_scale_bytes == nblk &&
+                           (swz ? a->cols % 128 == 0 && (a->rows / 16) % 4 == 0
+                                : a->col_scale_ld == a->rows / 16);
+    if (row && !row_dense) TX_CUDA_TRY(cudaMemsetAsync(a->row_scales, 0, a->row_scale_bytes, s), what);
+    if (col && !col_dense) TX_CUDA_TRY(cudaMemsetAsync(a->col_scales, 0, a->col_scale_bytes, s), what);
     Params p;
     p.x = a->x;
     p.rows = a->rows;
