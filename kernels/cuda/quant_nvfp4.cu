@@ -56,24 +56,24 @@ __device__ __forceinline__ uint32_t draw_byte(const uint4 &d, unsigned lane)
 /* Stochastic rounding onto the E2M1 grid with 8 random bits u: up iff
  * (|y| - lo) * 256 >= (256 - u) * (hi - lo). Every product and difference
  * here is exact in float (Sterbenz; steps are powers of two), so this
- * equals the CPU's double evaluation. */
+ * equals the CPU's double evaluation. The grid point below |y| comes from
+ * adding 2^22 times the step rounding toward zero (enc_e2m1's trick), not
+ * from a seven-way compare chain; equal to the chain for all 2^32 inputs
+ * (checked on the CPU). */
 __device__ __forceinline__ uint32_t e2m1_sr(float y, uint32_t u)
 {
-    const uint32_t sign = (__float_as_uint(y) >> 28) & 8u;
-    if (y != y) return 0x7u;
-    const float a = fabsf(y);
-    if (a >= 6.0f) return sign | 7u;
-    uint32_t lo;
-    float glo, step;
-    if (a < 0.5f) { lo = 0; glo = 0.0f; step = 0.5f; }
-    else if (a < 1.0f) { lo = 1; glo = 0.5f; step = 0.5f; }
-    else if (a < 1.5f) { lo = 2; glo = 1.0f; step = 0.5f; }
-    else if (a < 2.0f) { lo = 3; glo = 1.5f; step = 0.5f; }
-    else if (a < 3.0f) { lo = 4; glo = 2.0f; step = 1.0f; }
-    else if (a < 4.0f) { lo = 5; glo = 3.0f; step = 1.0f; }
-    else { lo = 6; glo = 4.0f; step = 2.0f; }
-    const bool up = __fmul_rn(__fsub_rn(a, glo), 256.0f) >= __fmul_rn((float)(256u - u), step);
-    return sign | (lo + (up ? 1u : 0u));
+    const uint32_t b = __float_as_uint(y), a = b & 0x7fffffffu;
+    const uint32_t sign = (b >> 28) & 8u;
+    const uint32_t e = (a >> 23) > 127u ? (a >> 23) : 127u;
+    const uint32_t mb = (e + 22u) << 23;                   /* 2^22 * step */
+    const float t = __fadd_rz(__uint_as_float(a), __uint_as_float(mb));
+    const uint32_t lo = __float_as_uint(t) - mb + 2u * e - 254u;
+    const float glo = __fsub_rn(t, __uint_as_float(mb)); /* exact */
+    const float step = __uint_as_float((e - 1u) << 23);    /* 2^(e-128) */
+    const bool up = __fmul_rn(__fsub_rn(__uint_as_float(a), glo), 256.0f) >=
+                    __fmul_rn((float)(256u - u), step);
+    const uint32_t code = a >= 0x40C00000u ? 7u : lo + (up ? 1u : 0u); /* >= 6, Inf */
+    return a > 0x7f800000u ? 0x7u : sign | code;                       /* NaN: +6 */
 }
 
 /* ---- Hadamard transform (kernels/cpu/hadamard.c) ---------------------------
