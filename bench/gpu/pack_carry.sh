@@ -6,8 +6,9 @@
 #   BUILD_DIR (build-gpu): -Dstatic_protobuf=true -Dbuildtype=release
 #     -Dtests=enabled, so the tools and tests link protobuf-c statically;
 #   DEST (.carry/lead): every test_gpu_* program, teexec, gemm_rate,
-#     kernel_bw, test_zoo_cuda, run_node_tests and examples/device_stream,
-#     stripped, with libcmocka.so.0 (the tests load it);
+#     kernel_bw, quant_bandwidth, test_zoo_cuda, run_node_tests and
+#     examples/device_stream, stripped, with libcmocka.so.0 (the tests load
+#     it);
 #   DEST.tar.xz beside it when the directory is over the 64 MiB carry limit
 #     (unpack it there first:
 #     python3 -c "import tarfile; tarfile.open('DEST.tar.xz').extractall('.carry')").
@@ -30,10 +31,10 @@ for t in tests/zoo/test_zoo_cuda tests/conformance/run_node_tests examples/devic
   [ -x "$BUILD_DIR/$t" ] && cp "$BUILD_DIR/$t" "$DEST/"
 done
 cp "$BUILD_DIR/tools/teexec" "$BUILD_DIR/bench/gpu/gemm_rate" "$BUILD_DIR/bench/gpu/kernel_bw" \
-  "$DEST/"
+  "$BUILD_DIR/bench/gpu/quant_bandwidth" "$DEST/"
 cp -P "$(dirname "$(readlink -f "$(ldconfig -p | awk '/libcmocka.so.0 /{print $NF; exit}')")")"/libcmocka.so.0* \
   "$DEST/"
-strip "$DEST"/test_gpu_* "$DEST/teexec" "$DEST/gemm_rate" "$DEST/kernel_bw"
+strip "$DEST"/test_gpu_* "$DEST/teexec" "$DEST/gemm_rate" "$DEST/kernel_bw" "$DEST/quant_bandwidth"
 for t in test_zoo_cuda run_node_tests device_stream; do [ -f "$DEST/$t" ] && strip "$DEST/$t"; done
 size=$(du -sm "$DEST" | cut -f1)
 echo "$DEST: $(ls "$DEST" | wc -l) files, $size MiB"

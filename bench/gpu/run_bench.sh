@@ -8,6 +8,9 @@
 #      (inference latency, CUDA graphs): bench/gpu/run_mlp_bench.sh;
 #   3. (b), the GPT-2 block h=2048, 16 heads, batch 4 x seq 2048, training
 #      step: bench/gpu/run_gpt2_bench.sh;
+#   4. issue 19's quantizer goal: every CUDA quantizer's GB/s against a
+#      device-to-device copy in the same process (quant_bandwidth), goal
+#      >= 85% of copy;
 # each against PyTorch eager and torch.compile timed in the same run on the
 # same model with the same weights (the torch_*.py scripts export it), with
 # cuBLASLt's own GEMM rate (gemm_rate) measured in the same run. The last
@@ -21,7 +24,7 @@
 # bench/gpu/pack_carry.sh makes such a directory.
 # env: CARRY_DIR, BUILD_DIR (build-bench), OUT (/tmp/teexec-bench),
 #      PAIRS (3: back-to-back PyTorch/teexec rounds of the MLP step),
-#      ITERS (30), SKIP_GPT2=1, SKIP_MLP=1.
+#      ITERS (30), SKIP_GPT2=1, SKIP_MLP=1, SKIP_QUANT=1.
 set -u
 OUT=${OUT:-/tmp/teexec-bench}
 BUILD_DIR=${BUILD_DIR:-build-bench}
@@ -34,11 +37,13 @@ if [ -z "$C" ] || [ ! -x "$C/teexec" ]; then
     meson setup "$BUILD_DIR" -Dbuildtype=release -Dtests=disabled > "$OUT/build.log" 2>&1 ||
       { tail -20 "$OUT/build.log"; echo "run_bench: meson setup failed (log: $OUT/build.log)"; exit 2; }
   fi
-  ninja -C "$BUILD_DIR" tools/teexec bench/gpu/gemm_rate >> "$OUT/build.log" 2>&1 ||
+  ninja -C "$BUILD_DIR" tools/teexec bench/gpu/gemm_rate bench/gpu/quant_bandwidth \
+    >> "$OUT/build.log" 2>&1 ||
     { tail -20 "$OUT/build.log"; echo "run_bench: build failed (log: $OUT/build.log)"; exit 2; }
   C=$BUILD_DIR/bin
   mkdir -p "$C"
-  cp "$BUILD_DIR/tools/teexec" "$BUILD_DIR/bench/gpu/gemm_rate" "$C/"
+  cp "$BUILD_DIR/tools/teexec" "$BUILD_DIR/bench/gpu/gemm_rate" \
+    "$BUILD_DIR/bench/gpu/quant_bandwidth" "$C/"
   # a shared libteexec, where the build made one, goes beside the tool
   cp "$BUILD_DIR"/libteexec.so* "$C/" 2>/dev/null || true
 fi
@@ -49,6 +54,15 @@ if [ "${SKIP_MLP:-0}" = 0 ]; then
   OUT=$OUT/mlp ITERS=${ITERS:-30} PAIRS=${PAIRS:-3} RECIPES="none fp8-current mxfp8" \
     bash bench/gpu/run_mlp_bench.sh > "$OUT/mlp.log" 2>&1
   echo "MLP block: exit $? (log: $OUT/mlp.log)"
+fi
+if [ "${SKIP_QUANT:-0}" = 0 ]; then
+  if [ -x "$C/quant_bandwidth" ]; then
+    # first, on an idle GPU
+    "$C/quant_bandwidth" > "$OUT/quant.log" 2>&1
+    echo "quantizers: exit $? (log: $OUT/quant.log)"
+  else
+    echo "quantizers: skipped, no $C/quant_bandwidth (bench/gpu/pack_carry.sh adds it)"
+  fi
 fi
 if [ "${SKIP_GPT2:-0}" = 0 ]; then
   OUT=$OUT/gpt2 RECIPES="none fp8-current mxfp8" bash bench/gpu/run_gpt2_bench.sh \
@@ -71,4 +85,12 @@ if [ -f "$OUT/gpt2.log" ]; then
        END { if (ms["none"] > 0 && ms["mxfp8"] > 0)
                printf "ratio GPT-2 mxfp8 step / teexec bf16 step %.2fx (goal <= 1.25x)\n",
                       ms["mxfp8"] / ms["none"] }' "$OUT/gpt2.log"
+fi
+if [ -f "$OUT/quant.log" ]; then
+  echo "Quantizers (bf16 input, GB/s against a device-to-device copy in the same run; goal >= 85%):"
+  awk -F'|' '/^\| / && $5 ~ /%/ {
+       name = $2; gsub(/^ +| +$/, "", name); pct = $5; gsub(/[ %]/, "", pct)
+       if (name ~ /^copy/) next
+       printf "  %-50s %4s%%  %s\n", name, pct, (pct + 0 >= 85 ? "met" : "not met")
+     }' "$OUT/quant.log"
 fi
