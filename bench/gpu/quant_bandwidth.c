@@ -130,6 +130,13 @@ static void run_fp8_delayed_noamax(void *ctx)
     die_status(tx_cuda_fp8_quantize_delayed(&a, NULL), "fp8 delayed, no amax");
 }
 
+/* current scaling's first pass on its own: max |x| of the whole tensor */
+static void run_amax(void *ctx)
+{
+    (void)ctx;
+    die_status(tx_cuda_amax(B.x, TEEXEC_DTYPE_BFLOAT16, B.n, B.f + 4, NULL), "amax");
+}
+
 static void run_fp8_delayed_row(void *ctx)
 {
     (void)ctx;
@@ -267,13 +274,13 @@ int main(int argc, char **argv)
     B.col = dalloc(B.n);
     B.rs = dalloc(B.n / 8); /* big enough for every scale layout */
     B.cs = dalloc(B.n / 8);
-    B.f = dalloc(16);
+    B.f = dalloc(32); /* scale, scale_inv, amax (NVFP4: [2], [3]), the amax pass [4] */
     const float one = 1.0f;
     die_cuda(cudaMemcpy(B.f, &one, 4, cudaMemcpyHostToDevice), "scale");
 
     const double n = (double)B.n;
     int zero = 0, one_i = 1, two = 2, three = 3, four = 4, five = 5;
-    entry e[16];
+    entry e[20];
     int ne = 0;
 #define RUN(label, nbytes_, fn, ctx)                                                        \
     do {                                                                                   \
@@ -290,6 +297,7 @@ int main(int argc, char **argv)
     RUN("fp8 delayed rowwise+columnwise", 2 * n + 2 * n, run_fp8_delayed, NULL);
     RUN("fp8 current rowwise+columnwise (2 passes)", 2 * n + 2 * n, run_fp8_current, NULL);
     RUN("fp8 delayed rowwise+columnwise, no amax (diag.)", 2 * n + 2 * n, run_fp8_delayed_noamax, NULL);
+    RUN("fp8 current: amax pass alone (reads only)", 2 * n, run_amax, NULL);
     RUN("mxfp8 rowwise+columnwise (1x32, 32x1)", 2 * n + 2 * n + 2 * n / 32, run_mxfp8, &zero);
     RUN("mxfp8 rowwise+columnwise 32x32", 2 * n + 2 * n + 2 * n / 32, run_mxfp8, &one_i);
     RUN("fp8 block 1x128 rowwise+columnwise", 2 * n + 2 * n + 2 * 4 * n / 128, run_block, &zero);

@@ -122,9 +122,8 @@ __device__ __forceinline__ void rht16_in_order(const float v[16], float w[16])
  * (same last bit); Inf and NaN take the in-order path, whose result any
  * order gives anyway. */
 template <bool BF16>
-__device__ __forceinline__ void rht16(const float v[16], float w[16])
+__device__ __forceinline__ bool rht16_exact_in_double(const float v[16])
 {
-    constexpr int sgn[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
     uint32_t emax = 0, emin = 255;
 #pragma unroll
     for (int i = 0; i < 16; i++) {
@@ -134,11 +133,13 @@ __device__ __forceinline__ void rht16(const float v[16], float w[16])
         emax = a != 0 && e > emax ? e : emax;
         emin = a != 0 && e < emin ? e : emin;
     }
-    if (emax == 255u || (emax > emin && emax - emin > (BF16 ? 41u : 25u))) {
-        rht16_in_order<BF16>(v, w);
-        return;
-    }
-    double d[16];
+    return emax != 255u && (emax <= emin || emax - emin <= (BF16 ? 41u : 25u));
+}
+
+/* d = diag(s) H16 v, unscaled, by the butterfly (exact: see above) */
+__device__ __forceinline__ void rht16_butterfly(const float v[16], double d[16])
+{
+    constexpr int sgn[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
 #pragma unroll
     for (int i = 0; i < 16; i++) d[i] = sgn[i] < 0 ? -(double)v[i] : (double)v[i];
 #pragma unroll
@@ -150,6 +151,17 @@ __device__ __forceinline__ void rht16(const float v[16], float w[16])
                 d[i] = __dadd_rn(x, y);
                 d[i + h] = __dsub_rn(x, y);
             }
+}
+
+template <bool BF16>
+__device__ __forceinline__ void rht16(const float v[16], float w[16])
+{
+    if (!rht16_exact_in_double<BF16>(v)) {
+        rht16_in_order<BF16>(v, w);
+        return;
+    }
+    double d[16];
+    rht16_butterfly(v, d);
     /* an exact zero: the in-order sum, started at +0, can only give +0;
      * the butterfly gives -0 for sums of negative zeros. Adding +0 makes
      * -0 into +0 and leaves every other value alone. */
@@ -158,6 +170,30 @@ __device__ __forceinline__ void rht16(const float v[16], float w[16])
         const double t = __dadd_rn(d[j], 0.0) * 0.25;
         w[j] = BF16 ? round_bf16_from_f64(t) : __double2float_rn(t);
     }
+}
+
+/* max |w| of rht16(v). Rounding to the source dtype is monotone in |x|,
+ * so on the butterfly path the largest rounded |w| is the rounded largest
+ * |d| / 4: one rounding per 16 values instead of sixteen (the conversions
+ * dominated this pass). */
+template <bool BF16>
+__device__ __forceinline__ float rht16_amax(const float v[16])
+{
+    float a = 0.0f;
+    if (!rht16_exact_in_double<BF16>(v)) {
+        float w[16];
+        rht16_in_order<BF16>(v, w);
+#pragma unroll
+        for (int i = 0; i < 16; i++) a = fmaxf(a, fabsf(w[i]));
+        return a;
+    }
+    double d[16];
+    rht16_butterfly(v, d);
+    double m = 0.0;
+#pragma unroll
+    for (int j = 0; j < 16; j++) m = fmax(m, fabs(d[j]));
+    m *= 0.25;
+    return BF16 ? round_bf16_from_f64(m) : __double2float_rn(m);
 }
 
 /* ---- global scale ---------------------------------------------------------- */
@@ -201,12 +237,10 @@ struct Params {
 template <typename T> struct Stage;
 template <> struct Stage<__nv_bfloat16> {
     typedef unsigned short type;
-    static __device__ __forceinline__ type pack(float v) { return (type)(__float_as_uint(v) >> 16); }
     static __device__ __forceinline__ float unpack(type h) { return __uint_as_float((uint32_t)h << 16); }
 };
 template <> struct Stage<float> {
     typedef float type;
-    static __device__ __forceinline__ type pack(float v) { return v; }
     static __device__ __forceinline__ float unpack(type h) { return h; }
 };
 
@@ -238,29 +272,21 @@ __global__ void __launch_bounds__(NT) nvfp4_kernel(Params p)
      * count (rowwise only) in the last tile */
     const size_t rows_in = M - r0 < (size_t)TR ? M - r0 : (size_t)TR;
 
-    float v[4][8];
+    /* raw bits: all four loads in flight, and the staged copy is the
+     * loaded bytes (converting to float and packing back cost ~2
+     * instructions per element in an issue-bound kernel) */
+    txq::Raw8<T> rv[4];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         const size_t r = r0 + warp * 4 + i;
-        if (cin && r < M) txq::load8(x + r * K + c, v[i]);
-        else
+        if (cin && r < M) rv[i].load(x + r * K + c);
+        else rv[i].zero();
+    }
+    float v[4][8];
 #pragma unroll
-            for (int j = 0; j < 8; j++) v[i][j] = 0.0f;
-        if (STAGE && cin) {
-            S *d = &xs[warp * 4 + i][lane * 8];
-            if (sizeof(S) == 2) {
-                uint4 w;
-                w.x = (uint32_t)Stage<T>::pack(v[i][0]) | ((uint32_t)Stage<T>::pack(v[i][1]) << 16);
-                w.y = (uint32_t)Stage<T>::pack(v[i][2]) | ((uint32_t)Stage<T>::pack(v[i][3]) << 16);
-                w.z = (uint32_t)Stage<T>::pack(v[i][4]) | ((uint32_t)Stage<T>::pack(v[i][5]) << 16);
-                w.w = (uint32_t)Stage<T>::pack(v[i][6]) | ((uint32_t)Stage<T>::pack(v[i][7]) << 16);
-                *reinterpret_cast<uint4 *>(d) = w;
-            } else {
-                float4 *f = reinterpret_cast<float4 *>(d);
-                f[0] = make_float4(v[i][0], v[i][1], v[i][2], v[i][3]);
-                f[1] = make_float4(v[i][4], v[i][5], v[i][6], v[i][7]);
-            }
-        }
+    for (int i = 0; i < 4; i++) {
+        if (STAGE && cin) rv[i].stage(&xs[warp * 4 + i][lane * 8]);
+        rv[i].get(v[i]);
     }
     const Glob grow = glob_from_amax(p.amax[0]);
     const Glob gcol = glob_from_amax(p.amax[1]);
@@ -381,6 +407,27 @@ __global__ void __launch_bounds__(NT) nvfp4_kernel(Params p)
     }
 }
 
+/* Two adjacent elements (8-byte aligned pair for fp32, 4-byte for bf16). */
+template <typename T> struct Pair2;
+template <> struct Pair2<__nv_bfloat16> {
+    uint32_t w;
+    __device__ __forceinline__ void load(const __nv_bfloat16 *p) { w = __ldg(reinterpret_cast<const unsigned int *>(p)); }
+    __device__ __forceinline__ void get(float &a, float &b) const
+    {
+        a = __uint_as_float(w << 16);
+        b = __uint_as_float(w & 0xffff0000u);
+    }
+};
+template <> struct Pair2<float> {
+    float2 f;
+    __device__ __forceinline__ void load(const float *p) { f = __ldg(reinterpret_cast<const float2 *>(p)); }
+    __device__ __forceinline__ void get(float &a, float &b) const
+    {
+        a = f.x;
+        b = f.y;
+    }
+};
+
 /* amax of RHT(X^T): a thread transforms 2 columns x 16 rows. */
 template <typename T>
 __global__ void __launch_bounds__(256) rht_amax_kernel(const T *x, size_t M, size_t K, float *amax)
@@ -390,19 +437,16 @@ __global__ void __launch_bounds__(256) rht_amax_kernel(const T *x, size_t M, siz
     float a = 0.0f;
     if (idx < pairs * (M / 16)) {
         const size_t cp = idx % pairs, g = idx / pairs;
-        float v0[16], v1[16], w[16];
+        float v0[16], v1[16];
+        /* the column pair as one 4- or 8-byte load per row, all 16 in
+         * flight before any use (two 2-byte loads per row ran this pass
+         * at ~25% of copy) */
+        Pair2<T> pr[16];
 #pragma unroll
-        for (int i = 0; i < 16; i++) {
-            const T *q = x + (g * 16 + i) * K + cp * 2;
-            v0[i] = txq::to_f32(q[0]);
-            v1[i] = txq::to_f32(q[1]);
-        }
-        rht16<sizeof(T) == 2>(v0, w);
+        for (int i = 0; i < 16; i++) pr[i].load(x + (g * 16 + i) * K + cp * 2);
 #pragma unroll
-        for (int i = 0; i < 16; i++) a = fmaxf(a, fabsf(w[i]));
-        rht16<sizeof(T) == 2>(v1, w);
-#pragma unroll
-        for (int i = 0; i < 16; i++) a = fmaxf(a, fabsf(w[i]));
+        for (int i = 0; i < 16; i++) pr[i].get(v0[i], v1[i]);
+        a = fmaxf(rht16_amax<sizeof(T) == 2>(v0), rht16_amax<sizeof(T) == 2>(v1));
     }
     a = txq::warp_max_xor(a, 32);
     __shared__ float red[8];
