@@ -1,10 +1,11 @@
 /* quant_mxfp8.cu - MXFP8 quantizer (rowwise 1x32, columnwise 32x1, 2-D
  * 32x32), one pass over the input. See quant_mxfp8.h.
  *
- * One warp per 32 x 64 tile, no shared memory (the warp-tile kernel
- * below). H200, 256 MiB bf16 input: 83% (1-D) and 89% (32x32) of a
- * device-to-device copy's bandwidth (bench/results/
- * gpu_quant_2026-11-30-session2.md). */
+ * 1-D on whole 128 x 128 tiles: one 256-thread block per tile (the
+ * block-tile kernel, 89% of a device-to-device copy's bandwidth on the
+ * H200 with a 256 MiB bf16 input). Otherwise, and for 32x32: one warp per
+ * 32 x 64 tile, no shared memory (the warp-tile kernel: 83-84% for 1-D,
+ * 89% for 32x32; bench/results/gpu_quant_2026-12-04.md). */
 #include "kernels/cuda/quant_mxfp8.h"
 
 #include "kernels/cuda/cuda_check.h"
@@ -392,9 +393,164 @@ cudaError_t launch_wt(Kern k, const Params &p, cudaStream_t s)
     return cudaGetLastError();
 }
 
+/* ---- 1-D, whole 128 x 128 tiles: one 256-thread block per tile ---------
+ * Thread (rg, l16) = (tid / 16, tid % 16) holds rows rg + 16 i (i < 8) x
+ * columns 8 l16 .. 8 l16 + 7, so the 16 lanes of a half-warp store whole
+ * 128-byte row segments of both data arrays (the warp tile's 64-column
+ * rows were half lines, and that kernel stayed at 83-84% of copy). A 1x32
+ * rowwise block is 4 lanes (xor 1, 2); a 32x1 columnwise block b holds
+ * registers i = 2b, 2b + 1 of all 16 row groups: two per warp (xor 16),
+ * then 8 warps through shared memory, where each of its 512 scales is
+ * made once and shared. A tile with a NaN is redone as eight warp tiles
+ * by wt_tile_careful. */
+constexpr int BT = 128, BT_NT = 256;
+
+/* A block tile with a NaN: warp w redoes warp tile (row block rb, strip
+ * starting at column cw) by the warp-tile kernel's careful path. Not
+ * inlined (parameters by value), so the fast path keeps its registers. */
+template <typename T, bool ROW, bool COL>
+__device__ __noinline__ void bt_tile_careful(const Params p, unsigned rb, size_t cw, int lane)
+{
+    const int rq = lane >> 3, cg = lane & 7;
+    const size_t c = cw + (size_t)cg * 8, K = p.cols;
+    const T *x = static_cast<const T *>(p.x);
+    txq::Raw8<T> v8[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) v8[i].load(x + ((size_t)rb * WT_R + rq + 4 * i) * K + c);
+    wt_tile_careful<T, ROW, COL, false>(p, v8, rb, c, rq, cg);
+}
+
+template <typename T, bool ROW, bool COL>
+__global__ void __launch_bounds__(BT_NT) mxfp8_bt_kernel(Params p)
+{
+    __shared__ __align__(16) float part[COL ? BT_NT / 32 : 1][4][BT];
+    __shared__ __align__(16) float cmul[COL ? 4 : 1][BT];
+
+    const bool E5M2 = p.e5m2 != 0, SWZ = p.swz != 0;
+    const float rcp = E5M2 ? 1.0f / 57344.0f : 1.0f / 448.0f;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int l16 = tid & 15, rg = tid >> 4;
+    const unsigned ncb = (unsigned)p.ncb;
+    const size_t mb = blockIdx.x / ncb, kb = blockIdx.x - mb * ncb;
+    const size_t r0 = mb * BT, c0 = kb * BT, K = p.cols;
+    const size_t c = c0 + (size_t)l16 * 8;
+    const T *x = static_cast<const T *>(p.x);
+
+    txq::Raw8<T> rv[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) rv[i].load(x + (r0 + rg + 16 * i) * K + c);
+
+    /* amaxes, NaN-propagating */
+    float ra[8];
+    bool nan = false;
+#pragma unroll
+    for (int b = 0; b < 4; b++) {
+        float v0[8], v1[8], cb[8];
+        rv[2 * b].get(v0);
+        rv[2 * b + 1].get(v1);
+#pragma unroll
+        for (int j = 0; j < 8; j++) cb[j] = txq::fmax_nan(fabsf(v0[j]), fabsf(v1[j]));
+        if (ROW) {
+            float a0 = 0.0f, a1 = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                a0 = txq::fmax_nan(a0, fabsf(v0[j]));
+                a1 = txq::fmax_nan(a1, fabsf(v1[j]));
+            }
+            ra[2 * b] = a0;
+            ra[2 * b + 1] = a1;
+            nan |= a0 != a0 || a1 != a1;
+        }
+        if (COL) {
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                if (!ROW) nan |= cb[j] != cb[j];
+                cb[j] = txq::fmax_nan(cb[j], __shfl_xor_sync(0xffffffffu, cb[j], 16));
+            }
+            if (lane < 16) {
+                float4 *d = reinterpret_cast<float4 *>(&part[warp][b][l16 * 8]);
+                d[0] = make_float4(cb[0], cb[1], cb[2], cb[3]);
+                d[1] = make_float4(cb[4], cb[5], cb[6], cb[7]);
+            }
+        }
+    }
+    if (__syncthreads_or(nan)) {
+        bt_tile_careful<T, ROW, COL>(p, (unsigned)(r0 / WT_R) + (unsigned)(warp >> 1),
+                                     c0 + (size_t)(warp & 1) * WT_C, lane);
+        return;
+    }
+
+    if (COL) {
+        /* the tile's 4 x 128 column scales, two per thread */
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int e = tid + h * BT_NT, b = e >> 7, col = e & (BT - 1);
+            float a = part[0][b][col];
+#pragma unroll
+            for (int w = 1; w < BT_NT / 32; w++) a = fmaxf(a, part[w][b][col]);
+            const float m = txq::e8m0_rcp_fin(txq::e8m0_up_fin(a * rcp));
+            cmul[b][col] = m;
+            const size_t rb32 = r0 / 32 + (size_t)b, cc = c0 + (size_t)col;
+            p.col_scales[SWZ ? txq::swizzle128x4(cc, rb32, p.col_pad_cols) : rb32 * p.col_ld + cc] =
+                (uint8_t)e8m0_of_rcp(m);
+        }
+        __syncthreads();
+    }
+    /* addresses as a first one plus a step (rows of a thread are 16
+     * apart), which keeps the address registers few */
+    const size_t rfirst = r0 + rg, dstep = 16 * K;
+    uint8_t *rd = ROW ? p.row_data + rfirst * K + c : NULL;
+    uint8_t *cd = COL ? p.col_data + rfirst * K + c : NULL;
+    uint8_t *rs = ROW ? p.row_scales + scale_off(SWZ, rfirst, c / 32, p.row_ld, p.row_pad_cols) : NULL;
+    /* swizzled: row r0 + rg + 16 i sits (i & 1) * 256 + (i >> 1) * 4 bytes
+     * past row r0 + rg inside the 128-row tile (r0 % 128 == 0) */
+    const size_t sstep = 16 * p.row_ld;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        float v[8];
+        opaque(rv[i]).get(v); /* unpack again rather than keep 64 floats live */
+        if (ROW) {
+            float a = ra[i];
+            a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
+            a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 2));
+            const float m = txq::e8m0_rcp_fin(txq::e8m0_up_fin(a * rcp));
+            uint2 q;
+            q.x = txq::quant_fp8x4_fast(E5M2, v, m);
+            q.y = txq::quant_fp8x4_fast(E5M2, v + 4, m);
+            *reinterpret_cast<uint2 *>(rd + i * dstep) = q;
+            if ((l16 & 3) == 0)
+                rs[SWZ ? (size_t)((i & 1) * 256 + (i >> 1) * 4) : i * sstep] = (uint8_t)e8m0_of_rcp(m);
+        }
+        if (COL) {
+            const float4 *q4 = reinterpret_cast<const float4 *>(&cmul[i >> 1][l16 * 8]);
+            const float4 m0 = q4[0], m1 = q4[1];
+            const float cm[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
+            uint2 q;
+            q.x = quant_fp8x4_v_fast(E5M2, v, cm);
+            q.y = quant_fp8x4_v_fast(E5M2, v + 4, cm + 4);
+            *reinterpret_cast<uint2 *>(cd + i * dstep) = q;
+        }
+    }
+}
+
+template <typename T, bool ROW, bool COL>
+cudaError_t launch_bt(const Params &p, cudaStream_t s)
+{
+    const size_t tiles = (p.rows / BT) * (p.cols / BT);
+    Params q = p;
+    q.ncb = p.cols / BT; /* 128-column strips */
+    mxfp8_bt_kernel<T, ROW, COL><<<(unsigned)tiles, BT_NT, 0, s>>>(q);
+    return cudaGetLastError();
+}
+
 template <typename T>
 cudaError_t dispatch(const Params &p, bool row, bool col, bool two_d, cudaStream_t s)
 {
+    if (!two_d && p.rows % BT == 0 && p.cols % BT == 0) {
+        if (row && col) return launch_bt<T, true, true>(p, s);
+        if (row) return launch_bt<T, true, false>(p, s);
+        return launch_bt<T, false, true>(p, s);
+    }
     if (two_d) {
         if (row && col) return launch_wt(mxfp8_wt_kernel<T, true, true, true>, p, s);
         if (row) return launch_wt(mxfp8_wt_kernel<T, true, false, true>, p, s);
