@@ -238,6 +238,9 @@ static teexec_status *prepare_te(tx_cuda_executor *g, cx_node *n)
                            .deterministic = g->cfg.deterministic, .sdpa = g->sdpa};
     TX_TRY(tx_cuda_te_prepare(d, &n->te));
     n->state_bytes = tx_cuda_te_state_bytes(n->te);
+    n->dy_region_bytes = n->s->id == TX_TE_LINEAR
+                             ? tx_cuda_linear_dy_region_bytes(tx_cuda_te_node_priv(n->te))
+                             : 0;
     size_t sb = tx_cuda_te_scratch_bytes(n->te);
     if (sb > g->scratch_bytes) g->scratch_bytes = sb;
     /* forward args (pointers into the value table; data placed later) */
@@ -311,6 +314,7 @@ static teexec_status *prepare_nodes(tx_cuda_executor *g)
         n->fwd_fused = n->bwd_fused = -1;
         n->dgelu_act = n->dgelu_bias = -1;
         n->dgelu_plan_group = n->dgelu_plan_first = -1;
+        n->dy_producer = -1;
         bool all_known = true;
         for (size_t j = 0; j < n->ir->n_outputs; j++) {
             int32_t o = n->ir->outputs[j];
@@ -1134,6 +1138,12 @@ static teexec_status *place_memory(tx_cuda_executor *g)
             }
             /* states may carry data from one call to the next: whole run */
             if (n->state_bytes) tx_dev_want(&l, &n->state, n->state_bytes);
+            /* a handed-off dy only from its producer's backward to this
+             * node's (the producer's fused kernel runs first: its nodes
+             * share the step of the group's last node) */
+            if (n->dy_region_bytes && n->dy_producer >= 0)
+                tx_dev_want_live(&l, &n->dy_region, n->dy_region_bytes, ls.bwd[n->dy_producer],
+                                 ls.bwd[i]);
         }
         for (size_t k = 0; n->acc && k < n->ir->n_inputs; k++)
             if (n->acc[k].rank || n->acc[k].numel)
@@ -1352,6 +1362,7 @@ static teexec_status *finish_args(tx_cuda_executor *g)
         b->n_grad_extra_inputs = n->s->n_extra_inputs;
         b->grad_params = n->gin + 1 + n->s->n_extra_inputs;
         b->n_grad_params = n->n_params;
+        b->handoff_region = n->dy_region;
     }
     return NULL;
 }

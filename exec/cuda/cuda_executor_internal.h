@@ -88,6 +88,13 @@ typedef struct cx_node {
     tx_cuda_linear_quant q;
     size_t state_bytes;
     void *state;
+    /* a Linear's handed-off dy (its producer's fused backward kernel
+     * writes it, this node's backward reads it): its own buffer, live
+     * from the producer's backward step to this node's, not for the whole
+     * run as the state is; dy_producer -1: none */
+    size_t dy_region_bytes;
+    void *dy_region;
+    int32_t dy_producer;
     tx_te_fwd_args fa;
     tx_te_bwd_args ba;
     /* its backward's saved context (tx_te_setup_context over fa: pointers

@@ -125,7 +125,13 @@ void tx_gpu_handoff_bind(tx_cuda_executor *g, tx_fusion_id fusion, cx_node *prod
         cx_node *c = &g->nodes[p->node];
         if (c->kind != GN_TE || !c->te || !c->s || c->s->id != TX_TE_LINEAR) continue;
         producer->desc.handoff_to = c->te;
-        producer->desc.handoff_state = &c->state;
+        if (op == TX_QOP_GRAD_OUTPUT) {
+            /* the dy region, live from this producer's backward step */
+            producer->desc.handoff_state = &c->dy_region;
+            c->dy_producer = producer->index;
+        } else {
+            producer->desc.handoff_state = &c->state;
+        }
         return;
     }
 }

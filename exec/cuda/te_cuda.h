@@ -118,8 +118,9 @@ typedef struct tx_cuda_te_desc {
     tx_sdpa_cudnn *sdpa;                   /* env.sdpa (NULL: no cuDNN): attention checks and
                                             * builds its cuDNN plans in prepare */
     /* Hand-off fusions led by this node: the consumer Linear's prepared node
-     * and where the executor keeps that Linear's state address (read at
-     * run time: the arena is placed after prepare). NULL: none. */
+     * and where the executor keeps the address of the region it writes
+     * into (read at run time: the arena is placed after prepare): that
+     * Linear's state for x, its dy region for a grad_output. NULL: none. */
     tx_cuda_te_node *handoff_to;
     void *const *handoff_state;
 } tx_cuda_te_desc;

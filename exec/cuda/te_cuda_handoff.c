@@ -151,7 +151,7 @@ static teexec_status *target(const handoff_priv *p, const tx_cuda_linear **lo,
                              const tx_cuda_lin_operand **op, void **region)
 {
     const tx_cuda_linear *l = tx_cuda_te_node_priv(p->consumer);
-    void *state = *p->consumer_state;
+    void *state = *p->consumer_state; /* forward: its state; backward: its dy region */
     bool fwd = !is_bwd(p->fusion);
     size_t off = fwd ? l->st_x : l->st_dy;
     *op = fwd ? &l->ox : &l->ody;

@@ -126,7 +126,7 @@ static teexec_status *target(const block_priv *p, const tx_cuda_linear **lo,
                              const tx_cuda_lin_operand **op, tx_cuda_block_args *dest)
 {
     const tx_cuda_linear *l = tx_cuda_te_node_priv(p->consumer);
-    void *state = *p->consumer_state;
+    void *state = *p->consumer_state; /* forward: its state; backward: its dy region */
     const bool fwd = p->fusion != TX_FUSION_BWD_BIAS_QUANTIZE;
     const size_t off = fwd ? l->st_x : l->st_dy;
     *op = fwd ? &l->ox : &l->ody;

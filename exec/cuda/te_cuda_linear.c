@@ -119,12 +119,14 @@ teexec_status *tx_cuda_linear_init(tx_cuda_linear *l, const tx_cuda_te_desc *d)
     l->st_w = wb;
     l->state_bytes = l->ow.bytes ? wb + align_up(l->ow.bytes) : wb;
     l->st_dy = SIZE_MAX;
+    l->dy_region_bytes = 0;
     l->sc_dy = 0;
     l->sc_gemm = align_up(l->ody.bytes);
     if (l->ody.q.on && l->ody.q.handed_off) {
-        l->st_dy = align_up(l->state_bytes);
-        if (!tx_add_size(l->st_dy, align_up(l->ody.bytes), &l->state_bytes))
-            return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: state size overflows", l->name);
+        /* its own region (tx_te_bwd_args.handoff_region), which the
+         * executor keeps only for the backward steps that need it */
+        l->st_dy = 0;
+        l->dy_region_bytes = align_up(l->ody.bytes);
         l->sc_gemm = 0;
     }
     size_t g = gemm_scratch(TX_LIN_FPROP, &l->ox, l->x_dt, &l->ow, l->w_dt);
@@ -141,6 +143,8 @@ teexec_status *tx_cuda_linear_init(tx_cuda_linear *l, const tx_cuda_te_desc *d)
         return tx_error(TEEXEC_ERR_INVALID_ARGUMENT, "%s: scratch size overflows", l->name);
     return NULL;
 }
+
+size_t tx_cuda_linear_dy_region_bytes(const tx_cuda_linear *l) { return l->dy_region_bytes; }
 
 bool tx_cuda_linear_quantized(const tx_cuda_linear *l)
 {
@@ -255,7 +259,10 @@ teexec_status *tx_cuda_linear_backward(const tx_cuda_linear *l, const tx_cuda_li
     tx_cuda_lin_epi epi;
     memset(&epi, 0, sizeof epi);
     epi.alpha = b->alpha;
-    void *dyq = l->ody.q.handed_off ? at(state, l->st_dy) : at(scratch, l->sc_dy);
+    if (l->ody.q.on && l->ody.q.handed_off && !b->dy_region)
+        return tx_error(TEEXEC_ERR_INTERNAL, "%s: its grad_output is handed off, and no region "
+                        "for it was placed", l->name);
+    void *dyq = l->ody.q.handed_off ? at(b->dy_region, l->st_dy) : at(scratch, l->sc_dy);
     if (l->ody.q.on && !l->ody.q.handed_off) {
         teexec_status *st = tx_cuda_lin_quantize(&l->ody, b->dy, b->dy_dt, dyq, env->step,
                                                  env->stream);
@@ -381,6 +388,7 @@ static teexec_status *linear_bwd_of(const tx_cuda_linear *l, const tx_te_bwd_arg
     b->dx_dt = dx ? dx->dtype : l->x_dt;
     b->dw = dw ? dw->data : NULL;
     b->dw_dt = dw ? dw->dtype : l->w_dt;
+    b->dy_region = a->handoff_region;
     return NULL;
 }
 

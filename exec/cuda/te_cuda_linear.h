@@ -13,7 +13,11 @@
  *  - scratch: dy's operand region, then the GEMMs' emulation scratch.
  *    A handed-off operand (tx_cuda_operand_q.handed_off) is written by the
  *    producer's fused kernel (te_cuda_handoff.c) and not quantized here; a
- *    handed-off dy's region moves to the end of the state (st_dy).
+ *    handed-off dy has a region of its own (dy_region_bytes), which the
+ *    executor places for the backward steps from its producer to this
+ *    Linear only and passes as tx_te_bwd_args.handoff_region: in the state
+ *    it was held for the whole run, over 1 GiB for GPT-2 124M's 48 Linears
+ *    in fp8-current at 8192 tokens.
  * A GEMM whose two operands stay in high precision runs here through
  * cuBLASLt directly (recipe none: fp32 / bf16 / fp16, TF32 only with
  * env->allow_tf32); any quantized operand goes through exec/cuda/
@@ -40,9 +44,9 @@ typedef struct tx_cuda_linear {
     unsigned needs;                /* TX_TE_FOR_* */
     tx_cuda_lin_operand ox, ow, ody;
     size_t st_x, st_w, state_bytes;        /* offsets into the node's state */
-    size_t st_dy;            /* dy's region in the state when it is handed off
-                              * (ody.q.handed_off: the producer runs before this
-                              * Linear's backward and uses the shared scratch) */
+    size_t st_dy;            /* offset of dy in its hand-off region (0), or
+                              * SIZE_MAX: dy is not handed off */
+    size_t dy_region_bytes;  /* the hand-off region's size; 0: none */
     size_t sc_dy, sc_gemm, gemm_scratch;   /* offsets into the scratch */
     size_t scratch_bytes;
 } tx_cuda_linear;
@@ -51,6 +55,9 @@ typedef struct tx_cuda_linear {
  * and lays the Linear out. TEEXEC_ERR_UNSUPPORTED with a sentence naming
  * the node when the GPU cannot run it. */
 teexec_status *tx_cuda_linear_init(tx_cuda_linear *l, const tx_cuda_te_desc *d) TX_NODISCARD;
+
+/* The region a handed-off dy needs (0: dy is not handed off). */
+size_t tx_cuda_linear_dy_region_bytes(const tx_cuda_linear *l);
 
 /* True when some operand is quantized. */
 bool tx_cuda_linear_quantized(const tx_cuda_linear *l);
@@ -89,6 +96,8 @@ typedef struct tx_cuda_linear_bwd {
      * one rounding to dx's dtype. dbias must have dx's dtype. */
     const void *dgelu_pre;
     void *dbias;
+    /* the handed-off dy's region (tx_te_bwd_args.handoff_region) */
+    void *dy_region;
 } tx_cuda_linear_bwd;
 
 teexec_status *tx_cuda_linear_backward(const tx_cuda_linear *l, const tx_cuda_linear_bwd *b,

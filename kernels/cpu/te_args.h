@@ -89,6 +89,11 @@ typedef struct tx_te_bwd_args {
     int n_grad_params;
     tx_tensor *const *grad_extra_inputs;       /* NULL entries: not wanted */
     int n_grad_extra_inputs;
+    /* GPU executors only (NULL elsewhere): the device buffer a fused
+     * producer wrote this op's quantized grad_output into (a Linear's
+     * handed-off dy), placed by the executor for the backward steps
+     * between the producer and this op */
+    void *handoff_region;
 } tx_te_bwd_args;
 
 typedef teexec_status *(*tx_te_fwd_fn)(const tx_te_fwd_args *a);

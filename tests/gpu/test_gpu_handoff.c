@@ -120,6 +120,7 @@ typedef struct lin {
     tx_cuda_te_node *node;
     const tx_cuda_linear *l;
     void *state, *scratch;
+    void *dy_region; /* a handed-off dy's region (the executor's is backward-only) */
 } lin;
 
 static void lin_make(lin *L, const tx_cuda_linear_quant *q, void *x, void *w, teexec_dtype dt,
@@ -142,6 +143,8 @@ static void lin_make(lin *L, const tx_cuda_linear_quant *q, void *x, void *w, te
     size_t sb = tx_cuda_te_state_bytes(L->node), cb = tx_cuda_te_scratch_bytes(L->node);
     L->state = tg_dev_alloc(sb ? sb : 256);
     L->scratch = tg_dev_alloc(cb ? cb : 256);
+    size_t rb = tx_cuda_linear_dy_region_bytes(L->l);
+    L->dy_region = rb ? tg_dev_alloc(rb) : NULL;
 }
 
 static void lin_forward(lin *L, void *x, const tx_cuda_env *env)
@@ -158,7 +161,8 @@ static void lin_backward(lin *L, tx_tensor *dy, tx_tensor *dx, tx_tensor *dw,
     const tx_tensor *saved[2] = {&L->x, &L->w};
     tx_tensor *dwp[1] = {dw};
     tx_te_bwd_args a = {.op = TX_TE_LINEAR, .attrs = L->attrs, .grad_output = dy, .saved = saved,
-                        .n_saved = 2, .grad_input = dx, .grad_params = dwp, .n_grad_params = 1};
+                        .n_saved = 2, .grad_input = dx, .grad_params = dwp, .n_grad_params = 1,
+                        .handoff_region = L->dy_region};
     TG_OK(tx_cuda_te_backward(L->node, &a, L->state, L->scratch, env));
 }
 
@@ -168,6 +172,7 @@ static void lin_free(lin *L)
     tg_dev_free(L->y.data);
     tg_dev_free(L->state);
     tg_dev_free(L->scratch);
+    if (L->dy_region) tg_dev_free(L->dy_region);
 }
 
 /* ---- operand regions ---------------------------------------------------- */
@@ -498,7 +503,7 @@ static void run_backward(const hcase *c)
     tx_cuda_te_desc bdesc = {.op = TX_TE_BIAS, .name = "bias", .attrs = battrs, .input = &L1.y,
                              .params = bp, .n_params = 1, .output = &dxb, .training = true,
                              .needs = TX_TE_FOR_ALL, .sm = 90, .deterministic = true,
-                             .handoff_to = L1.node, .handoff_state = &L1.state};
+                             .handoff_to = L1.node, .handoff_state = &L1.dy_region};
     const tx_cuda_te_desc *descs[1] = {&bdesc};
     tx_cuda_fused *f = NULL;
     TG_OK(tx_cuda_fused_prepare(TX_FUSION_BWD_BIAS_QUANTIZE, true, descs, NULL, 1, &f));
@@ -513,7 +518,7 @@ static void run_backward(const hcase *c)
     lin_backward(&L2, &dy, &dx2, &dw2, &env);
     tg_sync(c->name);
 
-    compare_regions(c->name, &L1.l->ody, (char *)L1.state + L1.l->st_dy, &L2.l->ody,
+    compare_regions(c->name, &L1.l->ody, (char *)L1.dy_region + L1.l->st_dy, &L2.l->ody,
                     (char *)L2.scratch + L2.l->sc_dy, &hdy, c->delayed, dscale, d_amax1, d_amax2);
     expect_dev_equal(c->name, "dgrad with the hand-off vs without", &dx1, &dx2);
     expect_dev_equal(c->name, "wgrad with the hand-off vs without", &dw1, &dw2);
@@ -592,7 +597,7 @@ static tx_cuda_fused *ab_prepare(ab_args *s, tx_te_op_id act, tx_tensor *lin_y, 
                           .needs = TX_TE_FOR_ALL, .sm = 90, .deterministic = true};
     if (consumer) {
         bd.handoff_to = consumer->node;
-        bd.handoff_state = &consumer->state;
+        bd.handoff_state = &consumer->dy_region; /* a grad_output: the dy region */
     }
     tx_cuda_te_desc ad = {.op = act, .name = "act", .attrs = s->aattrs, .input = h, .output = h,
                           .training = true, .needs = TX_TE_FOR_ALL, .sm = 90,
@@ -648,7 +653,7 @@ static void run_act_bias(const hcase *c)
     expect_dev_equal(c->name, "dbias vs the unquantized dact+dbias kernel", &dbf, &dbu);
     tx_tensor hdx;
     host_of(&hdx, &dxf);
-    compare_regions(c->name, &L1.l->ody, (char *)L1.state + L1.l->st_dy, &L2.l->ody,
+    compare_regions(c->name, &L1.l->ody, (char *)L1.dy_region + L1.l->st_dy, &L2.l->ody,
                     (char *)L2.scratch + L2.l->sc_dy, &hdx, c->delayed, dscale, d_amax1, d_amax2);
     expect_dev_equal(c->name, "dgrad with the hand-off vs without", &dx1, &dx2);
     expect_dev_equal(c->name, "wgrad with the hand-off vs without", &dw1, &dw2);
@@ -935,7 +940,7 @@ static void timing(void **state)
         tx_cuda_te_desc pd = {.op = cases[ci].op, .name = "p", .attrs = attrs, .input = &x,
                               .params = pp, .n_params = np, .output = &y, .training = true,
                               .needs = TX_TE_FOR_ALL, .sm = 90, .handoff_to = L.node,
-                              .handoff_state = &L.state};
+                              .handoff_state = bwd ? &L.dy_region : &L.state};
         const tx_cuda_te_desc *descs[1] = {&pd};
         tx_cuda_fused *f = NULL;
         TG_OK(tx_cuda_fused_prepare(cases[ci].f, bwd, descs, NULL, 1, &f));

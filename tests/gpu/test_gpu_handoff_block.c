@@ -333,6 +333,7 @@ typedef struct lin {
     tx_cuda_te_node *node;
     const tx_cuda_linear *l;
     void *state, *scratch;
+    void *dy_region; /* a handed-off dy's region (the executor's is backward-only) */
 } lin;
 
 static tx_tensor wrap(teexec_dtype dt, int64_t r, int64_t c, void *data)
@@ -363,6 +364,8 @@ static void lin_make(lin *L, const tx_cuda_linear_quant *q, void *x, void *w, te
     size_t sb = tx_cuda_te_state_bytes(L->node), cb = tx_cuda_te_scratch_bytes(L->node);
     L->state = tg_dev_alloc(sb ? sb : 256);
     L->scratch = tg_dev_alloc(cb ? cb : 256);
+    size_t rb = tx_cuda_linear_dy_region_bytes(L->l);
+    L->dy_region = rb ? tg_dev_alloc(rb) : NULL;
 }
 
 static void lin_free(lin *L)
@@ -371,6 +374,7 @@ static void lin_free(lin *L)
     tg_dev_free(L->y.data);
     tg_dev_free(L->state);
     tg_dev_free(L->scratch);
+    if (L->dy_region) tg_dev_free(L->dy_region);
 }
 
 static void lin_fwd(lin *L)
@@ -385,7 +389,8 @@ static void lin_bwd(lin *L, tx_tensor *dy, tx_tensor *dx, tx_tensor *dw)
     const tx_tensor *saved[2] = {&L->x, &L->w};
     tx_tensor *dwp[1] = {dw};
     tx_te_bwd_args a = {.op = TX_TE_LINEAR, .attrs = L->attrs, .grad_output = dy, .saved = saved,
-                        .n_saved = 2, .grad_input = dx, .grad_params = dwp, .n_grad_params = 1};
+                        .n_saved = 2, .grad_input = dx, .grad_params = dwp, .n_grad_params = 1,
+                        .handoff_region = L->dy_region};
     TG_OK(tx_cuda_te_backward(L->node, &a, L->state, L->scratch, &g_env));
 }
 
@@ -546,7 +551,7 @@ static void run_exec_backward(const ecase *c)
     tx_cuda_te_desc bdesc = {.op = TX_TE_BIAS, .name = "bias", .attrs = battrs, .input = &L1.y,
                              .params = bp, .n_params = 1, .output = &dxb, .training = true,
                              .needs = TX_TE_FOR_ALL, .sm = 90, .deterministic = true,
-                             .handoff_to = L1.node, .handoff_state = &L1.state};
+                             .handoff_to = L1.node, .handoff_state = &L1.dy_region};
     const tx_cuda_te_desc *descs[1] = {&bdesc};
     tx_cuda_fused *f = NULL;
     TG_OK(tx_cuda_fused_prepare(TX_FUSION_BWD_BIAS_QUANTIZE, true, descs, NULL, 1, &f));
@@ -560,7 +565,7 @@ static void run_exec_backward(const ecase *c)
     lin_bwd(&L1, &dxb, &dx1, &dw1);
     lin_bwd(&L2, &dy, &dx2, &dw2);
     tg_sync(c->name);
-    operand_regions_equal(c->name, &L1.l->ody, (char *)L1.state + L1.l->st_dy, &L2.l->ody,
+    operand_regions_equal(c->name, &L1.l->ody, (char *)L1.dy_region + L1.l->st_dy, &L2.l->ody,
                           (char *)L2.scratch + L2.l->sc_dy);
     expect_dev_same(c->name, "dgrad, handed off vs its own quantize", dx1.data, dx2.data, dx1.nbytes);
     expect_dev_same(c->name, "wgrad, handed off vs its own quantize", dw1.data, dw2.data, dw1.nbytes);

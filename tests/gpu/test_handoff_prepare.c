@@ -287,10 +287,14 @@ static void layout(void **state)
     q.x.handed_off = false;
     q.dy.handed_off = true;
     assert_null(tx_cuda_linear_init(&hdy, &d));
-    assert_true(hdy.st_dy != SIZE_MAX);
-    assert_true(hdy.st_dy >= plain.state_bytes);
-    assert_true(hdy.st_dy % 256 == 0);
-    assert_true(hdy.state_bytes >= hdy.st_dy + hdy.ody.bytes);
+    /* a handed-off dy has a region of its own (placed by the executor for
+     * the backward steps that need it), not a part of the state */
+    assert_int_equal(hdy.st_dy, 0);
+    assert_int_equal(tx_cuda_linear_dy_region_bytes(&hdy), hdy.dy_region_bytes);
+    assert_true(hdy.dy_region_bytes >= hdy.ody.bytes);
+    assert_true(hdy.dy_region_bytes % 256 == 0);
+    assert_int_equal(hdy.state_bytes, plain.state_bytes);
+    assert_int_equal(tx_cuda_linear_dy_region_bytes(&plain), 0);
     assert_int_equal(hdy.sc_gemm, 0);
     assert_true(hdy.scratch_bytes < plain.scratch_bytes);
     tx_tensor_release(&x);

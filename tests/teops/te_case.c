@@ -248,7 +248,7 @@ void tc_gradcheck(te_case *c, double tol)
             dexv[i] = &dex[i];
         }
     tx_te_bwd_args ba = {c->op, c->attrs, &dy, dxov, s->n_extra_outputs, saved, n_saved,
-                         want_dx ? &dx : NULL, dparv, c->n_par, dexv, s->n_extra_inputs};
+                         want_dx ? &dx : NULL, dparv, c->n_par, dexv, s->n_extra_inputs, NULL};
     teexec_status *st = tx_te_cpu_backward(&ba);
     if (st) fail_msg("%s backward failed: %s", s->name, teexec_status_message(st));
 

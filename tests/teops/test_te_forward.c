@@ -226,7 +226,7 @@ static void grouped_linear_rows_outside_groups(void **state)
         tc_fill(&dp[i], D, c.par[i].rank, c.par[i].dims, 10, 5, 6); /* sentinels: must be overwritten */
         dpv[i] = &dp[i];
     }
-    tx_te_bwd_args ba = {c.op, c.attrs, &dy, NULL, 0, saved, ns, &dx, dpv, 6, NULL, 0};
+    tx_te_bwd_args ba = {c.op, c.attrs, &dy, NULL, 0, saved, ns, &dx, dpv, 6, NULL, 0, NULL};
     assert_null(tx_te_cpu_backward(&ba));
     for (int64_t r = 7; r < 10; r++)
         for (int64_t k = 0; k < 4; k++) assert_true(tc_get(&dx, (uint64_t)(r * 4 + k)) == 0.0);

@@ -55,7 +55,7 @@ static void gradcheck_detects_a_wrong_gradient(void **state)
     assert_null(tx_tensor_alloc(&dx, TEEXEC_DTYPE_DOUBLE, 1, (int64_t[]){4}));
     for (int i = 0; i < 4; i++) tc_set(&dy, (uint64_t)i, c.wy[i]);
     tx_te_attr_value wrong = {.f = 3.0};
-    tx_te_bwd_args ba = {TX_TE_CONSTANT_SCALE, &wrong, &dy, NULL, 0, NULL, 0, &dx, NULL, 0, NULL, 0};
+    tx_te_bwd_args ba = {TX_TE_CONSTANT_SCALE, &wrong, &dy, NULL, 0, NULL, 0, &dx, NULL, 0, NULL, 0, NULL};
     assert_null(tx_te_cpu_backward(&ba));
     for (int i = 0; i < 4; i++) {
         double v = tc_get(&c.in, (uint64_t)i);
