@@ -39,6 +39,10 @@ for t in test_zoo_cuda run_node_tests device_stream; do [ -f "$DEST/$t" ] && str
 size=$(du -sm "$DEST" | cut -f1)
 echo "$DEST: $(ls "$DEST" | wc -l) files, $size MiB"
 if [ "$size" -gt 60 ]; then
-  (cd "$(dirname "$DEST")" && tar cf - "$(basename "$DEST")" | xz -T0 -6 > "$(basename "$DEST").tar.xz")
+  # one thread and a 256 MiB dictionary: the programs are 40-odd copies of
+  # the same static library, which a dictionary larger than the whole tar
+  # stores once (365 MiB -> 7 MiB, against 43 MiB with xz -6's 8 MiB; ~3 min)
+  (cd "$(dirname "$DEST")" && tar cf - "$(basename "$DEST")" |
+     xz -T1 --lzma2=preset=6,dict=256MiB > "$(basename "$DEST").tar.xz")
   echo "packed: $DEST.tar.xz ($(du -sm "$DEST.tar.xz" | cut -f1) MiB); carry it, not the directory"
 fi
