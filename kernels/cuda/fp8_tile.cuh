@@ -68,6 +68,22 @@ template <> struct StageT<float> {
     static __device__ __forceinline__ float unpack(type h) { return h; }
 };
 
+/* The thread's 8 rows r0 + rg + 16 i x 8 columns from c of the tile, all
+ * loads issued before any use; outside the tensor reads as zeros. */
+template <typename T>
+__device__ __forceinline__ void ft_load_rows(const Fp8TileParams &p, size_t r0, size_t c, int rg,
+                                             Raw8<T> (&rv)[8])
+{
+    const T *x = static_cast<const T *>(p.x);
+    const bool cin = c < p.cols;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const size_t r = r0 + rg + 16 * i;
+        if (cin && r < p.rows) rv[i].load(x + r * p.cols + c);
+        else rv[i].zero();
+    }
+}
+
 /* ---- the byte tile behind both columnwise copies --------------------------
  * A block's 128 x 128 FP8 codes staged in shared memory as 4-byte words,
  * row-major, XOR-swizzled by row group so that the transpose's reads (8 row

@@ -111,17 +111,11 @@ __global__ void __launch_bounds__(FT_NT) fp8_block_kernel(txq::Fp8TileParams p)
     const size_t mb = blockIdx.x / p.ncb, kb = blockIdx.x % p.ncb;
     const size_t r0 = mb * FT_R, c0 = kb * FT_C;
     const size_t M = p.rows, K = p.cols;
-    const T *x = static_cast<const T *>(p.x);
     const size_t c = c0 + (size_t)l16 * 8;
     const bool cin = c < K;
 
     txq::Raw8<T> rv[8];
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const size_t r = r0 + rg + 16 * i;
-        if (cin && r < M) rv[i].load(x + r * K + c);
-        else rv[i].zero();
-    }
+    txq::ft_load_rows(p, r0, c, rg, rv);
 
     /* amaxes, NaN-propagating: rows (1-D rowwise, or all of them for 2-D)
      * and this thread's 8 columns over its 8 rows (1-D columnwise) */

@@ -74,12 +74,7 @@ __global__ void __launch_bounds__(FT_NT) fp8_pt_kernel(txq::Fp8TileParams p)
     const bool cin = c < K;
 
     txq::Raw8<T> rv[8];
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const size_t r = r0 + rg + 16 * i;
-        if (cin && r < M) rv[i].load(x + r * K + c);
-        else rv[i].zero();
-    }
+    txq::ft_load_rows(p, r0, c, rg, rv);
     const float s = __ldg(p.scale);
 
     /* Optimistic: convert without the NaN look-up, noting with a
