@@ -11,9 +11,15 @@ TEEXEC_PACKAGES="meson ninja-build pkg-config gcc protobuf-c-compiler libprotobu
 libonnx-dev libonnx-testdata libcmocka-dev zlib1g-dev libopenblas-dev clang \
 libclang-rt-14-dev graphviz"
 
+# Tools that only the benchmarks need (bench/cpu makes its models with
+# PyTorch): installed by the bench scripts, not by scripts/test.
+TEEXEC_BENCH_PACKAGES="python3-numpy python3-onnx python3-torch"
+
+# teexec_missing_packages [PACKAGES]: those of PACKAGES (default
+# TEEXEC_PACKAGES) not installed.
 teexec_missing_packages() {
     missing=""
-    for p in $TEEXEC_PACKAGES; do
+    for p in ${1:-$TEEXEC_PACKAGES}; do
         if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
             missing="$missing $p"
         fi
@@ -21,8 +27,9 @@ teexec_missing_packages() {
     echo "$missing"
 }
 
+# teexec_install_packages [PACKAGES]: installs the missing ones.
 teexec_install_packages() {
-    missing=$(teexec_missing_packages)
+    missing=$(teexec_missing_packages "${1:-}")
     [ -z "$missing" ] && return 0
     if [ "$(id -u)" != 0 ]; then
         echo "teexec: missing Debian packages; install them with:" >&2

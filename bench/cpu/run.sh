@@ -61,6 +61,8 @@ fi
 for b in 1 8; do
     if [ ! -f "$models/b$b/model.onnx" ]; then
         echo "run.sh: making the bench GPT-2 block in $models" >&2
+        . scripts/setup.sh
+        teexec_install_packages "$TEEXEC_BENCH_PACKAGES" # PyTorch, onnx, numpy
         "$py" models/make_models.py --bench "$models" >&2
         break
     fi
