@@ -10,8 +10,9 @@
  *   1-D columnwise [ceil(rows/128)][roundup(cols,4)]
  *   2-D rowwise    [ceil(rows/128)][roundup(ceil(cols/128),4)]
  *   2-D columnwise [ceil(cols/128)][roundup(ceil(rows/128),4)]
- * (the leading dimension is passed, the buffers are zeroed first). Rowwise
- * and columnwise 1-D forms are each quantized from x in the same pass.
+ * (the leading dimension is passed; every float of the buffer that holds no
+ * scale is zeroed, so padding is 0). Rowwise and columnwise 1-D forms are
+ * each quantized from x in the same pass.
  * Bit-identical to kernels/cpu/quant_block.c.
  *
  * Device pointers owned by the caller; asynchronous on `stream`
@@ -39,7 +40,7 @@ typedef struct tx_cuda_block_args {
     int pow2;                /* power-of-two scales */
     uint8_t *row_data;       /* [rows, cols] or NULL */
     float *row_scale_inv;
-    size_t row_ld, row_scale_count; /* leading dim; total floats (zeroed) */
+    size_t row_ld, row_scale_count; /* leading dim; total floats (padding zeroed) */
     uint8_t *col_data;       /* [cols, rows] or NULL */
     float *col_scale_inv;
     size_t col_ld, col_scale_count;

@@ -12,8 +12,9 @@
  * data transposed [cols, rows/2]. Scales E4M3: rowwise
  * (roundup(rows,128), roundup(cols/16,4)) [m][j], columnwise
  * (roundup(cols,128), roundup(rows/16,4)) [k][i], compact (given leading
- * dim) or 128x4-swizzled; buffers are zeroed first. The GPU kernels need
- * rows and cols to be multiples of 32.
+ * dim) or 128x4-swizzled; every scale byte that holds no scale is zeroed.
+ * The GPU kernel needs cols % 16 == 0, and rows % 16 == 0 where a
+ * columnwise or 2-D copy is made (tx_cuda_nvfp4_quantize checks both).
  *
  * Device pointers owned by the caller; asynchronous on `stream`
  * (cudaStream_t); no shared state: thread-safe on distinct buffers.
