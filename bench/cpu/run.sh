@@ -37,6 +37,10 @@ fi
 # bench keeps whatever the caller set (or OpenBLAS's own detection) and
 # records it; see README.md.
 blas_core=${OPENBLAS_CORETYPE:-}
+# OPENBLAS_THREAD_TIMEOUT (4..30: 2^N cycles an idle OpenBLAS thread spins
+# before it sleeps) is kept as the caller set it and recorded: low values
+# leave the cores to teexec's own threaded kernels (attention) between GEMMs.
+blas_timeout=${OPENBLAS_THREAD_TIMEOUT:-}
 
 # 1. ONNX Runtime for Node (bench/cpu/package.json pins the version).
 if [ ! -d bench/cpu/node_modules/onnxruntime-node ]; then
@@ -135,7 +139,7 @@ EOF
         if [ -n "${ORT_ONLY:-}" ]; then
             tx_desc="teexec not run"
         else
-            tx_desc="$("$build/tools/teexec" --version 2>/dev/null || echo teexec) (release build, --device cpu, OPENBLAS_NUM_THREADS=$threads${blas_core:+, OPENBLAS_CORETYPE=$blas_core})"
+            tx_desc="$("$build/tools/teexec" --version 2>/dev/null || echo teexec) (release build, --device cpu, OPENBLAS_NUM_THREADS=$threads${blas_core:+, OPENBLAS_CORETYPE=$blas_core}${blas_timeout:+, OPENBLAS_THREAD_TIMEOUT=$blas_timeout})"
         fi
         echo "- engines: onnxruntime-node $ort_ver (CPU EP, intra-op threads $threads, graph optimization all); $tx_desc${pin:+; both pinned with \`$pin\`}"
         [ -n "${NOTE:-}" ] && echo "- note: $NOTE"

@@ -449,9 +449,10 @@ TEEXEC_API teexec_status *teexec_session_options_create(teexec_session_options *
 TEEXEC_API void teexec_session_options_destroy(teexec_session_options *options);
 TEEXEC_API teexec_status *teexec_session_options_set_device(teexec_session_options *options,
                                                             teexec_device device);
-/* Threads for the multi-threaded kernels (GEMM); 0 = library default.
- * OpenBLAS's thread count is process-wide: a session created with a
- * non-zero value sets it for every session in the process. */
+/* Threads for the multi-threaded kernels (GEMM, and on the CPU the
+ * attention forward, which uses as many as OpenBLAS has); 0 = library
+ * default. OpenBLAS's thread count is process-wide: a session created with
+ * a non-zero value sets it for every session in the process. */
 TEEXEC_API teexec_status *teexec_session_options_set_threads(teexec_session_options *options,
                                                              int threads);
 /* The value a symbolic input dim takes for the plan made at session

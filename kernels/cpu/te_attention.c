@@ -17,13 +17,19 @@
  * cache_len[r]. Inference only.
  *
  * Written once over REAL, compiled twice (this file includes itself;
- * te_real.h). Sums accumulate in double.
+ * te_real.h). Sums accumulate in double. The forward spreads its (batch
+ * row, head) pairs over the BLAS thread count when the work is large
+ * (base/parallel.h); every pair is computed whole by one thread, so the
+ * result is the same bits for any split.
  */
 #ifndef TE_PASS
 #define TE_PASS
 #include "kernels/cpu/te_common.h"
 #include "kernels/cpu/te_impl.h"
 
+#include "base/parallel.h"
+
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +59,18 @@ static inline int64_t at4(const attn_geom *g, int64_t bi, int64_t si, int64_t s,
                           int64_t nh, int64_t ci, int64_t c)
 {
     return g->sbhd ? ((si * g->b + bi) * nh + hi) * c + ci : ((bi * s + si) * nh + hi) * c + ci;
+}
+
+/* Worker threads for one forward: the BLAS thread count (the session's
+ * threads setting), or 1 when the work is too small to pay for starting
+ * threads (~2M multiply-adds; the zoo's attentions are far below). */
+static int attn_threads(const attn_geom *g)
+{
+    const double macs = (double)g->b * (double)g->h * (double)g->sq * (double)g->skv *
+                        (double)(g->d + g->dv);
+    if (macs < 2.0e6) return 1;
+    int n = openblas_get_num_threads();
+    return n > 1 ? n : 1;
 }
 
 static teexec_status *geom_of(tx_te_op_id op, const tx_te_attr_value *attrs, const tx_tensor *q,
@@ -283,6 +301,58 @@ static REAL FN(scores)(const attn_geom *g, const REAL *qb, const REAL *kb, const
     return mx;
 }
 
+/* One forward's read-only views and outputs, shared by its workers. */
+typedef struct FN(fwd_job) {
+    const attn_geom *g;
+    const REAL *qb, *kb, *vb, *mb;
+    REAL *yb, *lse;
+} FN(fwd_job);
+
+/* Query heads [begin, end) of the flattened (batch row, head) pairs: each
+ * pair's rows are computed whole by one worker, with its own scratch, so
+ * the result does not depend on how the pairs are split. */
+static teexec_status *FN(fwd_pairs)(void *ctx, size_t begin, size_t end, int worker)
+{
+    (void)worker;
+    const FN(fwd_job) *jb = ctx;
+    const attn_geom *g = jb->g;
+    REAL *s = tx_te_malloc((size_t)g->skv, sizeof(REAL));
+    double *acc = tx_te_malloc((size_t)g->dv, sizeof(double));
+    if (!s || !acc) {
+        free(s);
+        free(acc);
+        return tx_oom();
+    }
+    for (size_t pr = begin; pr < end; pr++) {
+        const int64_t bi = (int64_t)pr / g->h, hi = (int64_t)pr % g->h;
+        const int64_t kh = hi / (g->h / g->hk);
+        for (int64_t i = 0; i < g->sq; i++) {
+            REAL mx = FN(scores)(g, jb->qb, jb->kb, jb->mb, bi, hi, i, s);
+            REAL *yr = jb->yb + at4(g, bi, i, g->sq, hi, g->h, 0, g->dv);
+            REAL *l = jb->lse + (bi * g->h + hi) * g->sq + i;
+            if (mx == (REAL)-INFINITY) {
+                for (int64_t c = 0; c < g->dv; c++) yr[c] = K(0);
+                *l = (REAL)-INFINITY;
+                continue;
+            }
+            double sum = 0.0;
+            for (int64_t c = 0; c < g->dv; c++) acc[c] = 0.0;
+            for (int64_t j = 0; j < g->skv; j++) {
+                if (s[j] == (REAL)-INFINITY) continue;
+                REAL p = R_EXP(s[j] - mx);
+                sum += p;
+                const REAL *vr = jb->vb + at4(g, bi, j, g->skv, kh, g->hk, 0, g->dv);
+                for (int64_t c = 0; c < g->dv; c++) acc[c] += (double)p * vr[c];
+            }
+            for (int64_t c = 0; c < g->dv; c++) yr[c] = (REAL)(acc[c] / sum);
+            *l = mx + (REAL)log(sum);
+        }
+    }
+    free(s);
+    free(acc);
+    return NULL;
+}
+
 static teexec_status *FN(attn_fwd)(const tx_te_fwd_args *a, const attn_geom *g, tx_tensor *lse_t)
 {
     /* inputs in REAL already are read in place, and y is written straight
@@ -296,38 +366,15 @@ static teexec_status *FN(attn_fwd)(const tx_te_fwd_args *a, const attn_geom *g, 
     REAL *yb = y_direct ? (REAL *)a->output->data
                         : tx_te_malloc((size_t)a->output->numel, sizeof(REAL));
     REAL *lse = tx_te_malloc((size_t)(g->b * g->h * g->sq), sizeof(REAL));
-    REAL *s = tx_te_malloc((size_t)g->skv, sizeof(REAL));
-    double *acc = tx_te_malloc((size_t)g->dv, sizeof(double));
-    teexec_status *st = yb && lse && s && acc ? NULL : tx_oom();
+    teexec_status *st = yb && lse ? NULL : tx_oom();
     if (!st) st = te_view(a->input, &qb, &qo);
     if (!st) st = te_view(g->k, &kb, &ko);
     if (!st) st = te_view(g->v, &vb, &vo);
     if (!st && g->mask && g->mask->dtype != TEEXEC_DTYPE_BOOL) st = te_view(g->mask, &mb, &mo);
     if (st) goto done;
-    for (int64_t bi = 0; bi < g->b; bi++)
-        for (int64_t hi = 0; hi < g->h; hi++)
-            for (int64_t i = 0; i < g->sq; i++) {
-                int64_t kh = hi / (g->h / g->hk);
-                REAL mx = FN(scores)(g, qb, kb, mb, bi, hi, i, s);
-                REAL *yr = yb + at4(g, bi, i, g->sq, hi, g->h, 0, g->dv);
-                REAL *l = lse + (bi * g->h + hi) * g->sq + i;
-                if (mx == (REAL)-INFINITY) {
-                    for (int64_t c = 0; c < g->dv; c++) yr[c] = K(0);
-                    *l = (REAL)-INFINITY;
-                    continue;
-                }
-                double sum = 0.0;
-                for (int64_t c = 0; c < g->dv; c++) acc[c] = 0.0;
-                for (int64_t j = 0; j < g->skv; j++) {
-                    if (s[j] == (REAL)-INFINITY) continue;
-                    REAL p = R_EXP(s[j] - mx);
-                    sum += p;
-                    const REAL *vr = vb + at4(g, bi, j, g->skv, kh, g->hk, 0, g->dv);
-                    for (int64_t c = 0; c < g->dv; c++) acc[c] += (double)p * vr[c];
-                }
-                for (int64_t c = 0; c < g->dv; c++) yr[c] = (REAL)(acc[c] / sum);
-                *l = mx + (REAL)log(sum);
-            }
+    FN(fwd_job) jb = {g, qb, kb, vb, mb, yb, lse};
+    st = tx_parallel_for((size_t)(g->b * g->h), attn_threads(g), FN(fwd_pairs), &jb);
+    if (st) goto done;
     if (!y_direct) te_store(a->output, yb);
     if (lse_t) te_store(lse_t, lse);
 done:
@@ -337,8 +384,6 @@ done:
     free(mo);
     if (!y_direct) free(yb);
     free(lse);
-    free(s);
-    free(acc);
     return st;
 }
 

@@ -8,6 +8,7 @@
  */
 #include "te_cases.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -356,6 +357,38 @@ static void attention_causal_hides_the_future(void **state)
     tc_free(&c);
 }
 
+/* The forward spreads its (batch row, head) pairs over the BLAS threads
+ * when the work is large (kernels/cpu/te_attention.c): the output and the
+ * saved log-sum-exp must be the same bytes for 1 and 3 threads, in fp32 and
+ * fp64, causal GQA above the threading threshold (~2M multiply-adds). */
+static void attention_threads_give_the_same_bits(void **state)
+{
+    (void)state;
+    const teexec_dtype dts[2] = {TEEXEC_DTYPE_FLOAT, D};
+    const int saved_threads = openblas_get_num_threads();
+    for (int k = 0; k < 2; k++) {
+        te_case c[2];
+        for (int t = 0; t < 2; t++) {
+            tc_init(&c[t], TX_TE_DOT_PRODUCT_ATTENTION);
+            c[t].attrs[TX_TE_A_DPA_CAUSAL].i = 1;
+            c[t].training = true; /* the log-sum-exp aux too */
+            tc_fill(&c[t].in, dts[k], 4, (int64_t[]){3, 96, 4, 32}, 11, -1, 1);
+            tc_fill(&c[t].ex[0], dts[k], 4, (int64_t[]){3, 96, 2, 32}, 12, -1, 1);
+            tc_fill(&c[t].ex[1], dts[k], 4, (int64_t[]){3, 96, 2, 32}, 13, -1, 1);
+            c[t].ex_present[0] = c[t].ex_present[1] = true;
+            openblas_set_num_threads(t == 0 ? 1 : 3);
+            assert_null(tc_forward(&c[t]));
+        }
+        assert_int_equal(c[0].out.nbytes, c[1].out.nbytes);
+        assert_memory_equal(c[0].out.data, c[1].out.data, c[0].out.nbytes);
+        assert_true(c[0].s->n_aux > 0 && c[0].aux[0].nbytes > 0);
+        assert_memory_equal(c[0].aux[0].data, c[1].aux[0].data, c[0].aux[0].nbytes);
+        tc_free(&c[0]);
+        tc_free(&c[1]);
+    }
+    openblas_set_num_threads(saved_threads);
+}
+
 /* The cache mode (k_cache, v_cache, cache_len): the new rows land in the
  * caches at each row's cache length, in place, the rest of the caches stays
  * as it was, and each row's output equals plain attention over the row's
@@ -561,6 +594,7 @@ int main(void)
         cmocka_unit_test(attention_causal_hides_the_future),
         cmocka_unit_test(attention_cache_mode_appends_and_matches),
         cmocka_unit_test(attention_cache_mode_refusals),
+        cmocka_unit_test(attention_threads_give_the_same_bits),
         cmocka_unit_test(dropout_mask_is_deterministic),
         cmocka_unit_test(embedding_refuses_bad_index),
     };
