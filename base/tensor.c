@@ -1,6 +1,7 @@
 /* tensor.c - host tensor allocation and shape bookkeeping. */
 #include "base/tensor.h"
 
+#include "base/block_cache.h"
 #include "base/checked.h"
 #include "base/dtype.h"
 
@@ -56,7 +57,8 @@ teexec_status *tx_tensor_alloc(tx_tensor *t, teexec_dtype dtype, int32_t rank,
                                const int64_t *dims)
 {
     TX_TRY(set_shape(t, dtype, rank, dims));
-    t->data = calloc(1, t->nbytes ? t->nbytes : 1);
+    t->data = tx_block_cache_take(t->nbytes); /* a run's cached buffer, zeroed */
+    if (!t->data) t->data = calloc(1, t->nbytes ? t->nbytes : 1);
     if (!t->data) {
         memset(t, 0, sizeof(*t));
         return tx_status_new(TEEXEC_ERR_NO_MEMORY, NULL, NULL,
@@ -82,8 +84,10 @@ void tx_tensor_release(tx_tensor *t)
         if (t->dtype == TEEXEC_DTYPE_STRING) {
             char **s = t->data;
             for (uint64_t i = 0; i < t->numel; i++) free(s[i]);
+            free(t->data);
+        } else if (!tx_block_cache_put(t->data, t->nbytes)) {
+            free(t->data);
         }
-        free(t->data);
     }
     memset(t, 0, sizeof(*t));
 }

@@ -493,6 +493,7 @@ void teexec_session_destroy(teexec_session *s)
     free(s->trace);
     tx_run_profile_free(&s->run_prof);
     tx_run_profile_free(&s->run_prof_work);
+    tx_block_cache_free(&s->blocks);
     if (s->has_delayed) tx_delayed_free(&s->delayed);
     if (s->be.vt && s->be.state) s->be.vt->destroy(s->be.state);
     free(s);
@@ -833,11 +834,15 @@ static teexec_status *run_entry(teexec_session *s, const teexec_run_options *ro,
 {
     const char *prev = tx_run_begin(ro);
     teexec_comm *prev_comm = tx_comm_bind(s ? s->comm : NULL);
+    /* a CPU run's freed large buffers serve its next run (no fresh pages) */
+    const bool cache = s && !s->cuda;
+    tx_block_cache *prev_cache = cache ? tx_block_cache_begin_run(&s->blocks) : NULL;
     teexec_status *st = early;
     if (!st && s && s->cuda) st = tx_comm_use_device(s->comm);
     if (!st)
         st = session_run(s, ro, n_inputs, input_names, input_tensors, n_outputs, output_names,
                          out_tensors, into);
+    if (cache) tx_block_cache_end_run(prev_cache);
     tx_comm_bind(prev_comm);
     return tx_run_end(ro, prev, st);
 }

@@ -30,6 +30,7 @@
 #ifndef TEEXEC_EXEC_SESSION_INTERNAL_H
 #define TEEXEC_EXEC_SESSION_INTERNAL_H
 
+#include "base/block_cache.h"
 #include "exec/backend.h"
 #include "exec/model_internal.h"
 #include "exec/recipe_delayed.h"
@@ -117,6 +118,9 @@ struct teexec_session {
      * and the kernels of the last run (tx_session_last_kernels). */
     tx_recipe recipe;
     bool deterministic;
+    /* CPU sessions: large buffers a run freed, kept for the next run
+     * (base/block_cache.h; bound to the running thread by run_entry) */
+    tx_block_cache blocks;
     tx_delayed_state delayed;
     bool has_delayed;
     uint64_t n_runs;
