@@ -579,7 +579,9 @@ TEEXEC_API teexec_status *teexec_session_create(const teexec_model *model,
  * A CUDA session may be called with n_inputs 0 after a first run: it runs
  * again on that run's inputs, which stay on the device (no host transfer;
  * what a benchmark or a repeated evaluation wants). CPU sessions need every
- * input each time.
+ * input each time. A CPU session keeps the large buffers (256 KiB and up)
+ * that a run frees for its next run, which saves faulting in fresh pages;
+ * it holds at most one run's worth, and teexec_session_destroy frees them.
  *
  * output_names selects n_outputs graph outputs by name; NULL means all graph
  * outputs in model order (then n_outputs must equal
