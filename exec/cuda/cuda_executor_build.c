@@ -1201,10 +1201,8 @@ static teexec_status *place_memory(tx_cuda_executor *g)
         if (g->topt.clip_grad_norm > 0.0) {
             /* the block count tx_cuda_optim_layout will find */
             uint64_t blocks = 0;
-            for (size_t p = 0; p < g->n_params; p++) {
-                uint64_t pn = (uint64_t)g->vals[g->params[p].value].dev.numel;
-                blocks += pn / TX_CUDA_OPTIM_CHUNK + (pn % TX_CUDA_OPTIM_CHUNK != 0);
-            }
+            for (size_t p = 0; p < g->n_params; p++)
+                blocks += tx_cuda_optim_blocks((uint64_t)g->vals[g->params[p].value].dev.numel);
             tx_dev_want(&l, &g->clip_partials, tx_cuda_grad_clip_partials(blocks) * sizeof(double));
             tx_dev_want(&l, &g->clip_coef, 2 * sizeof(double));
         }

@@ -223,7 +223,7 @@ extern "C" teexec_status *tx_cuda_optim_layout(tx_cuda_optim_tensor *ts, size_t 
             return bad("cuda optimizer: tensor %lld: the model copy must be bfloat16 or float16 "
                        "(a float32 parameter is its own master)", (long long)i);
         t->first_block = blocks;
-        uint64_t nb = t->n / TX_CUDA_OPTIM_CHUNK + (t->n % TX_CUDA_OPTIM_CHUNK != 0);
+        uint64_t nb = tx_cuda_optim_blocks(t->n);
         if (nb > (uint64_t)INT32_MAX - blocks)
             return bad("cuda optimizer: %lld tensors need more blocks than one launch allows",
                        (long long)n);

@@ -34,6 +34,13 @@ extern "C" {
 /* Elements handled by one block; a tensor occupies ceil(n / chunk) blocks. */
 #define TX_CUDA_OPTIM_CHUNK 4096u
 
+/* The blocks a tensor of n elements occupies (what tx_cuda_optim_layout
+ * counts; callers sizing buffers by the block count use the same). */
+static inline uint64_t tx_cuda_optim_blocks(uint64_t n)
+{
+    return n / TX_CUDA_OPTIM_CHUNK + (n % TX_CUDA_OPTIM_CHUNK != 0);
+}
+
 /* Same layout on host and device (plain data). */
 typedef struct tx_cuda_optim_tensor {
     float *master;          /* FP32 weights, updated in place */
