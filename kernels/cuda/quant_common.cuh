@@ -188,6 +188,20 @@ __device__ __forceinline__ uint32_t quant_fp8x4_fast(bool e5m2, const float x[4]
            (cvt_fp8x2(e5m2, __fmul_rn(x[2], s), __fmul_rn(x[3], s)) << 16);
 }
 
+/* 8 values with one multiplier, as two words (elements 0-3, 4-7). */
+__device__ __forceinline__ uint2 quant_fp8x8_fast(bool e5m2, const float x[8], float s)
+{
+    return make_uint2(quant_fp8x4_fast(e5m2, x, s), quant_fp8x4_fast(e5m2, x + 4, s));
+}
+
+/* fp8(x[j] * m[j]) for 4 values with their own multipliers (columnwise
+ * blocks of adjacent columns), without the NaN look-up. */
+__device__ __forceinline__ uint32_t quant_fp8x4_v_fast(bool e5m2, const float x[4], const float m[4])
+{
+    return cvt_fp8x2(e5m2, __fmul_rn(x[0], m[0]), __fmul_rn(x[1], m[1])) |
+           (cvt_fp8x2(e5m2, __fmul_rn(x[2], m[2]), __fmul_rn(x[3], m[3])) << 16);
+}
+
 /* max(a, b) that is NaN when either is (PTX max.NaN, sm_80+). Reducing an
  * amax with it tells for free whether a NaN was among the inputs; callers
  * then redo the reduction with fmaxf, which ignores NaN as the CPU does. */

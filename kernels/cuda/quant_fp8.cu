@@ -90,9 +90,7 @@ __global__ void __launch_bounds__(FT_NT) fp8_pt_kernel(txq::Fp8TileParams p)
         rv[i].get(v);
 #pragma unroll
         for (int j = 0; j < 8; j++) tmax = txq::fmax_nan(tmax, fabsf(v[j]));
-        uint2 q;
-        q.x = txq::quant_fp8x4_fast(E5M2, v, s);
-        q.y = txq::quant_fp8x4_fast(E5M2, v + 4, s);
+        const uint2 q = txq::quant_fp8x8_fast(E5M2, v, s);
         if (ROW && cin && r < M) *reinterpret_cast<uint2 *>(p.row_data + r * K + c) = q;
         if (COL) *reinterpret_cast<uint2 *>(&qs[ft_word(rl, 2 * l16)]) = q;
     }

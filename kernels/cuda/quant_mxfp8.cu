@@ -76,14 +76,6 @@ __device__ __forceinline__ R opaque(const R &in)
  * fast path converts without looking. */
 constexpr int WT_R = 32, WT_C = 64, WT_NT = 128, WT_WARPS = WT_NT / 32;
 
-/* fp8(x[j] * m[j]) for 4 values with their own multipliers, no NaN look-up
- * (the fast path's counterpart of quant_fp8x4_v). */
-__device__ __forceinline__ uint32_t quant_fp8x4_v_fast(bool e5m2, const float x[4], const float m[4])
-{
-    return txq::cvt_fp8x2(e5m2, __fmul_rn(x[0], m[0]), __fmul_rn(x[1], m[1])) |
-           (txq::cvt_fp8x2(e5m2, __fmul_rn(x[2], m[2]), __fmul_rn(x[3], m[3])) << 16);
-}
-
 /* e8m0 code back from its multiplier 2^(127-e) (e8m0_rcp_fin): exponent
  * field 254-e, and e = 254 (multiplier 2^-127, field 0) fits the same rule. */
 __device__ __forceinline__ uint32_t e8m0_of_rcp(float m) { return 254u - (__float_as_uint(m) >> 23); }
@@ -155,8 +147,8 @@ __device__ __forceinline__ void wt_tile(const Params &p, const txq::Raw8<T> (&v8
         }
         if (COL) {
             uint2 q;
-            q.x = quant_fp8x4_v_fast(E5M2, v, cm);
-            q.y = quant_fp8x4_v_fast(E5M2, v + 4, cm + 4);
+            q.x = txq::quant_fp8x4_v_fast(E5M2, v, cm);
+            q.y = txq::quant_fp8x4_v_fast(E5M2, v + 4, cm + 4);
             *reinterpret_cast<uint2 *>(cd + i * dstep) = q;
         }
     }
@@ -526,8 +518,8 @@ __global__ void __launch_bounds__(BT_NT) mxfp8_bt_kernel(Params p)
             const float4 m0 = q4[0], m1 = q4[1];
             const float cm[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
             uint2 q;
-            q.x = quant_fp8x4_v_fast(E5M2, v, cm);
-            q.y = quant_fp8x4_v_fast(E5M2, v + 4, cm + 4);
+            q.x = txq::quant_fp8x4_v_fast(E5M2, v, cm);
+            q.y = txq::quant_fp8x4_v_fast(E5M2, v + 4, cm + 4);
             *reinterpret_cast<uint2 *>(cd + i * dstep) = q;
         }
     }
