@@ -212,12 +212,6 @@ __device__ __forceinline__ float fmax_nan(float a, float b)
     return r;
 }
 
-__device__ __forceinline__ uint8_t enc_fp8(bool e5m2, float x)
-{
-    const float xs[4] = {x, 0.0f, 0.0f, 0.0f};
-    return (uint8_t)(quant_fp8x4(e5m2, xs, 1.0f) & 0xffu);
-}
-
 /* Exact decode of FP8 bytes (E4M3FN or E5M2) to float. */
 template <bool E5M2>
 __device__ __forceinline__ float dec_fp8(uint32_t b)
